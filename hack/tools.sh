@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Installs everything archway's tests, bed and demo need, idempotently, into a
+# cache outside the clone. Safe to rerun: each part is skipped when present.
+#
+#   hack/tools.sh            all parts
+#   hack/tools.sh apt qemu   only the named parts
+#
+# Parts: apt, qemu, busybox, kube, etcd, kwok, registry, controller-gen,
+# golangci-lint. Binaries land in $ARCHWAY_CACHE/bin/<name>-<version>.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ARCHWAY_CACHE=${ARCHWAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/archway}
+BIN="$ARCHWAY_CACHE/bin"
+mkdir -p "$BIN"
+export GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+
+step() { printf '[tools] %s\n' "$*"; }
+fail() {
+	printf '[tools] FAILED: %s\n[tools] retry with: hack/tools.sh %s\n' "$1" "$2" >&2
+	exit 1
+}
+
+# modversion DIR MODULE prints the version the tools module in DIR pins.
+modversion() {
+	awk -v m="$2" '$1 == "require" && $2 == m { print $3 } $1 == m { print $2 }' "$ROOT/hack/tools/$1/go.mod" | head -n 1
+}
+
+# gobuild PART MODDIR PKG NAME VERSION [extra go build args...]
+gobuild() {
+	local part=$1 dir=$2 pkg=$3 name=$4 version=$5
+	shift 5
+	local out="$BIN/$name-$version"
+	if [ -x "$out" ]; then
+		return 0
+	fi
+	step "building $name $version (once; cached in $BIN)"
+	local tmp="$out.tmp.$$"
+	local start=$SECONDS
+	if ! (cd "$ROOT/hack/tools/$dir" && go build -trimpath "$@" -o "$tmp" "$pkg"); then
+		rm -f "$tmp"
+		fail "go build of $name $version" "$part"
+	fi
+	mv "$tmp" "$out"
+	step "built $name in $((SECONDS - start))s"
+}
+
+apt_install() {
+	local missing=()
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	[ "$(id -u)" -eq 0 ] || fail "apt packages ${missing[*]} are missing and installing them needs root" apt
+	step "apt-get install ${missing[*]}"
+	local i
+	for i in 1 2 3; do
+		if DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; then
+			return 0
+		fi
+		apt-get update -q >/dev/null 2>&1 || true
+	done
+	fail "apt-get install ${missing[*]}" apt
+}
+
+part_apt() {
+	apt_install git qemu-user-static libsqlite3-dev gcc make ca-certificates
+}
+
+# part_qemu registers qemu user-mode handlers with binfmt_misc so foreign
+# architecture binaries run. It never removes a handler it did not add.
+part_qemu() {
+	local bm=/proc/sys/fs/binfmt_misc
+	if [ ! -e "$bm/register" ]; then
+		mount -t binfmt_misc binfmt_misc "$bm" || fail "mounting binfmt_misc at $bm (needs root)" qemu
+	fi
+	local arch
+	for arch in aarch64 arm ppc64le s390x; do
+		if [ -e "$bm/qemu-$arch" ]; then
+			continue
+		fi
+		local conf=/usr/lib/binfmt.d/qemu-$arch.conf
+		[ -f "$conf" ] || fail "$conf is missing (package qemu-user-static)" "apt qemu"
+		step "registering qemu-$arch with binfmt_misc"
+		# A concurrent registration wins the race harmlessly.
+		cat "$conf" >"$bm/register" 2>/dev/null || [ -e "$bm/qemu-$arch" ] || fail "registering qemu-$arch" qemu
+	done
+}
+
+# part_busybox keeps Debian's busybox-static for each architecture, the
+# seed of the bed's multi-arch base image, in the cache.
+part_busybox() {
+	local dir="$ARCHWAY_CACHE/debs"
+	mkdir -p "$dir"
+	local arch need=()
+	for arch in amd64 arm64 armhf ppc64el s390x; do
+		compgen -G "$dir/busybox-static_*_$arch.deb" >/dev/null || need+=("$arch")
+	done
+	[ ${#need[@]} -eq 0 ] && return 0
+	[ "$(id -u)" -eq 0 ] || fail "downloading busybox-static needs root (apt)" busybox
+	step "downloading busybox-static for ${need[*]}"
+	local added=()
+	for arch in "${need[@]}"; do
+		if ! dpkg --print-foreign-architectures | grep -qx "$arch" && [ "$arch" != "$(dpkg --print-architecture)" ]; then
+			dpkg --add-architecture "$arch"
+			added+=("$arch")
+		fi
+	done
+	local i ok=0
+	for i in 1 2 3 4 5 6; do
+		apt-get update -q >/dev/null 2>&1 || true
+		ok=1
+		for arch in "${need[@]}"; do
+			compgen -G "$dir/busybox-static_*_$arch.deb" >/dev/null && continue
+			(cd "$dir" && apt-get download -q "busybox-static:$arch" >/dev/null 2>&1) || ok=0
+		done
+		[ $ok -eq 1 ] && break
+		sleep 2
+	done
+	for arch in "${added[@]}"; do
+		dpkg --remove-architecture "$arch" || true
+	done
+	[ $ok -eq 1 ] || fail "apt-get download busybox-static for ${need[*]}" busybox
+}
+
+part_kube() {
+	local v
+	v=$(modversion kube k8s.io/kubernetes)
+	local ld="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/client-go/pkg/version.gitVersion=$v"
+	local c
+	for c in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
+		CGO_ENABLED=0 gobuild kube kube "k8s.io/kubernetes/cmd/$c" "$c" "$v" -ldflags "$ld"
+	done
+}
+
+part_etcd() {
+	CGO_ENABLED=0 gobuild etcd etcd . etcd "$(modversion etcd go.etcd.io/etcd/server/v3)" -ldflags "-s -w"
+}
+
+part_kwok() {
+	CGO_ENABLED=0 gobuild kwok kwok sigs.k8s.io/kwok/cmd/kwok kwok "$(modversion kwok sigs.k8s.io/kwok)" -ldflags "-s -w"
+}
+
+part_registry() {
+	CGO_ENABLED=0 gobuild registry registry github.com/distribution/distribution/v3/cmd/registry registry \
+		"$(modversion registry github.com/distribution/distribution/v3)" -ldflags "-s -w"
+}
+
+part_controller-gen() {
+	CGO_ENABLED=0 gobuild controller-gen controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen controller-gen \
+		"$(modversion controller-gen sigs.k8s.io/controller-tools)" -ldflags "-s -w"
+}
+
+part_golangci-lint() {
+	CGO_ENABLED=0 gobuild golangci-lint golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint golangci-lint \
+		"$(modversion golangci-lint github.com/golangci/golangci-lint/v2)" -ldflags "-s -w"
+}
+
+# part_links gives the versioned binaries the plain names envtest and the bed
+# look up, in one directory per Kubernetes version.
+part_links() {
+	local kv
+	kv=$(modversion kube k8s.io/kubernetes)
+	local assets="$BIN/assets-$kv"
+	mkdir -p "$assets"
+	local c
+	for c in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
+		ln -sfn "../$c-$kv" "$assets/$c"
+	done
+	ln -sfn "../etcd-$(modversion etcd go.etcd.io/etcd/server/v3)" "$assets/etcd"
+	ln -sfn "../kwok-$(modversion kwok sigs.k8s.io/kwok)" "$assets/kwok"
+	ln -sfn "../registry-$(modversion registry github.com/distribution/distribution/v3)" "$assets/registry"
+	ln -sfn "../controller-gen-$(modversion controller-gen sigs.k8s.io/controller-tools)" "$assets/controller-gen"
+	ln -sfn "../golangci-lint-$(modversion golangci-lint github.com/golangci/golangci-lint/v2)" "$assets/golangci-lint"
+}
+
+# assets prints the directory holding the plain-named binaries.
+if [ "${1:-}" = "assets" ]; then
+	echo "$BIN/assets-$(modversion kube k8s.io/kubernetes)"
+	exit 0
+fi
+
+parts=("$@")
+if [ ${#parts[@]} -eq 0 ]; then
+	# Big Go programs are built one after another: in parallel on 2 cores they
+	# take several times longer.
+	parts=(apt qemu busybox controller-gen etcd kwok registry kube golangci-lint)
+fi
+for p in "${parts[@]}"; do
+	declare -F "part_$p" >/dev/null || fail "unknown part $p" ""
+	"part_$p"
+done
+part_links

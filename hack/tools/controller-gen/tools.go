@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package tools pins sigs.k8s.io/controller-tools for the test bed and the Makefile.
+package tools
+
+import _ "sigs.k8s.io/controller-tools/cmd/controller-gen"
