@@ -1,0 +1,122 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterPodPlacementConfigName is the only name a ClusterPodPlacementConfig
+// may have: it is a singleton.
+const ClusterPodPlacementConfigName = "cluster"
+
+// ClusterPodPlacementConfig turns on arch-aware pod placement for the
+// cluster. While it exists, new pods in the selected namespaces are gated at
+// admission and the placement controller restricts their node affinity to
+// the architectures all their images support before letting them schedule.
+// Deleting it ungates every pod still gated before it goes.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=clusterpodplacementconfigs,singular=clusterpodplacementconfig,scope=Cluster,shortName=cppc
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`,description="Whether pods are being gated and placed."
+// +kubebuilder:printcolumn:name="Fallback",type=string,JSONPath=`.spec.fallbackArchitecture`,description="The architecture used when images cannot be inspected."
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'cluster'",message="ClusterPodPlacementConfig is a singleton: metadata.name must be 'cluster'"
+type ClusterPodPlacementConfig struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is how pods are placed. Default: every field's default.
+	// +optional
+	Spec ClusterPodPlacementConfigSpec `json:"spec,omitempty"`
+
+	// status is written by the placement controller.
+	// +optional
+	Status ClusterPodPlacementConfigStatus `json:"status,omitempty"`
+}
+
+// ClusterPodPlacementConfigSpec is the cluster-wide placement configuration.
+type ClusterPodPlacementConfigSpec struct {
+	// logVerbosity is the log level of the placement webhook and
+	// controller: Normal, Debug, Trace or TraceAll. Default: Normal.
+	// +optional
+	// +kubebuilder:default=Normal
+	LogVerbosity LogVerbosityLevel `json:"logVerbosity,omitempty"`
+
+	// namespaceSelector selects the namespaces whose pods are gated. It is
+	// copied into the webhook configuration, so the apiserver does not even
+	// call the webhook for other namespaces. Pods in kube-*, openshift-*,
+	// hypershift-* and archway's own namespace are never gated. Default:
+	// unset, every other namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// fallbackArchitecture is the architecture a pod is restricted to when
+	// its images cannot be inspected after every retry: amd64, arm64,
+	// ppc64le, s390x, or empty. Default: empty, such pods are ungated with
+	// their affinity unchanged.
+	// +optional
+	// +kubebuilder:validation:Enum=arm64;amd64;ppc64le;s390x;""
+	FallbackArchitecture string `json:"fallbackArchitecture,omitempty"`
+
+	// plugins are optional placement behaviours. Default: none enabled.
+	// +optional
+	Plugins *Plugins `json:"plugins,omitempty"`
+}
+
+// Condition types of a ClusterPodPlacementConfig, as the multiarch tuning
+// operator names them.
+const (
+	// ConditionAvailable is True while pods are gated and placed.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while the configuration is being rolled
+	// out to the webhook configuration.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the configuration could not be rolled
+	// out.
+	ConditionDegraded = "Degraded"
+	// ConditionDeprovisioning is True while the config is being deleted and
+	// its gated pods are being released.
+	ConditionDeprovisioning = "Deprovisioning"
+)
+
+// Condition reasons of a ClusterPodPlacementConfig.
+const (
+	// ReasonReconciled: the webhook configuration matches the spec.
+	ReasonReconciled = "Reconciled"
+	// ReasonWebhookConfigurationNotFound: the MutatingWebhookConfiguration
+	// (or its pod placement webhook) does not exist.
+	ReasonWebhookConfigurationNotFound = "WebhookConfigurationNotFound"
+	// ReasonWebhookConfigurationSyncFailed: the webhook configuration could
+	// not be updated.
+	ReasonWebhookConfigurationSyncFailed = "WebhookConfigurationSyncFailed"
+	// ReasonUngatingPods: the config is being deleted and gated pods are
+	// being released.
+	ReasonUngatingPods = "UngatingPods"
+)
+
+// ClusterPodPlacementConfigStatus is what the placement controller observed.
+type ClusterPodPlacementConfigStatus struct {
+	// conditions are Available, Progressing, Degraded and Deprovisioning.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ClusterPodPlacementConfigList is a list of ClusterPodPlacementConfigs.
+//
+// +kubebuilder:object:root=true
+type ClusterPodPlacementConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the list's metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the configs.
+	Items []ClusterPodPlacementConfig `json:"items"`
+}

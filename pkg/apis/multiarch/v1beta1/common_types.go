@@ -1,0 +1,71 @@
+package v1beta1
+
+// LogVerbosityLevel is how much the placement components log.
+// +kubebuilder:validation:Enum=Normal;Debug;Trace;TraceAll
+type LogVerbosityLevel string
+
+// The log verbosity levels, from the least to the most verbose.
+const (
+	LogVerbosityNormal   LogVerbosityLevel = "Normal"
+	LogVerbosityDebug    LogVerbosityLevel = "Debug"
+	LogVerbosityTrace    LogVerbosityLevel = "Trace"
+	LogVerbosityTraceAll LogVerbosityLevel = "TraceAll"
+)
+
+// The architectures a placement config may name: those of Kubernetes'
+// kubernetes.io/arch node label on the platforms archway supports.
+const (
+	ArchitectureAMD64   = "amd64"
+	ArchitectureARM64   = "arm64"
+	ArchitecturePPC64LE = "ppc64le"
+	ArchitectureS390X   = "s390x"
+)
+
+// KnownArchitectures lists the architectures in the enums below, sorted.
+func KnownArchitectures() []string {
+	return []string{ArchitectureAMD64, ArchitectureARM64, ArchitecturePPC64LE, ArchitectureS390X}
+}
+
+// Plugins are the optional behaviours of arch-aware placement.
+type Plugins struct {
+	// nodeAffinityScoring adds preferred node affinity terms, weighted per
+	// architecture, to the pods the placement controller handles. Default:
+	// unset (no preferences).
+	// +optional
+	NodeAffinityScoring *NodeAffinityScoring `json:"nodeAffinityScoring,omitempty"`
+}
+
+// NodeAffinityScoring weighs the architectures a pod can run on, so the
+// scheduler prefers some of them among the nodes that fit.
+type NodeAffinityScoring struct {
+	// enabled turns the plugin on. Required.
+	// +required
+	Enabled bool `json:"enabled"`
+
+	// platforms are the weights, one entry per architecture. Required: at
+	// least one and at most 16 entries, each architecture at most once.
+	// Only architectures a pod's images support get a preferred term.
+	// +required
+	// +listType=map
+	// +listMapKey=architecture
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.architecture == x.architecture))",message="each architecture may appear only once in platforms"
+	Platforms []NodeAffinityScoringPlatformTerm `json:"platforms"`
+}
+
+// NodeAffinityScoringPlatformTerm is the weight of one architecture.
+type NodeAffinityScoringPlatformTerm struct {
+	// architecture is a kubernetes.io/arch value: amd64, arm64, ppc64le or
+	// s390x. Required.
+	// +required
+	// +kubebuilder:validation:Enum=arm64;amd64;ppc64le;s390x
+	Architecture string `json:"architecture"`
+
+	// weight is the weight of the preferred node affinity term for the
+	// architecture, from 1 to 100. Required.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Weight int32 `json:"weight"`
+}
