@@ -1,0 +1,178 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+)
+
+// GroupVersion is the apiVersion of build-controller's configuration file.
+var GroupVersion = schema.GroupVersion{Group: "config.archway.dev", Version: "v1alpha1"}
+
+// Kind is the kind of build-controller's configuration file.
+const Kind = "BuildControllerConfiguration"
+
+// BuildControllerConfiguration is the whole configuration file of
+// build-controller. Every section is optional; a missing file section takes
+// its defaults.
+type BuildControllerConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// build configures the Build controller: the builder image and the
+	// defaults and overrides applied to every build. Default: see
+	// BuildControllerConfig.
+	// +optional
+	Build BuildControllerConfig `json:"build,omitempty"`
+}
+
+// BuildControllerConfig configures the Build controller.
+type BuildControllerConfig struct {
+	// builderImage is the image every build pod runs (it holds the builder
+	// program, cmd/builder). Required.
+	BuilderImage string `json:"builderImage"`
+
+	// platformBuilderImages replace builderImage for the build pods of
+	// some platforms (for example a builder image published for only some
+	// architectures, or a test image). The manifest-list pod always runs
+	// builderImage. Default: none. Platforms must be unique once
+	// normalized.
+	// +optional
+	PlatformBuilderImages []PlatformBuilderImage `json:"platformBuilderImages,omitempty"`
+
+	// builderServiceAccount is the service account of build pods whose
+	// Build names none in spec.serviceAccount. It needs to patch
+	// builds/status in its namespace. Default: "default" (OpenShift uses
+	// "builder", which its own controllers create in every namespace).
+	// +optional
+	BuilderServiceAccount string `json:"builderServiceAccount,omitempty"`
+
+	// buildDefaults are applied to a build where the build does not say
+	// otherwise. Default: none.
+	// +optional
+	BuildDefaults BuildDefaultsConfig `json:"buildDefaults,omitempty"`
+
+	// buildOverrides are applied to every build, replacing what the build
+	// says. Default: none.
+	// +optional
+	BuildOverrides BuildOverridesConfig `json:"buildOverrides,omitempty"`
+}
+
+// PlatformBuilderImage is the builder image of one platform's build pods.
+type PlatformBuilderImage struct {
+	// platform is "os/arch" or "os/arch/variant", e.g. linux/s390x.
+	// Required.
+	Platform string `json:"platform"`
+
+	// image is the builder image for that platform. Required.
+	Image string `json:"image"`
+}
+
+// BuildDefaultsConfig holds values a build gets when it does not set them,
+// as OpenShift's openshiftcontrolplane/v1 BuildDefaultsConfig, plus
+// platforms.
+type BuildDefaultsConfig struct {
+	// env are environment variables added to the build's strategy
+	// environment (spec.strategy.dockerStrategy.env) unless the build sets
+	// a variable of that name. Default: none.
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// labels are added to every build pod unless the pod already has the
+	// label. Default: none.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations are added to every build pod unless the pod already has
+	// the annotation. Default: none.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// nodeSelector is the build pods' node selector when the build's own
+	// spec.nodeSelector is null or holds only kubernetes.io/os (an empty
+	// map on the build means "no selector" and keeps the default away), as
+	// in OpenShift. Default: none.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// resources fill in the requests and limits the build's
+	// spec.resources does not set, resource by resource. Default: none.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// imageLabels are added to the built image unless the build sets a
+	// label of that name in spec.output.imageLabels. Default: none.
+	// +optional
+	ImageLabels []buildv1.ImageLabel `json:"imageLabels,omitempty"`
+
+	// platforms are the target platforms of a build whose spec.platforms
+	// is empty. Default: none, meaning the platforms of the cluster's
+	// Ready, schedulable linux nodes that the build's pods could run on.
+	// Each "os/arch" or "os/arch/variant"; unique once normalized.
+	// +optional
+	Platforms []string `json:"platforms,omitempty"`
+}
+
+// BuildOverridesConfig holds values forced on every build, as OpenShift's
+// openshiftcontrolplane/v1 BuildOverridesConfig, plus labels and the
+// multi-architecture additions platforms, archNodeSelector and
+// manifestList.
+type BuildOverridesConfig struct {
+	// forcePull makes every build pull its base images even when present.
+	// Default: false.
+	// +optional
+	ForcePull bool `json:"forcePull,omitempty"`
+
+	// imageLabels are set on the built image, replacing the build's labels
+	// of the same name. Default: none.
+	// +optional
+	ImageLabels []buildv1.ImageLabel `json:"imageLabels,omitempty"`
+
+	// nodeSelector keys are set on every build pod's node selector,
+	// replacing the build's values, except kubernetes.io/os, which an
+	// override never changes (as in OpenShift). A platform pod's
+	// kubernetes.io/arch always comes from its platform. Default: none.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations replace the tolerations of every build pod. Default:
+	// none.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// annotations are set on every build pod, replacing values of the same
+	// key. Default: none.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// labels are set on every build pod, replacing values of the same key.
+	// archway's own labels (openshift.io/build.name,
+	// build.openshift.io/platform, build.openshift.io/pod-role) cannot be
+	// overridden. Default: none.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// platforms, when set, are the target platforms of every build,
+	// whatever its spec.platforms says. Default: none. Each "os/arch" or
+	// "os/arch/variant"; unique once normalized.
+	// +optional
+	Platforms []string `json:"platforms,omitempty"`
+
+	// archNodeSelector adds kubernetes.io/os and kubernetes.io/arch of its
+	// platform to each platform pod's node selector. With false, platform
+	// pods may run on any node (for clusters that build foreign
+	// architectures under emulation), and the controller neither checks
+	// that a node exists for each platform nor that the build's node
+	// selector agrees with the platforms. Default: true.
+	// +optional
+	ArchNodeSelector *bool `json:"archNodeSelector,omitempty"`
+
+	// manifestList makes a multi-platform build with an output push a
+	// manifest list to spec.output.to from a last pod, once the platform
+	// pods are done. With false, each platform's image stays at its own
+	// tag (the output tag with a platform suffix) and no manifest list is
+	// pushed. Default: true.
+	// +optional
+	ManifestList *bool `json:"manifestList,omitempty"`
+}

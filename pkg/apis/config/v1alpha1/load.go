@@ -1,0 +1,272 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/distribution/reference"
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/platform"
+)
+
+// DefaultBuilderServiceAccount is the service account of build pods when
+// neither the Build nor the configuration names one.
+const DefaultBuilderServiceAccount = "default"
+
+// Load reads the configuration file at path, fills in defaults and
+// validates it. Errors name the file and the field.
+func Load(path string) (*BuildControllerConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the configuration file: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes a configuration file (YAML or JSON), fills in defaults and
+// validates it. Unknown fields are errors, so a misspelt field is not
+// silently ignored.
+func Parse(data []byte) (*BuildControllerConfiguration, error) {
+	cfg := &BuildControllerConfiguration{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	SetDefaults(cfg)
+	if errs := Validate(cfg); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return cfg, nil
+}
+
+// SetDefaults fills in the defaults the field documentation gives.
+func SetDefaults(cfg *BuildControllerConfiguration) {
+	b := &cfg.Build
+	if b.BuilderServiceAccount == "" {
+		b.BuilderServiceAccount = DefaultBuilderServiceAccount
+	}
+	if b.BuildOverrides.ArchNodeSelector == nil {
+		b.BuildOverrides.ArchNodeSelector = ptr.To(true)
+	}
+	if b.BuildOverrides.ManifestList == nil {
+		b.BuildOverrides.ManifestList = ptr.To(true)
+	}
+}
+
+// Validate checks a defaulted configuration and returns every problem, each
+// naming its field.
+func Validate(cfg *BuildControllerConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if cfg.APIVersion != GroupVersion.String() {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), cfg.APIVersion,
+			fmt.Sprintf("must be %s", GroupVersion.String())))
+	}
+	if cfg.Kind != Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), cfg.Kind, fmt.Sprintf("must be %s", Kind)))
+	}
+	errs = append(errs, validateBuild(&cfg.Build, field.NewPath("build"))...)
+	return errs
+}
+
+func validateBuild(b *BuildControllerConfig, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if b.BuilderImage == "" {
+		errs = append(errs, field.Required(path.Child("builderImage"), "the image of build pods (it runs cmd/builder)"))
+	} else {
+		errs = append(errs, validateImage(b.BuilderImage, path.Child("builderImage"))...)
+	}
+	seen := map[string]int{}
+	for i, pi := range b.PlatformBuilderImages {
+		p := path.Child("platformBuilderImages").Index(i)
+		errs = append(errs, validatePlatform(pi.Platform, p.Child("platform"))...)
+		if pl, err := platform.Parse(pi.Platform); err == nil {
+			if j, dup := seen[pl.Key()]; dup {
+				errs = append(errs, field.Duplicate(p.Child("platform"),
+					fmt.Sprintf("%s (the same platform as platformBuilderImages[%d])", pi.Platform, j)))
+			}
+			seen[pl.Key()] = i
+		}
+		if pi.Image == "" {
+			errs = append(errs, field.Required(p.Child("image"), ""))
+		} else {
+			errs = append(errs, validateImage(pi.Image, p.Child("image"))...)
+		}
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(b.BuilderServiceAccount) {
+		errs = append(errs, field.Invalid(path.Child("builderServiceAccount"), b.BuilderServiceAccount, msg))
+	}
+	errs = append(errs, validateDefaults(&b.BuildDefaults, path.Child("buildDefaults"))...)
+	errs = append(errs, validateOverrides(&b.BuildOverrides, path.Child("buildOverrides"))...)
+	return errs
+}
+
+func validateDefaults(d *BuildDefaultsConfig, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := sets.New[string]()
+	for i, env := range d.Env {
+		p := path.Child("env").Index(i)
+		if env.Name == "" {
+			errs = append(errs, field.Required(p.Child("name"), ""))
+		}
+		for _, msg := range validation.IsEnvVarName(env.Name) {
+			errs = append(errs, field.Invalid(p.Child("name"), env.Name, msg))
+		}
+		if names.Has(env.Name) {
+			errs = append(errs, field.Duplicate(p.Child("name"), env.Name))
+		}
+		names.Insert(env.Name)
+		if env.ValueFrom != nil {
+			errs = append(errs, field.Forbidden(p.Child("valueFrom"),
+				"build defaults take plain values: the builder cannot resolve valueFrom"))
+		}
+	}
+	errs = append(errs, metav1validation.ValidateLabels(d.Labels, path.Child("labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(d.Annotations, path.Child("annotations"))...)
+	errs = append(errs, metav1validation.ValidateLabels(d.NodeSelector, path.Child("nodeSelector"))...)
+	errs = append(errs, validateResources(d.Resources, path.Child("resources"))...)
+	errs = append(errs, validateImageLabels(d.ImageLabels, path.Child("imageLabels"))...)
+	errs = append(errs, validatePlatforms(d.Platforms, path.Child("platforms"))...)
+	return errs
+}
+
+func validateOverrides(o *BuildOverridesConfig, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateImageLabels(o.ImageLabels, path.Child("imageLabels"))...)
+	errs = append(errs, metav1validation.ValidateLabels(o.NodeSelector, path.Child("nodeSelector"))...)
+	if _, ok := o.NodeSelector[corev1.LabelOSStable]; ok {
+		errs = append(errs, field.Forbidden(path.Child("nodeSelector").Key(corev1.LabelOSStable),
+			"an override never changes a build pod's operating system (as in OpenShift); set it in buildDefaults.nodeSelector"))
+	}
+	for i, t := range o.Tolerations {
+		errs = append(errs, validateToleration(t, path.Child("tolerations").Index(i))...)
+	}
+	errs = append(errs, apivalidation.ValidateAnnotations(o.Annotations, path.Child("annotations"))...)
+	errs = append(errs, metav1validation.ValidateLabels(o.Labels, path.Child("labels"))...)
+	for _, reserved := range []string{buildv1.BuildLabel, buildv1.PlatformLabel, buildv1.PodRoleLabel} {
+		if _, ok := o.Labels[reserved]; ok {
+			errs = append(errs, field.Forbidden(path.Child("labels").Key(reserved),
+				"archway sets this label on build pods itself"))
+		}
+	}
+	errs = append(errs, validatePlatforms(o.Platforms, path.Child("platforms"))...)
+	return errs
+}
+
+func validatePlatform(s string, path *field.Path) field.ErrorList {
+	if s == "" {
+		return field.ErrorList{field.Required(path, `"os/arch" or "os/arch/variant", e.g. linux/arm64`)}
+	}
+	if _, err := platform.Parse(s); err != nil {
+		return field.ErrorList{field.Invalid(path, s, err.Error())}
+	}
+	return nil
+}
+
+func validatePlatforms(ss []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(ss) > buildv1.MaxPlatforms {
+		errs = append(errs, field.TooMany(path, len(ss), buildv1.MaxPlatforms))
+	}
+	first := map[string]int{}
+	for i, s := range ss {
+		errs = append(errs, validatePlatform(s, path.Index(i))...)
+		p, err := platform.Parse(s)
+		if err != nil {
+			continue
+		}
+		if j, dup := first[p.Key()]; dup {
+			errs = append(errs, field.Duplicate(path.Index(i),
+				fmt.Sprintf("%s (the same platform as [%d], %s)", s, j, ss[j])))
+			continue
+		}
+		first[p.Key()] = i
+	}
+	return errs
+}
+
+func validateImage(ref string, path *field.Path) field.ErrorList {
+	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+		return field.ErrorList{field.Invalid(path, ref, "not an image reference: "+err.Error())}
+	}
+	return nil
+}
+
+func validateImageLabels(labels []buildv1.ImageLabel, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i, l := range labels {
+		p := path.Index(i).Child("name")
+		switch {
+		case strings.TrimSpace(l.Name) == "":
+			errs = append(errs, field.Required(p, ""))
+		case seen.Has(l.Name):
+			errs = append(errs, field.Duplicate(p, l.Name))
+		}
+		seen.Insert(l.Name)
+	}
+	return errs
+}
+
+func validateResources(r corev1.ResourceRequirements, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, q := range r.Requests {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(path.Child("requests").Key(string(name)), q.String(), "must not be negative"))
+		}
+		if limit, ok := r.Limits[name]; ok && q.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(path.Child("requests").Key(string(name)), q.String(),
+				fmt.Sprintf("must not be more than the limit %s", limit.String())))
+		}
+	}
+	for name, q := range r.Limits {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(path.Child("limits").Key(string(name)), q.String(), "must not be negative"))
+		}
+	}
+	return errs
+}
+
+func validateToleration(t corev1.Toleration, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch t.Operator {
+	case "", corev1.TolerationOpEqual:
+		if t.Key == "" {
+			errs = append(errs, field.Invalid(path.Child("operator"), t.Operator, "an empty key needs operator Exists"))
+		}
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			errs = append(errs, field.Invalid(path.Child("value"), t.Value, "must be empty with operator Exists"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(path.Child("operator"), t.Operator,
+			[]string{string(corev1.TolerationOpEqual), string(corev1.TolerationOpExists)}))
+	}
+	if t.Key != "" {
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(path.Child("key"), t.Key, msg))
+		}
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("effect"), t.Effect, []string{
+			string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}))
+	}
+	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+		errs = append(errs, field.Invalid(path.Child("tolerationSeconds"), *t.TolerationSeconds, "only with effect NoExecute"))
+	}
+	return errs
+}
