@@ -82,15 +82,15 @@ func TestResolve(t *testing.T) {
 			wantSource: SourceNodes,
 		},
 		{
-			name: "required platform without a node fails the build with no pods",
-			in: ResolveInput{Spec: []string{"linux/amd64", "linux/riscv64"}, Nodes: fourArches(), ArchNodeSelector: true},
+			name:          "required platform without a node fails the build with no pods",
+			in:            ResolveInput{Spec: []string{"linux/amd64", "linux/riscv64"}, Nodes: fourArches(), ArchNodeSelector: true},
 			wantPlatforms: []string{"linux/amd64", "linux/riscv64"}, wantSource: SourceSpec,
 			wantNoNode: []string{"linux/riscv64"}, wantFailure: buildv1.StatusReasonNodePlatformNotFound, wantPhase: buildv1.BuildPhaseError,
 			wantMsg: []string{"linux/riscv64"},
 		},
 		{
-			name: "allowed-to-fail platform without a node fails alone",
-			in: ResolveInput{Spec: []string{"linux/amd64", "linux/riscv64"}, AllowedToFail: []string{"linux/riscv64"}, Nodes: fourArches(), ArchNodeSelector: true},
+			name:          "allowed-to-fail platform without a node fails alone",
+			in:            ResolveInput{Spec: []string{"linux/amd64", "linux/riscv64"}, AllowedToFail: []string{"linux/riscv64"}, Nodes: fourArches(), ArchNodeSelector: true},
 			wantPlatforms: []string{"linux/amd64", "linux/riscv64"}, wantSource: SourceSpec, wantNoNode: []string{"linux/riscv64"},
 		},
 		{

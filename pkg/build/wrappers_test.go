@@ -3,6 +3,9 @@ package build
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
 
 // nodeWrapper builds test nodes: node("n1").arch("arm64").notReady().obj().
@@ -43,3 +46,48 @@ func fourArches() []corev1.Node {
 		node("cp").label("node-role.kubernetes.io/control-plane", "").taint("node-role.kubernetes.io/control-plane", corev1.TaintEffectNoSchedule).obj(),
 	}
 }
+
+// buildWrapper builds test Builds: makeBuild("app").platforms("linux/amd64").obj().
+type buildWrapper struct{ buildv1.Build }
+
+func makeBuild(name string) *buildWrapper {
+	return &buildWrapper{buildv1.Build{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name + "-uid")},
+		Spec: buildv1.BuildSpec{CommonSpec: buildv1.CommonSpec{
+			Strategy: buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType},
+			Output: buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}},
+		}},
+	}}
+}
+
+func (w *buildWrapper) platforms(ps ...string) *buildWrapper { w.Spec.Platforms = ps; return w }
+func (w *buildWrapper) allowFail(ps ...string) *buildWrapper {
+	w.Spec.PlatformsAllowedToFail = ps
+	return w
+}
+func (w *buildWrapper) noOutput() *buildWrapper { w.Spec.Output.To = nil; return w }
+func (w *buildWrapper) output(ref string) *buildWrapper {
+	w.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: ref}
+	return w
+}
+func (w *buildWrapper) pushSecret(name string) *buildWrapper {
+	w.Spec.Output.PushSecret = &corev1.LocalObjectReference{Name: name}
+	return w
+}
+func (w *buildWrapper) nodeSelector(kv ...string) *buildWrapper {
+	w.Spec.NodeSelector = buildv1.OptionalNodeSelector{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		w.Spec.NodeSelector[kv[i]] = kv[i+1]
+	}
+	return w
+}
+func (w *buildWrapper) cancelled() *buildWrapper { w.Status.Cancelled = true; return w }
+func (w *buildWrapper) phase(p buildv1.BuildPhase) *buildWrapper {
+	w.Status.Phase = p
+	return w
+}
+func (w *buildWrapper) entry(p string, phase buildv1.BuildPhase, reason buildv1.StatusReason) *buildWrapper {
+	w.Status.Platforms = append(w.Status.Platforms, buildv1.BuildStatusPlatform{Platform: p, Phase: phase, Reason: reason})
+	return w
+}
+func (w *buildWrapper) obj() *buildv1.Build { return w.Build.DeepCopy() }
