@@ -169,7 +169,7 @@ func TestBuildPod(t *testing.T) {
 			},
 		},
 		{
-			name: "archNodeSelector=false leaves the arch out",
+			name:  "archNodeSelector=false leaves the arch out",
 			build: makeBuild("app").platforms(four...).obj(), platforms: four, platform: "linux/s390x",
 			cfg: testConfig(func(c *configv1alpha1.BuildControllerConfig) { c.BuildOverrides.ArchNodeSelector = ptr.To(false) }),
 			check: func(t *testing.T, pod *corev1.Pod, _ *buildv1.Build) {
@@ -179,7 +179,7 @@ func TestBuildPod(t *testing.T) {
 			},
 		},
 		{
-			name: "per-platform builder image",
+			name:  "per-platform builder image",
 			build: makeBuild("app").platforms(four...).obj(), platforms: four, platform: "linux/s390x",
 			cfg: testConfig(func(c *configv1alpha1.BuildControllerConfig) {
 				c.PlatformBuilderImages = []configv1alpha1.PlatformBuilderImage{{Platform: "linux/s390x", Image: "example.com/builder-s390x:1"}}

@@ -55,7 +55,7 @@ func makeBuild(name string) *buildWrapper {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name + "-uid")},
 		Spec: buildv1.BuildSpec{CommonSpec: buildv1.CommonSpec{
 			Strategy: buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType},
-			Output: buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}},
+			Output:   buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}},
 		}},
 	}}
 }
