@@ -1,0 +1,78 @@
+package image
+
+import (
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+func sortedList(s sets.Set[string]) []string { return sets.List(s) }
+
+func TestPlatformsFromIndex(t *testing.T) {
+	tests := []struct {
+		name, index string
+		want        string
+		linux       string
+	}{
+		{
+			name:  "oci index with attestations",
+			index: `{"manifests":[{"platform":{"os":"linux","architecture":"arm64","variant":"v8"}},{"platform":{"os":"linux","architecture":"s390x"}},{"platform":{"os":"unknown","architecture":"unknown"},"annotations":{"vnd.docker.reference.type":"attestation-manifest"}}]}`,
+			want:  "[linux/arm64 linux/s390x]",
+			linux: "[arm64 s390x]",
+		},
+		{
+			name:  "attestation annotated with a real platform is skipped",
+			index: `{"manifests":[{"platform":{"os":"linux","architecture":"amd64"},"annotations":{"vnd.docker.reference.type":"attestation-manifest"}},{"platform":{"os":"linux","architecture":"ppc64le"}}]}`,
+			want:  "[linux/ppc64le]",
+			linux: "[ppc64le]",
+		},
+		{
+			name:  "windows amd64 does not make a linux amd64",
+			index: `{"manifests":[{"platform":{"os":"windows","architecture":"amd64","os.version":"10.0.17763.1"}},{"platform":{"os":"linux","architecture":"arm64"}}]}`,
+			want:  "[linux/arm64 windows/amd64]",
+			linux: "[arm64]",
+		},
+		{
+			name:  "entries without a platform are skipped",
+			index: `{"manifests":[{"digest":"sha256:00"},{"platform":{"os":"linux","architecture":"amd64"}},{"platform":{"os":"linux","architecture":"amd64","variant":"v3"}}]}`,
+			want:  "[linux/amd64]",
+			linux: "[amd64]",
+		},
+		{
+			name:  "empty index",
+			index: `{"manifests":[]}`,
+			want:  "[]",
+			linux: "[]",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := PlatformsFromIndex([]byte(tt.index))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != tt.want {
+				t.Errorf("platforms = %v, want %s", got, tt.want)
+			}
+			if linux := fmt.Sprint(sortedList(got.Architectures(""))); linux != tt.linux {
+				t.Errorf("linux architectures = %s, want %s", linux, tt.linux)
+			}
+		})
+	}
+	if _, err := PlatformsFromIndex([]byte("{")); err == nil {
+		t.Error("want an error for a broken index")
+	}
+}
+
+func TestPlatformFromConfig(t *testing.T) {
+	if got := fmt.Sprint(PlatformFromConfig("linux", "amd64")); got != "[linux/amd64]" {
+		t.Errorf("got %s", got)
+	}
+	if got := PlatformFromConfig("", "amd64"); len(got) != 0 {
+		t.Errorf("an image without an OS has no platform, got %v", got)
+	}
+	if got := PlatformFromConfig("windows", "amd64").Architectures("linux"); got.Len() != 0 {
+		t.Errorf("a windows image has no linux architecture, got %v", got)
+	}
+}

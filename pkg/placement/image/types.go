@@ -1,0 +1,111 @@
+package image
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+
+	"github.com/opencontainers/go-digest"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// Platform is one OS and architecture an image has a variant for, as an
+// index entry or an image config names them (the variant is ignored: nodes
+// are selected by kubernetes.io/arch, which has no variant).
+type Platform struct {
+	OS           string
+	Architecture string
+}
+
+func (p Platform) String() string { return p.OS + "/" + p.Architecture }
+
+// Platforms is the set of platforms of one image.
+type Platforms []Platform
+
+// Architectures returns the architectures the image has for os (linux
+// when empty). A windows/amd64 entry does not make a linux image amd64.
+func (ps Platforms) Architectures(os string) sets.Set[string] {
+	if os == "" {
+		os = "linux"
+	}
+	out := sets.New[string]()
+	for _, p := range ps {
+		if p.OS == os {
+			out.Insert(p.Architecture)
+		}
+	}
+	return out
+}
+
+// Reference names the image to inspect.
+type Reference struct {
+	// Name is the image as a pod spec names it: "busybox",
+	// "host:port/repo:tag", "repo@sha256:...".
+	Name string
+	// Refresh asks a cache to resolve a tag to its digest again instead of
+	// trusting a recent resolution: what a kubelet does for pods with
+	// imagePullPolicy Always.
+	Refresh bool
+}
+
+// Credential is one set of registry credentials from a docker config.
+type Credential struct {
+	Username      string `json:"u,omitempty"`
+	Password      string `json:"p,omitempty"`
+	IdentityToken string `json:"t,omitempty"`
+}
+
+// Auth is the credentials to try for one image, in the order a kubelet
+// would try them. Empty means anonymous access.
+type Auth []Credential
+
+// Key identifies the credentials in cache keys without revealing them: a
+// SHA-256 of the ordered list, "" for anonymous access.
+func (a Auth) Key() string {
+	if len(a) == 0 {
+		return ""
+	}
+	data, _ := json.Marshal(a) // a struct of strings always marshals
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// Inspector tells which platforms an image exists for and the digest of the
+// manifest or index the reference resolved to.
+type Inspector interface {
+	Architectures(ctx context.Context, ref Reference, auth Auth) (Platforms, digest.Digest, error)
+}
+
+// Resolver resolves a reference to the digest of its manifest or index
+// cheaply (one manifest HEAD).
+type Resolver interface {
+	Digest(ctx context.Context, name string, auth Auth) (digest.Digest, error)
+}
+
+// Registry is what Cache decorates: full inspection and cheap resolution.
+type Registry interface {
+	Inspector
+	Resolver
+}
+
+// sortPlatforms sorts and deduplicates ps in place.
+func sortPlatforms(ps Platforms) Platforms {
+	slices.SortFunc(ps, func(a, b Platform) int {
+		if a.OS != b.OS {
+			if a.OS < b.OS {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.Architecture < b.Architecture:
+			return -1
+		case a.Architecture > b.Architecture:
+			return 1
+		}
+		return 0
+	})
+	return slices.Compact(ps)
+}
