@@ -1,0 +1,67 @@
+package placement
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+)
+
+func TestShouldGate(t *testing.T) {
+	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}
+	deleting := cfg.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{}
+	selective := cfg.DeepCopy()
+	selective.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"placement": "on"}}
+	plain := func() *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	}
+	withNodeName := plain()
+	withNodeName.Spec.NodeName = "node-amd64-1"
+	daemon := plain()
+	daemon.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds"}}
+	job := plain()
+	job.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j"}}
+	pinned := plain()
+	pinned.Spec.NodeSelector = map[string]string{ArchLabel: "arm64"}
+	otherSelector := plain()
+	otherSelector.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+	gated := plain()
+	gate(gated)
+
+	tests := []struct {
+		name       string
+		in         admissionInput
+		want       bool
+		wantReason string
+	}{
+		{name: "no config", in: admissionInput{pod: plain(), namespace: "app"}, wantReason: skipNoConfig},
+		{name: "config being deleted", in: admissionInput{pod: plain(), namespace: "app", config: deleting}, wantReason: skipConfigDeleting},
+		{name: "plain pod", in: admissionInput{pod: plain(), namespace: "app", config: cfg}, want: true},
+		{name: "kube-system", in: admissionInput{pod: plain(), namespace: "kube-system", config: cfg}, wantReason: skipReservedNamespace},
+		{name: "openshift-*", in: admissionInput{pod: plain(), namespace: "openshift-monitoring", config: cfg}, wantReason: skipReservedNamespace},
+		{name: "hypershift-*", in: admissionInput{pod: plain(), namespace: "hypershift-x", config: cfg}, wantReason: skipReservedNamespace},
+		{name: "archway's own", in: admissionInput{pod: plain(), namespace: "archway-system", ownNamespace: "archway-system", config: cfg}, wantReason: skipReservedNamespace},
+		{name: "kubernetes (no dash) is not reserved", in: admissionInput{pod: plain(), namespace: "kubernetes", config: cfg}, want: true},
+		{name: "nodeName set", in: admissionInput{pod: withNodeName, namespace: "app", config: cfg}, wantReason: skipNodeName},
+		{name: "DaemonSet pod", in: admissionInput{pod: daemon, namespace: "app", config: cfg}, wantReason: skipDaemonSet},
+		{name: "Job pod", in: admissionInput{pod: job, namespace: "app", config: cfg}, want: true},
+		{name: "nodeSelector pins arch", in: admissionInput{pod: pinned, namespace: "app", config: cfg}, wantReason: skipPinnedArch},
+		{name: "other nodeSelector", in: admissionInput{pod: otherSelector, namespace: "app", config: cfg}, want: true},
+		{name: "already gated", in: admissionInput{pod: gated, namespace: "app", config: cfg}, wantReason: skipAlreadyGated},
+		{name: "namespace selected", in: admissionInput{pod: plain(), namespace: "app", namespaceLabels: labels.Set{"placement": "on"}, config: selective}, want: true},
+		{name: "namespace not selected", in: admissionInput{pod: plain(), namespace: "app", namespaceLabels: labels.Set{}, config: selective}, wantReason: skipNamespaceSelector},
+		{name: "namespace unknown: the apiserver filtered", in: admissionInput{pod: plain(), namespace: "app", config: selective}, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason := shouldGate(tt.in)
+			if got != tt.want || reason != tt.wantReason {
+				t.Errorf("shouldGate = %v, %q; want %v, %q", got, reason, tt.want, tt.wantReason)
+			}
+		})
+	}
+}

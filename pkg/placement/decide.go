@@ -1,0 +1,218 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+)
+
+// Outcomes of handling one gated pod, for metrics and tests.
+const (
+	outcomePlaced          = "placed"
+	outcomeConflict        = "predicates-conflict"
+	outcomeNoSupportedArch = "no-supported-arch"
+	outcomeFallback        = "fallback"
+	outcomeInspectionError = "inspection-error"
+	outcomeIgnored         = "ignored"
+	outcomeReleased        = "released"
+)
+
+// maxEventMessage is the longest note events.k8s.io/v1 accepts.
+const maxEventMessage = 1024
+
+// decision is what to do with a gated pod: the pod to write (a modified
+// copy, gate removed) and the one event to record once the write succeeded.
+type decision struct {
+	outcome   string
+	pod       *corev1.Pod
+	eventType string
+	reason    string
+	message   string
+}
+
+// imageResult is what inspecting one of a pod's images found: the
+// architectures it has for the pod's OS, or an error.
+type imageResult struct {
+	image string
+	archs sets.Set[string]
+	err   error
+}
+
+// podImages returns the unique images of the pod's init and app
+// containers, in order, and whether any container using each pulls with
+// policy Always.
+func podImages(pod *corev1.Pod) ([]string, map[string]bool) {
+	var images []string
+	always := map[string]bool{}
+	add := func(cs []corev1.Container) {
+		for _, c := range cs {
+			if _, seen := always[c.Image]; !seen {
+				images = append(images, c.Image)
+				always[c.Image] = false
+			}
+			if c.ImagePullPolicy == corev1.PullAlways {
+				always[c.Image] = true
+			}
+		}
+	}
+	add(pod.Spec.InitContainers)
+	add(pod.Spec.Containers)
+	return images, always
+}
+
+// podOS is the OS the pod's images must have: spec.os.name, default linux.
+func podOS(pod *corev1.Pod) string {
+	if pod.Spec.OS != nil && pod.Spec.OS.Name != "" {
+		return string(pod.Spec.OS.Name)
+	}
+	return "linux"
+}
+
+func scoring(spec *multiarchv1beta1.ClusterPodPlacementConfigSpec) []multiarchv1beta1.NodeAffinityScoringPlatformTerm {
+	if spec == nil || spec.Plugins == nil || spec.Plugins.NodeAffinityScoring == nil || !spec.Plugins.NodeAffinityScoring.Enabled {
+		return nil
+	}
+	return spec.Plugins.NodeAffinityScoring.Platforms
+}
+
+// preflight decides what needs no inspection: a pod that now pins
+// kubernetes.io/arch in its nodeSelector is released as it is; a pod whose
+// every required term constrains the architecture is released as it is
+// unless preferences are to be added. ok is false when the pod's images
+// must be inspected.
+func preflight(pod *corev1.Pod, spec *multiarchv1beta1.ClusterPodPlacementConfigSpec) (decision, bool) {
+	if pinsArch(pod) {
+		return release(pod, outcomeIgnored, corev1.EventTypeNormal, EventGatedPodIgnored,
+			"The gated pod now pins "+ArchLabel+" in its nodeSelector and no longer needs architecture-aware placement; scheduling gate removed"), true
+	}
+	if allTermsConstrainArch(pod) && len(scoring(spec)) == 0 {
+		return release(pod, outcomeConflict, corev1.EventTypeNormal, EventPredicatesConflict,
+			"All the required node selector terms already constrain "+ArchLabel+"; left unchanged and scheduling gate removed"), true
+	}
+	return decision{}, false
+}
+
+// release removes the gate and changes nothing else but labels.
+func release(pod *corev1.Pod, outcome, eventType, reason, message string) decision {
+	out := pod.DeepCopy()
+	removeGate(out)
+	setLabel(out, SchedulingGateLabel, SchedulingGateLabelRemoved)
+	setLabel(out, NodeAffinityLabel, LabelValueNotSet)
+	return decision{outcome: outcome, pod: out, eventType: eventType, reason: reason, message: truncate(message)}
+}
+
+// decide places a pod from the inspection of all its images. Any error
+// means the retries are over: the pod goes to the fallback architecture
+// when one is configured, else it is released unchanged.
+func decide(pod *corev1.Pod, spec *multiarchv1beta1.ClusterPodPlacementConfigSpec, results []imageResult) decision {
+	if err := inspectionError(results); err != nil {
+		return decideAfterError(pod, spec, err)
+	}
+	var archs sets.Set[string]
+	for _, r := range results {
+		if archs == nil {
+			archs = r.archs.Clone()
+		} else {
+			archs = archs.Intersection(r.archs)
+		}
+	}
+	out := pod.DeepCopy()
+	removeGate(out)
+	setLabel(out, SchedulingGateLabel, SchedulingGateLabelRemoved)
+	if archs.Len() == 0 {
+		affinity, changed := withRequirement(out.Spec.Affinity, noSupportedArchRequirement())
+		out.Spec.Affinity = affinity
+		setLabel(out, NodeAffinityLabel, valueSet(changed))
+		setLabel(out, NoSupportedArchLabel, "")
+		return decision{
+			outcome: outcomeNoSupportedArch, pod: out, eventType: corev1.EventTypeWarning, reason: EventNoSupportedArchitectures,
+			message: truncate("Pod cannot be scheduled: its container images have no " + podOS(pod) + " architecture in common (" + describeResults(results) + ")"),
+		}
+	}
+	affinity, changed := withRequirement(out.Spec.Affinity, archRequirement(archs))
+	affinity, preferred := withPreferences(affinity, scoring(spec), archs)
+	if changed || preferred {
+		out.Spec.Affinity = affinity
+	}
+	setLabel(out, NodeAffinityLabel, valueSet(changed))
+	if preferred {
+		setLabel(out, PreferredNodeAffinityLabel, LabelValueSet)
+	}
+	if archs.Len() == 1 {
+		setLabel(out, SingleArchLabel, sets.List(archs)[0])
+	} else {
+		setLabel(out, MultiArchLabel, "")
+	}
+	d := decision{outcome: outcomePlaced, pod: out, eventType: corev1.EventTypeNormal, reason: EventPredicateSet,
+		message: "Set the supported architectures to " + fmt.Sprint(sets.List(archs))}
+	if !changed {
+		d.outcome, d.reason = outcomeConflict, EventPredicatesConflict
+		d.message = "All the required node selector terms already constrain " + ArchLabel + "; left unchanged"
+	}
+	if preferred {
+		d.message += "; added preferred architectures from nodeAffinityScoring"
+	}
+	d.message = truncate(d.message + "; scheduling gate removed")
+	return d
+}
+
+func decideAfterError(pod *corev1.Pod, spec *multiarchv1beta1.ClusterPodPlacementConfigSpec, err error) decision {
+	if spec != nil && spec.FallbackArchitecture != "" {
+		out := pod.DeepCopy()
+		removeGate(out)
+		affinity, changed := withRequirement(out.Spec.Affinity, archRequirement(sets.New(spec.FallbackArchitecture)))
+		out.Spec.Affinity = affinity
+		setLabel(out, SchedulingGateLabel, SchedulingGateLabelRemoved)
+		setLabel(out, NodeAffinityLabel, valueSet(changed))
+		setLabel(out, FallbackArchLabel, spec.FallbackArchitecture)
+		setLabel(out, ImageInspectionErrorLabel, "")
+		return decision{outcome: outcomeFallback, pod: out, eventType: corev1.EventTypeWarning, reason: EventFallbackPredicateSet,
+			message: truncate("Image inspection failed; set the node affinity to the fallback architecture " + spec.FallbackArchitecture +
+				" and removed the scheduling gate. Registry error: " + err.Error())}
+	}
+	d := release(pod, outcomeInspectionError, corev1.EventTypeWarning, EventInspectionError,
+		"Image inspection failed after every retry; removed the scheduling gate with the node affinity unchanged. Registry error: "+err.Error())
+	setLabel(d.pod, ImageInspectionErrorLabel, "")
+	return d
+}
+
+// inspectionError joins the errors of the images that failed, nil if none.
+func inspectionError(results []imageResult) error {
+	var errs []error
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.image, r.err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// describeResults says which architectures each image has, for people.
+func describeResults(results []imageResult) string {
+	parts := make([]string, 0, len(results))
+	for _, r := range results {
+		parts = append(parts, r.image+" "+fmt.Sprint(sets.List(r.archs)))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+func valueSet(set bool) string {
+	if set {
+		return LabelValueSet
+	}
+	return LabelValueNotSet
+}
+
+func truncate(s string) string {
+	if len(s) <= maxEventMessage {
+		return s
+	}
+	return s[:maxEventMessage-3] + "..."
+}

@@ -1,0 +1,182 @@
+package placement
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+)
+
+func gatedPod(mutate ...func(*corev1.Pod)) *corev1.Pod {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "app"}}}}
+	gate(pod)
+	pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: "example.com/other"})
+	for _, m := range mutate {
+		m(pod)
+	}
+	return pod
+}
+
+func ok(image string, archs ...string) imageResult {
+	return imageResult{image: image, archs: sets.New(archs...)}
+}
+
+func TestDecide(t *testing.T) {
+	scoringSpec := &multiarchv1beta1.ClusterPodPlacementConfigSpec{Plugins: &multiarchv1beta1.Plugins{
+		NodeAffinityScoring: &multiarchv1beta1.NodeAffinityScoring{Enabled: true, Platforms: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{
+			{Architecture: "arm64", Weight: 40}, {Architecture: "amd64", Weight: 20},
+		}},
+	}}
+	disabledScoring := scoringSpec.DeepCopy()
+	disabledScoring.Plugins.NodeAffinityScoring.Enabled = false
+	fallback := &multiarchv1beta1.ClusterPodPlacementConfigSpec{FallbackArchitecture: "amd64"}
+	registryDown := errors.New("pinging container registry: connection refused")
+
+	tests := []struct {
+		name       string
+		pod        *corev1.Pod
+		spec       *multiarchv1beta1.ClusterPodPlacementConfigSpec
+		results    []imageResult
+		outcome    string
+		reason     string
+		message    string // a substring
+		affinity   *corev1.Affinity
+		wantLabels map[string]string
+	}{
+		{
+			name: "intersection of two images", pod: gatedPod(),
+			results: []imageResult{ok("a", "amd64", "arm64", "s390x"), ok("b", "arm64", "s390x", "ppc64le")},
+			outcome: outcomePlaced, reason: EventPredicateSet, message: "[arm64 s390x]",
+			affinity:   required(term(armS390)),
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", MultiArchLabel: ""},
+		},
+		{
+			name: "single arch", pod: gatedPod(), results: []imageResult{ok("a", "amd64")},
+			outcome: outcomePlaced, reason: EventPredicateSet,
+			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))),
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", SingleArchLabel: "amd64"},
+		},
+		{
+			name: "no common architecture", pod: gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(zoneA)) }),
+			results: []imageResult{ok("init", "amd64"), ok("app", "arm64", "s390x")},
+			outcome: outcomeNoSupportedArch, reason: EventNoSupportedArchitectures, message: "app [arm64 s390x], init [amd64]",
+			affinity:   required(term(zoneA, noArch)),
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", NoSupportedArchLabel: ""},
+		},
+		{
+			name: "scoring adds compatible preferences", pod: gatedPod(), spec: scoringSpec,
+			results: []imageResult{ok("a", "amd64", "s390x")},
+			outcome: outcomePlaced, reason: EventPredicateSet, message: "preferred",
+			affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+					term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64", "s390x")),
+				}},
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+					{Weight: 20, Preference: term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))},
+				},
+			}},
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", PreferredNodeAffinityLabel: "set", MultiArchLabel: ""},
+		},
+		{
+			name: "disabled scoring adds nothing", pod: gatedPod(), spec: disabledScoring,
+			results: []imageResult{ok("a", "amd64", "s390x")},
+			outcome: outcomePlaced, reason: EventPredicateSet,
+			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64", "s390x"))),
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", MultiArchLabel: ""},
+		},
+		{
+			name: "every term already constrains arch", pod: gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(userArch)) }),
+			results: []imageResult{ok("a", "amd64", "arm64")},
+			outcome: outcomeConflict, reason: EventPredicatesConflict,
+			affinity:   required(term(userArch)),
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", MultiArchLabel: ""},
+		},
+		{
+			name: "inspection failed, fallback configured", pod: gatedPod(), spec: fallback,
+			results: []imageResult{ok("a", "arm64"), {image: "b", err: registryDown}},
+			outcome: outcomeFallback, reason: EventFallbackPredicateSet, message: "b: pinging container registry: connection refused",
+			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))),
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", FallbackArchLabel: "amd64", ImageInspectionErrorLabel: ""},
+		},
+		{
+			name: "inspection failed, no fallback", pod: gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(zoneA)) }),
+			results: []imageResult{{image: "b", err: registryDown}},
+			outcome: outcomeInspectionError, reason: EventInspectionError, message: "Registry error: b: pinging",
+			affinity:   required(term(zoneA)),
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", ImageInspectionErrorLabel: ""},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.pod.DeepCopy()
+			d := decide(tt.pod, tt.spec, tt.results)
+			if d.outcome != tt.outcome || d.reason != tt.reason {
+				t.Errorf("outcome %q reason %q, want %q %q", d.outcome, d.reason, tt.outcome, tt.reason)
+			}
+			if !strings.Contains(d.message, tt.message) {
+				t.Errorf("message %q does not contain %q", d.message, tt.message)
+			}
+			if diff := cmp.Diff(tt.affinity, d.pod.Spec.Affinity); diff != "" {
+				t.Errorf("affinity (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantLabels, d.pod.Labels); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+			if hasGate(d.pod) {
+				t.Error("the gate is still there")
+			}
+			if len(d.pod.Spec.SchedulingGates) != 1 || d.pod.Spec.SchedulingGates[0].Name != "example.com/other" {
+				t.Errorf("other gates must stay: %v", d.pod.Spec.SchedulingGates)
+			}
+			if diff := cmp.Diff(before, tt.pod); diff != "" {
+				t.Errorf("the input pod was modified:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPreflight(t *testing.T) {
+	pinned := gatedPod(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{ArchLabel: "arm64"} })
+	if d, done := preflight(pinned, nil); !done || d.reason != EventGatedPodIgnored || hasGate(d.pod) {
+		t.Errorf("a pod pinning arch: done=%v reason=%q", done, d.reason)
+	}
+	allArch := gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(userArch), term(userNotS)) })
+	if d, done := preflight(allArch, nil); !done || d.reason != EventPredicatesConflict || d.pod.Labels[NodeAffinityLabel] != "not-set" {
+		t.Errorf("all terms with arch: done=%v reason=%q", done, d.reason)
+	}
+	withScoring := &multiarchv1beta1.ClusterPodPlacementConfigSpec{Plugins: &multiarchv1beta1.Plugins{
+		NodeAffinityScoring: &multiarchv1beta1.NodeAffinityScoring{Enabled: true, Platforms: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{{Architecture: "arm64", Weight: 1}}},
+	}}
+	if _, done := preflight(allArch, withScoring); done {
+		t.Error("with scoring on, the images must be inspected for preferences")
+	}
+	if _, done := preflight(gatedPod(), nil); done {
+		t.Error("a plain pod must be inspected")
+	}
+}
+
+func TestPodImages(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Image: "init:1"}, {Image: "app:1", ImagePullPolicy: corev1.PullAlways}},
+		Containers:     []corev1.Container{{Image: "app:1", ImagePullPolicy: corev1.PullIfNotPresent}, {Image: "side:1"}, {Image: "init:1"}},
+	}}
+	images, always := podImages(pod)
+	if diff := cmp.Diff([]string{"init:1", "app:1", "side:1"}, images); diff != "" {
+		t.Errorf("images (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]bool{"init:1": false, "app:1": true, "side:1": false}, always); diff != "" {
+		t.Errorf("pull always (-want +got):\n%s", diff)
+	}
+	if podOS(pod) != "linux" {
+		t.Error("default OS must be linux")
+	}
+	pod.Spec.OS = &corev1.PodOS{Name: corev1.Windows}
+	if podOS(pod) != "windows" {
+		t.Error("spec.os.name must be the OS")
+	}
+}

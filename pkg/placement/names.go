@@ -1,0 +1,96 @@
+package placement
+
+// Names shared with users, dashboards and scripts, as the multiarch tuning
+// operator defines them.
+
+const (
+	// SchedulingGate is the scheduling gate the webhook adds and the
+	// controller removes.
+	SchedulingGate = "multiarch.openshift.io/scheduling-gate"
+
+	// ArchLabel is the node label the affinity constrains.
+	ArchLabel = "kubernetes.io/arch"
+
+	// NoSupportedArchKey is the node label no node has: a required term on
+	// it keeps a pod whose images share no architecture Pending.
+	NoSupportedArchKey = "multiarch.openshift.io/no-supported-arch"
+
+	// ConfigFinalizer holds a ClusterPodPlacementConfig until its gated
+	// pods are released.
+	ConfigFinalizer = "finalizers.multiarch.openshift.io/pod-placement"
+
+	// WebhookName is the name of the gate webhook inside its
+	// MutatingWebhookConfiguration.
+	WebhookName = "pod-placement-scheduling-gate.multiarch.openshift.io"
+
+	// WebhookConfigurationName is the default name of the
+	// MutatingWebhookConfiguration that holds the gate webhook.
+	WebhookConfigurationName = "archway-pod-placement"
+
+	// WebhookPath is where the gate webhook is served.
+	WebhookPath = "/mutate-v1-pod-placement"
+)
+
+// Pod labels.
+const (
+	// SchedulingGateLabel says whether the pod is gated or was released.
+	SchedulingGateLabel = "multiarch.openshift.io/scheduling-gate"
+	// SchedulingGateLabelGated is its value from admission until release.
+	SchedulingGateLabelGated = "gated"
+	// SchedulingGateLabelRemoved is its value once the gate is removed.
+	SchedulingGateLabelRemoved = "removed"
+
+	// NodeAffinityLabel is "set" when the controller constrained the
+	// required node affinity, "not-set" when it left it unchanged.
+	NodeAffinityLabel = "multiarch.openshift.io/node-affinity"
+	// PreferredNodeAffinityLabel is "set" when the controller added
+	// preferred terms from nodeAffinityScoring.
+	PreferredNodeAffinityLabel = "multiarch.openshift.io/preferred-node-affinity"
+	// LabelValueSet and LabelValueNotSet are the values of the two above.
+	LabelValueSet    = "set"
+	LabelValueNotSet = "not-set"
+
+	// SingleArchLabel marks pods whose images share exactly one
+	// architecture; its value is that architecture.
+	SingleArchLabel = "multiarch.openshift.io/single-arch"
+	// MultiArchLabel marks pods whose images share several architectures.
+	MultiArchLabel = "multiarch.openshift.io/multi-arch"
+	// NoSupportedArchLabel marks pods whose images share no architecture.
+	NoSupportedArchLabel = "multiarch.openshift.io/no-supported-arch"
+	// FallbackArchLabel marks pods placed on the fallback architecture
+	// after inspection failed; its value is that architecture.
+	FallbackArchLabel = "multiarch.openshift.io/fallback-arch"
+	// ImageInspectionErrorLabel marks pods released after their images
+	// could not be inspected.
+	ImageInspectionErrorLabel = "multiarch.openshift.io/image-inspect-error"
+)
+
+// Event reasons, one event per outcome per pod.
+const (
+	// EventSchedGateAdded: the webhook gated the pod.
+	EventSchedGateAdded = "ArchAwareSchedGateAdded"
+	// EventPredicateSet: the required affinity now names the architectures
+	// the pod's images share, and the gate is removed.
+	EventPredicateSet = "ArchAwarePredicateSet"
+	// EventPredicatesConflict: every required term already constrains
+	// kubernetes.io/arch; the controller left them as they were.
+	EventPredicatesConflict = "ArchAwarePredicatesConflict"
+	// EventInspectionError: the images could not be inspected after every
+	// retry; the pod was released with its affinity unchanged.
+	EventInspectionError = "ArchAwareInspectionError"
+	// EventFallbackPredicateSet: inspection failed after every retry; the
+	// pod was restricted to the fallback architecture.
+	EventFallbackPredicateSet = "ArchAwareFallbackPredicateSet"
+	// EventGatedPodIgnored: the gated pod was changed so it no longer
+	// needs arch-aware placement (it now pins kubernetes.io/arch).
+	EventGatedPodIgnored = "ArchAwareGatedPodIgnored"
+	// EventSchedGateRemovalSuccess: the gate was removed without placing
+	// the pod, because the ClusterPodPlacementConfig is gone or going.
+	EventSchedGateRemovalSuccess = "ArchAwareSchedGateRemovalSuccess"
+	// EventSchedGateRemovalFailed: the apiserver refused the update that
+	// places the pod; it is released with its affinity unchanged.
+	EventSchedGateRemovalFailed = "ArchAwareSchedGateRemovalFailed"
+	// EventNoSupportedArchitectures: the pod's images share no
+	// architecture; it stays Pending.
+	EventNoSupportedArchitectures = "NoSupportedArchitecturesFound"
+)
