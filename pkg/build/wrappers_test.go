@@ -91,3 +91,42 @@ func (w *buildWrapper) entry(p string, phase buildv1.BuildPhase, reason buildv1.
 	return w
 }
 func (w *buildWrapper) obj() *buildv1.Build { return w.Build.DeepCopy() }
+
+// podWrapper builds test pods: makePod("app-linux-amd64-build").running().obj().
+type podWrapper struct{ corev1.Pod }
+
+func makePod(name string) *podWrapper {
+	return &podWrapper{corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending},
+	}}
+}
+
+func (w *podWrapper) running() *podWrapper { w.Status.Phase = corev1.PodRunning; return w }
+func (w *podWrapper) exited(code int32, reason, msg string) *podWrapper {
+	w.Status.Phase = corev1.PodFailed
+	if code == 0 {
+		w.Status.Phase = corev1.PodSucceeded
+	}
+	w.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "docker-build", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}}}
+	return w
+}
+func (w *podWrapper) evicted() *podWrapper {
+	w.Status.Phase, w.Status.Reason, w.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+	return w
+}
+func (w *podWrapper) deleting() *podWrapper {
+	now := metav1.Now()
+	w.DeletionTimestamp = &now
+	return w
+}
+func (w *podWrapper) obj() *corev1.Pod { return w.Pod.DeepCopy() }
+
+func podsOf(pods ...*corev1.Pod) map[string]*corev1.Pod {
+	m := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		m[p.Name] = p
+	}
+	return m
+}
