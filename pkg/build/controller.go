@@ -1,0 +1,422 @@
+package build
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=build.openshift.io,resources=builds,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=build.openshift.io,resources=builds/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=build.openshift.io,resources=builds/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// podOwnerIndex indexes pods by the UID of the Build that controls them.
+const podOwnerIndex = "archway.build.owner-uid"
+
+// missingSecretRetry is how often a build waiting for its push secret looks
+// again.
+const missingSecretRetry = 10 * time.Second
+
+// Options tune the controller.
+type Options struct {
+	// Workers is how many Builds are reconciled at once. Default 8.
+	Workers int
+	// Registry receives the metrics. Default: controller-runtime's, which
+	// the manager serves on its metrics endpoint.
+	Registry prometheus.Registerer
+	// SkipNameValidation lets a process start the controller more than
+	// once (tests that restart it).
+	SkipNameValidation bool
+}
+
+// Reconciler runs Builds: it resolves their platforms, creates their pods
+// and keeps their status.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Config    *configv1alpha1.BuildControllerConfig
+	Recorder  events.EventRecorder
+	Metrics   *Metrics
+	Now       func() time.Time
+}
+
+// Setup adds the Build controller to mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildControllerConfig, opts Options) error {
+	if cfg == nil || cfg.BuilderImage == "" {
+		return errors.New("build controller: the configuration has no build.builderImage")
+	}
+	if opts.Workers == 0 {
+		opts.Workers = 8
+	}
+	if opts.Registry == nil {
+		opts.Registry = crmetrics.Registry
+	}
+	err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podOwnerIndex, func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "Build" && strings.HasPrefix(ref.APIVersion, buildv1.GroupName+"/") {
+			return []string{string(ref.UID)}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("indexing pods by their Build: %w", err)
+	}
+	m := NewMetrics(mgr.GetCache())
+	if err := m.Register(opts.Registry); err != nil {
+		return fmt.Errorf("registering the build metrics: %w", err)
+	}
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Config:    cfg,
+		Recorder:  mgr.GetEventRecorder("build-controller"),
+		Metrics:   m,
+		Now:       time.Now,
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("build").
+		For(&buildv1.Build{}).
+		Owns(&corev1.Pod{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers, SkipNameValidation: ptr.To(opts.SkipNameValidation)}).
+		Complete(r)
+}
+
+// Reconcile follows the skeleton of every archway controller: read, decide
+// (pure functions), create the missing pods, one status write, then events.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &buildv1.Build{}
+	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.DeletionTimestamp != nil || b.Status.Phase.IsTerminal() {
+		return ctrl.Result{}, nil
+	}
+	now := metav1.NewTime(r.Now())
+	if f := BuildFailure(b); f != nil {
+		return r.write(ctx, b, nil, FailurePlan(f), now)
+	}
+
+	platforms, resolved := resolvedPlatforms(b)
+	if !resolved {
+		if b.Status.Cancelled {
+			return r.write(ctx, b, nil, Plan{Phase: buildv1.BuildPhaseCancelled, Reason: buildv1.StatusReasonCancelledBuild,
+				Message: "The build was cancelled by the user."}, now)
+		}
+		res, err := r.resolve(ctx, b)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !res.Classic() {
+			// The platforms go into the status before any pod exists, so a
+			// user sees what will be built; the pods come next reconcile.
+			if res.Failure == nil {
+				if err := r.annotate(ctx, b, res.Platforms); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
+			return r.write(ctx, b, res.Platforms, ResolutionPlan(b, res, now), now)
+		}
+		if err := r.annotate(ctx, b, nil); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	pods, err := r.pods(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if NeedsFreshBuild(b, platforms, pods) {
+		fresh := &buildv1.Build{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, fresh); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if fresh.Status.Phase.IsTerminal() {
+			return ctrl.Result{}, nil
+		}
+		b = fresh
+	}
+	pl := PodPlan{Config: r.Config, Platforms: platforms}
+	in := PlanInput{Build: b, Platforms: platforms, ManifestList: pl.ManifestList(b), Pods: pods, Now: now}
+	plan := Decide(in)
+
+	var result ctrl.Result
+	if len(plan.CreatePods) > 0 || plan.CreateManifestList {
+		missing, err := r.missingPushSecret(ctx, b)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if missing != "" {
+			plan.CreatePods, plan.CreateManifestList = nil, false
+			if len(pods) == 0 {
+				plan.Phase = forward(b.Status.Phase, buildv1.BuildPhaseNew)
+			}
+			plan.Reason, plan.Message = buildv1.StatusReasonMissingPushSecret, missing
+			result.RequeueAfter = missingSecretRetry
+		} else {
+			created, createErrs, err := r.createPods(ctx, b, pl, plan)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			for _, p := range created {
+				pods[p.Name] = p
+			}
+			in.Pods, in.CreateErrors = pods, createErrs
+			plan = Decide(in)
+		}
+	}
+	for _, name := range plan.DeletePods {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: name}}
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pods[name].UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("deleting pod %s: %w", name, err)
+		}
+	}
+	res, err := r.write(ctx, b, platforms, plan, now)
+	if result.RequeueAfter > 0 && res.RequeueAfter == 0 {
+		res = result
+	}
+	return res, err
+}
+
+// resolvedPlatforms returns the platforms a Build was resolved to: the keys
+// of its status.platforms, or none for a classic build (whose pod-name
+// annotation names its single pod). resolved is false before the first
+// resolution.
+func resolvedPlatforms(b *buildv1.Build) (platforms []string, resolved bool) {
+	if len(b.Status.Platforms) > 0 {
+		for _, e := range b.Status.Platforms {
+			platforms = append(platforms, e.Platform)
+		}
+		return platforms, true
+	}
+	return nil, b.Annotations[buildv1.BuildPodNameAnnotation] == ClassicPodName(b.Name)
+}
+
+// resolve runs platform resolution on the cluster's nodes.
+func (r *Reconciler) resolve(ctx context.Context, b *buildv1.Build) (Resolution, error) {
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return Resolution{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	return Resolve(ResolveInput{
+		Spec:              b.Spec.Platforms,
+		AllowedToFail:     b.Spec.PlatformsAllowedToFail,
+		Defaults:          r.Config.BuildDefaults.Platforms,
+		Overrides:         r.Config.BuildOverrides.Platforms,
+		BuildNodeSelector: b.Spec.NodeSelector,
+		NodeSelector:      NodeSelector(b, r.Config),
+		Tolerations:       Tolerations(r.Config),
+		ArchNodeSelector:  ptr.Deref(r.Config.BuildOverrides.ArchNodeSelector, true),
+		Nodes:             nodes.Items,
+	}), nil
+}
+
+// annotate sets the Build's pod-selector and pod-name annotations, before
+// its first pod exists.
+func (r *Reconciler) annotate(ctx context.Context, b *buildv1.Build, platforms []string) error {
+	podName := ClassicPodName(b.Name)
+	switch {
+	case PodPlan{Config: r.Config, Platforms: platforms}.ManifestList(b):
+		podName = ManifestListPodName(b.Name)
+	case len(platforms) > 0:
+		podName = PlatformPodName(b.Name, platforms[0])
+	}
+	want := map[string]string{buildv1.PodSelectorAnnotation: PodSelector(b.Name), buildv1.BuildPodNameAnnotation: podName}
+	if b.Annotations[buildv1.PodSelectorAnnotation] == want[buildv1.PodSelectorAnnotation] &&
+		b.Annotations[buildv1.BuildPodNameAnnotation] == podName {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want}})
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, b, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("annotating the build with its pods: %w", err)
+	}
+	return nil
+}
+
+// pods returns the Build's pods by name, from the cache.
+func (r *Reconciler) pods(ctx context.Context, b *buildv1.Build) (map[string]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list, client.InNamespace(b.Namespace), client.MatchingFields{podOwnerIndex: string(b.UID)}); err != nil {
+		return nil, fmt.Errorf("listing the build's pods: %w", err)
+	}
+	pods := make(map[string]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[list.Items[i].Name] = &list.Items[i]
+	}
+	return pods, nil
+}
+
+// missingPushSecret says why the build cannot push, or "" when its push
+// secret exists (or it has none). Secrets are read from the apiserver, not
+// cached: the controller has no business holding every Secret.
+func (r *Reconciler) missingPushSecret(ctx context.Context, b *buildv1.Build) (string, error) {
+	ref := b.Spec.Output.PushSecret
+	if ref == nil || b.Spec.Output.To == nil {
+		return "", nil
+	}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ref.Name}, &corev1.Secret{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("spec.output.pushSecret names Secret %q, which does not exist in namespace %s; the build waits for it.", ref.Name, b.Namespace), nil
+	case err != nil:
+		return "", fmt.Errorf("reading the push secret: %w", err)
+	}
+	return "", nil
+}
+
+// createPods creates the pods the plan asks for, at once. AlreadyExists is
+// success when the pod is the Build's: a controller restarted mid-fan-out
+// makes no second pod. Pods the apiserver refuses for good (invalid,
+// forbidden) come back in createErrs; any other error is returned for a
+// retry.
+func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPlan, plan Plan) (created []*corev1.Pod, createErrs map[string]string, err error) {
+	var specs []*corev1.Pod
+	for _, p := range plan.CreatePods {
+		pod, err := pl.BuildPod(b, p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("making the pod of %q: %w", p, err)
+		}
+		specs = append(specs, pod)
+	}
+	if plan.CreateManifestList {
+		pod, err := pl.ManifestListPod(b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("making the manifest-list pod: %w", err)
+		}
+		specs = append(specs, pod)
+	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	createErrs = map[string]string{}
+	for _, pod := range specs {
+		wg.Go(func() {
+			got, permanent, err := r.createPod(ctx, b, pod)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case permanent != "":
+				createErrs[pod.Name] = permanent
+			case err != nil:
+				errs = append(errs, err)
+			default:
+				created = append(created, got)
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	slices.SortFunc(created, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return created, createErrs, nil
+}
+
+func (r *Reconciler) createPod(ctx context.Context, b *buildv1.Build, pod *corev1.Pod) (*corev1.Pod, string, error) {
+	err := r.Client.Create(ctx, pod, client.FieldOwner(FieldManager))
+	switch {
+	case err == nil:
+		return pod, "", nil
+	case apierrors.IsAlreadyExists(err):
+		existing := &corev1.Pod{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
+			return nil, "", fmt.Errorf("reading existing pod %s: %w", pod.Name, err)
+		}
+		if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != b.UID {
+			return nil, fmt.Sprintf("a pod named %s already exists and does not belong to this build (%s)", pod.Name, buildv1.StatusReasonBuildPodExists), nil
+		}
+		return existing, "", nil
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+		return nil, "", fmt.Errorf("creating pod %s: %w", pod.Name, err)
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
+		return nil, err.Error(), nil
+	default:
+		return nil, "", fmt.Errorf("creating pod %s: %w", pod.Name, err)
+	}
+}
+
+// write applies the status the plan leads to, if it changed, then records
+// events and metrics: only after the write succeeded, so a retried
+// reconcile never reports a transition twice.
+func (r *Reconciler) write(ctx context.Context, b *buildv1.Build, platforms []string, plan Plan, now metav1.Time) (ctrl.Result, error) {
+	next := NextStatus(b, platforms, plan, now)
+	if equality.Semantic.DeepEqual(next, b.Status) {
+		return ctrl.Result{}, nil
+	}
+	body, err := StatusApply(b, next, plan)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	err = r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(body), client.FieldOwner(FieldManager), client.ForceOwnership)
+	if apierrors.IsConflict(err) {
+		// The Build changed since it was read (a builder wrote its entry):
+		// its watch event brings it back with the change.
+		log.FromContext(ctx).V(1).Info("build changed while reconciling; retrying", "error", err.Error())
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("writing the build's status: %w", err)
+	}
+	r.recordTransition(b, b.Status.Phase, next)
+	return ctrl.Result{}, nil
+}
+
+// recordTransition emits OpenShift's build events and observes the
+// platforms' durations when the build ends.
+func (r *Reconciler) recordTransition(b *buildv1.Build, from buildv1.BuildPhase, next buildv1.BuildStatus) {
+	to := next.Phase
+	if from == to {
+		return
+	}
+	note := next.Message
+	switch to {
+	case buildv1.BuildPhaseRunning:
+		r.event(b, corev1.EventTypeNormal, buildv1.EventReasonBuildStarted, "Build %s/%s is now running", b.Namespace, b.Name)
+	case buildv1.BuildPhaseComplete:
+		r.event(b, corev1.EventTypeNormal, buildv1.EventReasonBuildCompleted, "Build %s/%s completed successfully", b.Namespace, b.Name)
+	case buildv1.BuildPhaseFailed, buildv1.BuildPhaseError:
+		r.event(b, corev1.EventTypeWarning, buildv1.EventReasonBuildFailed, "Build %s/%s failed (%s): %s", b.Namespace, b.Name, next.Reason, note)
+	case buildv1.BuildPhaseCancelled:
+		r.event(b, corev1.EventTypeNormal, buildv1.EventReasonBuildCancelled, "Build %s/%s has been cancelled", b.Namespace, b.Name)
+	}
+	if to.IsTerminal() {
+		r.Metrics.observeEnded(next)
+	}
+}
+
+func (r *Reconciler) event(b *buildv1.Build, typ, reason, format string, args ...any) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(b, nil, typ, reason, "Build", format, args...)
+}
