@@ -1,25 +1,144 @@
 // Command build-controller hosts archway's controllers and webhooks. Which
-// of them run in a process is chosen by flags, so they can be deployed and
-// scaled apart from one binary.
+// of them run in a process is chosen with --controllers, like
+// kube-controller-manager's flag of that name, so the webhooks and the
+// controllers can be deployed and scaled apart from one binary.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/version"
 )
 
+// component is one controller or webhook the binary can host.
+type component struct {
+	// name is what --controllers lists.
+	name string
+	// help says what the component does, for --help.
+	help string
+	// disabledByDefault components run only when named explicitly.
+	disabledByDefault bool
+	// setup adds the component to the manager.
+	setup func(mgr ctrl.Manager, opts *options) error
+}
+
+// components lists every component this binary hosts. Each package adds one
+// line here; the setup function lives next to the code it starts.
+func components() []component {
+	return []component{
+		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild},
+	}
+}
+
+type options struct {
+	configFile           string
+	controllers          []string
+	metricsAddr          string
+	probeAddr            string
+	leaderElect          bool
+	leaderElectNamespace string
+	webhookPort          int
+	webhookCertDir       string
+	kubeAPIQPS           float32
+	kubeAPIBurst         int
+	// config is the configuration file, loaded and validated by run.
+	config *configv1alpha1.BuildControllerConfiguration
+}
+
 func newRootCommand() *cobra.Command {
-	return &cobra.Command{
+	opts := &options{}
+	zapOpts := zap.Options{}
+	cmd := &cobra.Command{
 		Use:           "build-controller",
 		Short:         "Run archway's controllers and webhooks",
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			return run(cmd, opts)
+		},
 	}
+	names := componentNames()
+	f := cmd.Flags()
+	f.StringVar(&opts.configFile, "config", "", "path of the build-controller configuration file")
+	f.StringSliceVar(&opts.controllers, "controllers", []string{"*"}, fmt.Sprintf(
+		"components to run: '*' runs every component enabled by default, 'foo' enables foo, '-foo' disables it. "+
+			"Components: %s", strings.Join(names, ", ")))
+	f.StringVar(&opts.metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to; 0 disables it")
+	f.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
+	f.BoolVar(&opts.leaderElect, "leader-elect", true, "elect a leader before running controllers (webhooks serve on every replica)")
+	f.StringVar(&opts.leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
+	f.IntVar(&opts.webhookPort, "webhook-port", 9443, "port the webhook server listens on")
+	f.StringVar(&opts.webhookCertDir, "webhook-cert-dir", "", "directory with tls.crt and tls.key for the webhook server")
+	f.Float32Var(&opts.kubeAPIQPS, "kube-api-qps", 0, "client-side limit of queries per second to the apiserver; 0 leaves it to the apiserver's priority and fairness")
+	f.IntVar(&opts.kubeAPIBurst, "kube-api-burst", 0, "burst of queries to the apiserver with --kube-api-qps")
+	if kubeconfig := flag.CommandLine.Lookup("kubeconfig"); kubeconfig != nil {
+		f.AddGoFlag(kubeconfig) // controller-runtime's --kubeconfig
+	}
+	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	zapOpts.BindFlags(goFlags)
+	f.AddGoFlagSet(goFlags)
+	return cmd
+}
+
+func componentNames() []string {
+	var names []string
+	for _, c := range components() {
+		names = append(names, c.name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// enabledComponents applies --controllers to the component list.
+func enabledComponents(all []component, selection []string) ([]component, error) {
+	known := map[string]bool{}
+	for _, c := range all {
+		known[c.name] = true
+	}
+	for _, s := range selection {
+		name := strings.TrimPrefix(s, "-")
+		if s != "*" && !known[name] {
+			return nil, fmt.Errorf("--controllers: unknown component %q; known components: %s", name, strings.Join(componentNames(), ", "))
+		}
+	}
+	var out []component
+	for _, c := range all {
+		on := !c.disabledByDefault && slices.Contains(selection, "*")
+		if slices.Contains(selection, c.name) {
+			on = true
+		}
+		if slices.Contains(selection, "-"+c.name) {
+			on = false
+		}
+		if on {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func run(cmd *cobra.Command, opts *options) error {
+	enabled, err := enabledComponents(components(), opts.controllers)
+	if err != nil {
+		return err
+	}
+	if len(enabled) == 0 {
+		return fmt.Errorf("no component to run: --controllers=%s selects none of: %s",
+			strings.Join(opts.controllers, ","), strings.Join(componentNames(), ", "))
+	}
+	return runManager(cmd.Context(), opts, enabled)
 }
 
 func main() {

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+)
+
+// leaderElectionID names the Lease the replicas of build-controller elect
+// their leader with.
+const leaderElectionID = "build-controller.archway.dev"
+
+// newScheme holds every type the components read or write.
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(buildv1.AddToScheme(s))
+	utilruntime.Must(multiarchv1beta1.AddToScheme(s))
+	return s
+}
+
+// loadConfig reads --config, or makes the all-defaults configuration when
+// no file is given (components that need a setting say so when they start).
+func loadConfig(path string) (*configv1alpha1.BuildControllerConfiguration, error) {
+	if path == "" {
+		cfg := &configv1alpha1.BuildControllerConfiguration{}
+		cfg.APIVersion, cfg.Kind = configv1alpha1.GroupVersion.String(), configv1alpha1.Kind
+		configv1alpha1.SetDefaults(cfg)
+		return cfg, nil
+	}
+	return configv1alpha1.Load(path)
+}
+
+// runManager starts a controller-runtime manager with the enabled
+// components: leader election for the controllers (webhooks serve on every
+// replica), health and readiness probes, the metrics endpoint and the
+// webhook server. It returns when ctx ends or the manager fails.
+func runManager(ctx context.Context, opts *options, enabled []component) error {
+	cfg, err := loadConfig(opts.configFile)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	opts.config = cfg
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("connecting to the apiserver: %w", err)
+	}
+	if opts.kubeAPIQPS > 0 {
+		restConfig.QPS, restConfig.Burst = opts.kubeAPIQPS, max(opts.kubeAPIBurst, int(opts.kubeAPIQPS))
+	}
+	restConfig.UserAgent = "build-controller"
+	leNamespace := opts.leaderElectNamespace
+	if leNamespace == "" && opts.leaderElect {
+		leNamespace = podNamespace()
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                        newScheme(),
+		Metrics:                       metricsserver.Options{BindAddress: opts.metricsAddr},
+		HealthProbeBindAddress:        opts.probeAddr,
+		LeaderElection:                opts.leaderElect,
+		LeaderElectionID:              leaderElectionID,
+		LeaderElectionNamespace:       leNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.webhookPort, CertDir: opts.webhookCertDir}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	log := ctrl.Log.WithName("setup")
+	for _, c := range enabled {
+		if err := c.setup(mgr, opts); err != nil {
+			return fmt.Errorf("component %s: %w", c.name, err)
+		}
+		log.Info("component enabled", "component", c.name)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// SIGTERM stops the manager gracefully: it releases the lease so
+	// another replica takes over at once.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return mgr.Start(ctx)
+}
+
+// podNamespace is the namespace the process runs in, from the service
+// account mount (empty outside a pod: leader election then needs
+// --leader-election-namespace or --leader-elect=false).
+func podNamespace() string {
+	data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return string(data)
+}
