@@ -5,6 +5,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 )
 
@@ -13,6 +14,7 @@ import (
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(buildv1.AddToScheme(s))
 	utilruntime.Must(multiarchv1beta1.AddToScheme(s))
 	return s
 }

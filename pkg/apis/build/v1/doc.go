@@ -1,0 +1,54 @@
+// Package v1 holds archway's build.openshift.io/v1 API: Build and BuildConfig,
+// served as CustomResourceDefinitions on any Kubernetes cluster, with the
+// multi-architecture extensions of OpenShift's multi-arch builds enhancement.
+//
+// # Compatibility with OpenShift
+//
+// Users, oc, the OpenShift console and openshift/client-go already speak this
+// API, so the group, the kinds and every JSON field name they know are
+// OpenShift's (github.com/openshift/api build/v1). A Build written by an
+// OpenShift client decodes into these types and the other way round; a unit
+// test decodes each side's JSON with the other side's types to hold that.
+//
+// The types mirror OpenShift's JSON instead of embedding openshift/api's Go
+// types, because those do not generate a clean CRD schema: they carry no
+// kubebuilder markers (no enums, defaults, limits or CEL rules can be attached
+// to fields we do not own), some optional fields have no omitempty and would
+// become required (nodeSelector, status.phase, status.lastVersion), and
+// CEL rules need maximum lengths and item counts to fit the apiserver's cost
+// budget. So each type here is ours, field for field with OpenShift's JSON
+// names and shapes (status.duration stays an integer count of nanoseconds),
+// with validation added as markers. Go field types differ from openshift/api
+// only where the JSON does not change.
+//
+// What is left out: the Custom and JenkinsPipeline strategies and image
+// sources (spec.source.images). The apiserver drops or rejects those fields
+// (kubectl's strict field validation names them), and the strategy type enum
+// only allows Docker and Source. The Source strategy is kept in the types so
+// OpenShift objects round-trip; the controller rejects it with the reason
+// UnsupportedBuildStrategy until it is implemented.
+//
+// # Extensions
+//
+// spec.platforms and spec.platformsAllowedToFail (on Build and BuildConfig)
+// choose the target platforms of a multi-arch build; status.platforms holds
+// one entry per target platform, keyed by platform, written with server-side
+// apply by one field manager per writer. status.platformsSummary and
+// status.durationSummary are display strings the controller writes for the
+// Platforms and Duration columns of kubectl get builds (a CRD printer column
+// can only show a field as it is stored). Labels, annotations, phases and
+// reasons are listed in well_known.go.
+//
+// # Validation
+//
+// All admission rules are CEL rules on the types, so they hold without a
+// webhook: the platform string shape, duplicate platforms after
+// normalization, platformsAllowedToFail as a subset of platforms, at most 16
+// platforms, the strategy and trigger shapes, output references, and the
+// immutability of a Build's spec (as in OpenShift, spec.revision may be set
+// once and spec.output.pushSecret may change). BuildConfig specs stay mutable.
+//
+// +kubebuilder:object:generate=true
+// +kubebuilder:ac:generate=true
+// +groupName=build.openshift.io
+package v1

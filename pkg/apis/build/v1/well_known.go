@@ -1,0 +1,255 @@
+package v1
+
+// This file lists every name archway's builds share with users and other
+// programs: labels, annotations, phases, reasons, condition types, event
+// reasons and well-known keys. OpenShift's names are kept where they exist;
+// archway's additions live under build.openshift.io/.
+
+// Labels and annotations OpenShift defines, with the meaning OpenShift gives
+// them.
+const (
+	// BuildLabel is set on every pod of a build (each platform's pod and the
+	// manifest-list pod) and on nothing else, with the Build's name as its
+	// value (shortened to a valid label value when the name is longer than
+	// 63 characters). It selects all the pods of a build:
+	// kubectl get pods -l openshift.io/build.name=<build>.
+	BuildLabel = "openshift.io/build.name"
+
+	// BuildAnnotation is set on a build's pods, naming the Build in full.
+	BuildAnnotation = "openshift.io/build.name"
+
+	// BuildPodNameAnnotation is set on a Build, naming its pod. For a
+	// multi-platform build it names the last pod to finish: the
+	// manifest-list pod when the build has an output, else the first
+	// platform's pod. Find all pods with PodSelectorAnnotation.
+	BuildPodNameAnnotation = "openshift.io/build.pod-name"
+
+	// BuildConfigLabel is set on Builds started from a BuildConfig and on
+	// their pods, with the BuildConfig's name as its value.
+	BuildConfigLabel = "openshift.io/build-config.name"
+
+	// BuildConfigAnnotation is set on Builds started from a BuildConfig,
+	// naming the BuildConfig in full.
+	BuildConfigAnnotation = "openshift.io/build-config.name"
+
+	// BuildNumberAnnotation is set on Builds started from a BuildConfig,
+	// holding the build's number (the BuildConfig's lastVersion when it
+	// started).
+	BuildNumberAnnotation = "openshift.io/build.number"
+
+	// BuildRunPolicyLabel is set on Builds started from a BuildConfig,
+	// holding the BuildConfig's runPolicy when the build was created.
+	BuildRunPolicyLabel = "openshift.io/build.start-policy"
+
+	// BuildConfigPausedAnnotation on a BuildConfig, set to "true", stops its
+	// triggers from starting builds.
+	BuildConfigPausedAnnotation = "openshift.io/build-config.paused"
+)
+
+// Labels and annotations archway adds for multi-platform builds.
+const (
+	// PodSelectorAnnotation is set on every Build by the controller, before
+	// it creates the build's first pod. Its value is a label selector that
+	// selects all of the build's pods, one per platform plus the
+	// manifest-list pod, e.g. "openshift.io/build.name=app-7":
+	// kubectl get pods -l "$(kubectl get build app-7 -o
+	// jsonpath='{.metadata.annotations.build\.openshift\.io/pod-selector}')".
+	// It supplements BuildPodNameAnnotation, which can name only one pod.
+	PodSelectorAnnotation = "build.openshift.io/pod-selector"
+
+	// PlatformLabel is set on each platform's build pod. A label value
+	// cannot hold "/", so its value is the canonical form of the platform
+	// with every character a label cannot hold replaced by "-" (package
+	// platform's NameSuffix): linux-amd64, linux-arm64, linux-arm-v7. It
+	// selects one platform's pod, e.g. for its logs:
+	// kubectl logs -l openshift.io/build.name=app-7,build.openshift.io/platform=linux-arm64.
+	// The manifest-list pod does not carry it.
+	PlatformLabel = "build.openshift.io/platform"
+
+	// PlatformAnnotation is set on each platform's build pod with the
+	// platform exactly as the Build's status.platforms entry spells it
+	// (e.g. "linux/arm64"): the key of the entry the pod writes.
+	PlatformAnnotation = "build.openshift.io/platform"
+
+	// PodRoleLabel is set on every build pod, saying what the pod does:
+	// PodRoleBuild or PodRoleManifestList.
+	PodRoleLabel = "build.openshift.io/pod-role"
+
+	// PodRoleBuild is the PodRoleLabel value of a pod that builds (and
+	// pushes) one platform's image, or the single pod of a single-platform
+	// build.
+	PodRoleBuild = "build"
+
+	// PodRoleManifestList is the PodRoleLabel value of the pod that waits
+	// for the platform pods, pushes the manifest list to output.to and
+	// untags the per-platform images.
+	PodRoleManifestList = "manifest-list"
+)
+
+// Build phases, the values of status.phase and status.platforms[].phase.
+// A build moves New -> Pending -> Running -> one of Complete, Failed, Error
+// or Cancelled, and never leaves a terminal phase.
+const (
+	// BuildPhaseNew is a build the controller has not acted on yet.
+	BuildPhaseNew BuildPhase = "New"
+	// BuildPhasePending is a build whose pods exist but have not all
+	// started.
+	BuildPhasePending BuildPhase = "Pending"
+	// BuildPhaseRunning is a build with a running pod.
+	BuildPhaseRunning BuildPhase = "Running"
+	// BuildPhaseComplete is a build that succeeded: every platform not
+	// allowed to fail is Complete and, with an output, the manifest list
+	// was pushed.
+	BuildPhaseComplete BuildPhase = "Complete"
+	// BuildPhaseFailed is a build that failed because of what it builds
+	// (its Dockerfile, its source, a platform not allowed to fail).
+	BuildPhaseFailed BuildPhase = "Failed"
+	// BuildPhaseError is a build that could not run because of the system
+	// (pods could not be created, no node for a platform, ...).
+	BuildPhaseError BuildPhase = "Error"
+	// BuildPhaseCancelled is a build cancelled by a user or a run policy.
+	BuildPhaseCancelled BuildPhase = "Cancelled"
+)
+
+// IsTerminal reports whether p is a phase a build never leaves.
+func (p BuildPhase) IsTerminal() bool {
+	switch p {
+	case BuildPhaseComplete, BuildPhaseFailed, BuildPhaseError, BuildPhaseCancelled:
+		return true
+	}
+	return false
+}
+
+// Reasons OpenShift's build controller and builder use, for status.reason
+// and status.platforms[].reason.
+const (
+	// StatusReasonError is a generic error.
+	StatusReasonError StatusReason = "Error"
+	// StatusReasonCannotCreateBuildPodSpec: the pod spec could not be made.
+	StatusReasonCannotCreateBuildPodSpec StatusReason = "CannotCreateBuildPodSpec"
+	// StatusReasonCannotCreateBuildPod: the pod could not be created.
+	StatusReasonCannotCreateBuildPod StatusReason = "CannotCreateBuildPod"
+	// StatusReasonInvalidOutputReference: output.to cannot be used.
+	StatusReasonInvalidOutputReference StatusReason = "InvalidOutputReference"
+	// StatusReasonInvalidImageReference: an image reference cannot be used.
+	StatusReasonInvalidImageReference StatusReason = "InvalidImageReference"
+	// StatusReasonCancelBuildFailed: cancelling the build failed.
+	StatusReasonCancelBuildFailed StatusReason = "CancelBuildFailed"
+	// StatusReasonBuildPodDeleted: a build pod was deleted while it ran.
+	StatusReasonBuildPodDeleted StatusReason = "BuildPodDeleted"
+	// StatusReasonExceededRetryTimeout: the build did not start in time.
+	StatusReasonExceededRetryTimeout StatusReason = "ExceededRetryTimeout"
+	// StatusReasonMissingPushSecret: the push secret does not exist.
+	StatusReasonMissingPushSecret StatusReason = "MissingPushSecret"
+	// StatusReasonPostCommitHookFailed: the post-commit hook failed.
+	StatusReasonPostCommitHookFailed StatusReason = "PostCommitHookFailed"
+	// StatusReasonPushImageToRegistryFailed: pushing the image failed.
+	StatusReasonPushImageToRegistryFailed StatusReason = "PushImageToRegistryFailed"
+	// StatusReasonPullBuilderImageFailed: pulling the builder image failed.
+	StatusReasonPullBuilderImageFailed StatusReason = "PullBuilderImageFailed"
+	// StatusReasonFetchSourceFailed: fetching the source failed.
+	StatusReasonFetchSourceFailed StatusReason = "FetchSourceFailed"
+	// StatusReasonFetchImageContentFailed: extracting image content failed.
+	StatusReasonFetchImageContentFailed StatusReason = "FetchImageContentFailed"
+	// StatusReasonManageDockerfileFailed: the Dockerfile could not be
+	// prepared.
+	StatusReasonManageDockerfileFailed StatusReason = "ManageDockerfileFailed"
+	// StatusReasonInvalidContextDirectory: contextDir is not in the source.
+	StatusReasonInvalidContextDirectory StatusReason = "InvalidContextDirectory"
+	// StatusReasonCancelledBuild: the build was cancelled.
+	StatusReasonCancelledBuild StatusReason = "CancelledBuild"
+	// StatusReasonDockerBuildFailed: the Dockerfile build failed.
+	StatusReasonDockerBuildFailed StatusReason = "DockerBuildFailed"
+	// StatusReasonBuildPodExists: a pod of the build's name already exists.
+	StatusReasonBuildPodExists StatusReason = "BuildPodExists"
+	// StatusReasonNoBuildContainerStatus: the pod reported no container
+	// status.
+	StatusReasonNoBuildContainerStatus StatusReason = "NoBuildContainerStatus"
+	// StatusReasonFailedContainer: a build container failed.
+	StatusReasonFailedContainer StatusReason = "FailedContainer"
+	// StatusReasonUnresolvableEnvironmentVariable: an env var's source is
+	// missing.
+	StatusReasonUnresolvableEnvironmentVariable StatusReason = "UnresolvableEnvironmentVariable"
+	// StatusReasonGenericBuildFailed: the build failed for another reason.
+	StatusReasonGenericBuildFailed StatusReason = "GenericBuildFailed"
+	// StatusReasonOutOfMemoryKilled: a build container ran out of memory.
+	StatusReasonOutOfMemoryKilled StatusReason = "OutOfMemoryKilled"
+	// StatusReasonCannotRetrieveServiceAccount: the service account is
+	// missing.
+	StatusReasonCannotRetrieveServiceAccount StatusReason = "CannotRetrieveServiceAccount"
+	// StatusReasonBuildPodEvicted: a build pod was evicted.
+	StatusReasonBuildPodEvicted StatusReason = "BuildPodEvicted"
+)
+
+// Reasons archway adds for multi-platform builds (the first three are
+// Shipwright's words for the same cases).
+const (
+	// StatusReasonInvalidPlatform: a target platform is not a platform
+	// archway knows (e.g. linux/aarch64: the Go name is arm64). The message
+	// says what to write instead. Admission already checks the shape.
+	StatusReasonInvalidPlatform StatusReason = "InvalidPlatform"
+	// StatusReasonNodePlatformNotFound: no schedulable node has a target
+	// platform's os and architecture.
+	StatusReasonNodePlatformNotFound StatusReason = "NodePlatformNotFound"
+	// StatusReasonNodeSelectorPlatformConflict: spec.nodeSelector names a
+	// kubernetes.io/os or kubernetes.io/arch other than a target
+	// platform's.
+	StatusReasonNodeSelectorPlatformConflict StatusReason = "NodeSelectorPlatformConflict"
+	// StatusReasonPlatformBuildFailed: the build of a platform not in
+	// platformsAllowedToFail failed; status.platforms says which and why.
+	StatusReasonPlatformBuildFailed StatusReason = "PlatformBuildFailed"
+	// StatusReasonManifestListFailed: the manifest list could not be
+	// assembled or pushed.
+	StatusReasonManifestListFailed StatusReason = "ManifestListFailed"
+	// StatusReasonPlatformVersionSkew: a platform's pod finished without
+	// writing its status.platforms entry (an older builder that wrote the
+	// build's own status instead), so its image cannot be listed.
+	StatusReasonPlatformVersionSkew StatusReason = "PlatformVersionSkew"
+	// StatusReasonUnsupportedBuildStrategy: the strategy is one archway
+	// does not run yet (Source).
+	StatusReasonUnsupportedBuildStrategy StatusReason = "UnsupportedBuildStrategy"
+)
+
+// Condition types archway sets besides OpenShift's one-per-phase
+// conditions (whose type is the phase name).
+const (
+	// BuildConditionNoOutput is True on a build without spec.output.to: its
+	// images are built and discarded, and no manifest list is pushed. The
+	// reason is ReasonNoOutputReference.
+	BuildConditionNoOutput BuildConditionType = "NoOutput"
+
+	// ReasonNoOutputReference is the reason of the NoOutput condition.
+	ReasonNoOutputReference = "NoOutputReference"
+)
+
+// Event reasons the build controller records on Builds, OpenShift's.
+const (
+	// EventReasonBuildStarted: the build's first pod started.
+	EventReasonBuildStarted = "BuildStarted"
+	// EventReasonBuildCompleted: the build reached Complete.
+	EventReasonBuildCompleted = "BuildCompleted"
+	// EventReasonBuildFailed: the build reached Failed or Error.
+	EventReasonBuildFailed = "BuildFailed"
+	// EventReasonBuildCancelled: the build reached Cancelled.
+	EventReasonBuildCancelled = "BuildCancelled"
+)
+
+// Keys and environment variables shared with OpenShift's tools.
+const (
+	// WebHookSecretKey is the key of the Secret a webhook trigger's
+	// secretReference names that holds the webhook's secret.
+	WebHookSecretKey = "WebHookSecretKey"
+
+	// BuildEnv is the environment variable that hands a build pod its
+	// Build as JSON. For a multi-platform build, spec.platforms holds only
+	// the pod's own platform.
+	BuildEnv = "BUILD"
+
+	// PushDockerConfigPathEnv names the directory of the mounted docker
+	// config file with the push credentials.
+	PushDockerConfigPathEnv = "PUSH_DOCKERCFG_PATH"
+
+	// PullDockerConfigPathEnv names the directory of the mounted docker
+	// config file with the pull credentials.
+	PullDockerConfigPathEnv = "PULL_DOCKERCFG_PATH"
+)
