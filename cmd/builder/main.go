@@ -1,29 +1,61 @@
 // Command builder runs inside every archway build pod, and on a developer's
 // machine: it builds one platform of a Build with the buildah library, or
 // assembles the platforms' images into a manifest list.
+//
+//	builder docker-build     in a platform's build pod (reads $BUILD)
+//	builder manifest-list    in a build's last pod (reads $BUILD)
+//	builder build            on a machine, without a cluster: every platform, then the list
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"go.podman.io/buildah"
 
 	"github.com/archway-build/archway/pkg/version"
 )
 
 func newRootCommand() *cobra.Command {
-	return &cobra.Command{
+	var logLevel string
+	cmd := &cobra.Command{
 		Use:           "builder",
 		Short:         "Build container images for every platform of an archway Build",
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			// buildah and containers/image log through logrus; their
+			// warnings belong on stderr, next to the build's own output.
+			level, err := logrus.ParseLevel(logLevel)
+			if err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			logrus.SetLevel(level)
+			logrus.SetOutput(os.Stderr)
+			return nil
+		},
 	}
+	cmd.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "level of buildah's and containers/image's own log lines (debug, info, warn, error)")
+	cmd.AddCommand(newDockerBuildCommand(), newBuildCommand(), newManifestListCommand())
+	return cmd
 }
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	// Chroot isolation runs build steps by re-executing this program:
+	// in the re-executed child this runs the step and reports true.
+	if buildah.InitReexec() {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "builder:", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,428 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.podman.io/image/v5/docker/reference"
+	"golang.org/x/sync/semaphore"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/dockercfg"
+	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/build/report"
+	"github.com/archway-build/archway/pkg/manifestlist"
+)
+
+// maxDefaultJobs bounds how many platforms `builder build` builds at once
+// unless told otherwise: foreign platforms run under qemu and are CPU-bound.
+const maxDefaultJobs = 4
+
+type localBuildOptions struct {
+	platforms          []string
+	tag                string
+	file               string
+	buildArgs          []string
+	labels             []string
+	allowFail          []string
+	jobs               int
+	noCache            bool
+	pull               bool
+	layers             bool
+	format             string
+	workDir            string
+	authFile           string
+	insecureRegistries []string
+	storageDriver      string
+	keepPlatformTags   bool
+}
+
+func newBuildCommand() *cobra.Command {
+	opts := localBuildOptions{}
+	cmd := &cobra.Command{
+		Use:   "build [flags] CONTEXT",
+		Short: "Build a Dockerfile for several platforms and push them as one manifest list, without a cluster",
+		Long: `build builds CONTEXT's Dockerfile for every platform of --platform, several at once, as a
+multi-platform Build does in a cluster: each platform's image is pushed to its own tag in the
+repository of --tag (the tag plus a platform suffix), then the manifest list of the platforms that
+succeeded is pushed to --tag and the per-platform tags are removed. Platforms in --allow-fail may
+fail without failing the build; they are left out of the list.
+
+It prints each platform's build output prefixed with the platform, then the manifest list's digest
+and a table of the platforms with their digests and durations. Without --tag the images are only
+built. The exit code is 0 when every platform not allowed to fail succeeded (and the list was
+pushed), else 1.`,
+		Example: `  builder build --platform linux/amd64,linux/arm64,linux/ppc64le,linux/s390x \
+    -t registry.example.com/team/app:v1 --allow-fail linux/s390x .`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLocalBuild(cmd.Context(), opts, args[0], cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&opts.platforms, "platform", nil, "target platforms, os/arch[/variant], comma-separated or repeated (default: this machine's)")
+	f.StringVarP(&opts.tag, "tag", "t", "", "image reference to push the manifest list to (default: build only)")
+	f.StringVarP(&opts.file, "file", "f", "", "Dockerfile, relative to CONTEXT or absolute (default: CONTEXT/Dockerfile)")
+	f.StringArrayVar(&opts.buildArgs, "build-arg", nil, "ARG value, NAME=VALUE (or NAME, from the environment); repeatable")
+	f.StringArrayVar(&opts.labels, "label", nil, "image label, NAME=VALUE; repeatable")
+	f.StringSliceVar(&opts.allowFail, "allow-fail", nil, "platforms that may fail without failing the build; comma-separated or repeated")
+	f.IntVarP(&opts.jobs, "jobs", "j", 0, fmt.Sprintf("platforms built at once (default: all, at most %d)", maxDefaultJobs))
+	f.BoolVar(&opts.noCache, "no-cache", false, "do not use cached layers")
+	f.BoolVar(&opts.pull, "pull", false, "pull base images even when the store has them")
+	f.BoolVar(&opts.layers, "layers", false, "keep an image per step, for later builds with the same --work-dir")
+	f.StringVar(&opts.format, "format", string(imagebuild.FormatOCI), "manifest format of the images: oci or docker")
+	f.StringVar(&opts.workDir, "work-dir", "", "directory for the container store and caches, kept afterwards (default: a temporary directory, removed)")
+	f.StringVar(&opts.authFile, "authfile", "", "docker config file (or directory holding one) with registry credentials for pulling and pushing")
+	f.StringSliceVar(&opts.insecureRegistries, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are)")
+	f.StringVar(&opts.storageDriver, "storage-driver", "", "container store driver: overlay or vfs (default: overlay when it works, else vfs)")
+	f.BoolVar(&opts.keepPlatformTags, "keep-platform-tags", false, "leave the per-platform tags in the registry")
+	return cmd
+}
+
+// platformResult is how one platform's build ended.
+type platformResult struct {
+	platform string
+	tag      string // the per-platform tag pushed to; empty when nothing was pushed
+	out      imagebuild.Output
+	took     time.Duration // wall time of the platform's build and push
+	err      error
+}
+
+func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir string, stdout io.Writer) error {
+	start := time.Now()
+	plan, err := planLocalBuild(opts)
+	if err != nil {
+		return err
+	}
+	auth, err := dockercfg.Find(opts.authFile)
+	if err != nil {
+		return err
+	}
+	workDir := opts.workDir
+	if workDir == "" {
+		if workDir, err = os.MkdirTemp("", "archway-build-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(workDir)
+	}
+	b, err := imagebuild.New(imagebuild.Config{
+		WorkDir:            workDir,
+		StorageDriver:      opts.storageDriver,
+		InsecureRegistries: opts.insecureRegistries,
+	})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	// buildah writes some temporary files to $TMPDIR.
+	if err := os.Setenv("TMPDIR", b.TempDir()); err != nil {
+		return err
+	}
+
+	out := &lockedWriter{w: stdout}
+	fmt.Fprintf(out, "Building %s for %s (%d at once, %s store in %s)\n",
+		filepath.Clean(contextDir), strings.Join(plan.platforms, ", "), plan.jobs, b.StorageDriver(), workDir)
+	results := buildPlatforms(ctx, b, plan, opts, contextDir, auth, out)
+
+	var pushed []string
+	for _, r := range results {
+		if r.out.Pushed.Digest != "" {
+			pushed = append(pushed, r.tag)
+		}
+	}
+	var index *manifestlist.Result
+	var listErr error
+	if plan.output != "" {
+		access := manifestlist.Access{AuthFile: auth.Path, Insecure: plan.insecureOutput}
+		index, listErr = pushIndex(ctx, plan, results, access)
+		if !opts.keepPlatformTags && len(pushed) > 0 {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			if err := manifestlist.Untag(uctx, access, pushed...); err != nil {
+				fmt.Fprintf(out, "Warning: removing the per-platform tags: %v\n", err)
+			}
+			cancel()
+		}
+	} else {
+		_, listErr = manifestlist.Select(platformStatuses(results), plan.allowFail)
+	}
+	printSummary(stdout, plan, results, index, time.Since(start))
+	return listErr
+}
+
+// localPlan is a `builder build` checked and resolved.
+type localPlan struct {
+	platforms      []string // as given, in order
+	allowFail      []string
+	output         string // the manifest list's reference; empty to build only
+	insecureOutput bool
+	buildArgs      map[string]string
+	labels         map[string]string
+	jobs           int
+	format         imagebuild.Format
+}
+
+// planLocalBuild checks opts and resolves the defaults: this machine's
+// platform, the number of jobs, build args from the environment.
+func planLocalBuild(opts localBuildOptions) (localPlan, error) {
+	plan := localPlan{platforms: opts.platforms, allowFail: opts.allowFail}
+	if len(plan.platforms) == 0 {
+		plan.platforms = []string{imagebuild.HostPlatform().String()}
+	}
+	parsed, err := platform.ParseList(plan.platforms)
+	if err != nil {
+		return localPlan{}, fmt.Errorf("--platform: %w", err)
+	}
+	keys := make([]string, len(parsed))
+	for i, p := range parsed {
+		keys[i] = p.Key()
+	}
+	for _, a := range plan.allowFail {
+		p, err := platform.Parse(a)
+		if err != nil {
+			return localPlan{}, fmt.Errorf("--allow-fail: %w", err)
+		}
+		if !slices.Contains(keys, p.Key()) {
+			return localPlan{}, fmt.Errorf("--allow-fail %s is not one of the platforms built (%s)", a, strings.Join(plan.platforms, ", "))
+		}
+	}
+	if opts.tag != "" {
+		// The manifest list's tag; the per-platform tags derive from it.
+		if _, err := manifestlist.PlatformTag(opts.tag, plan.platforms[0]); err != nil {
+			return localPlan{}, fmt.Errorf("--tag: %w", err)
+		}
+		plan.output = opts.tag
+		plan.insecureOutput = insecureRegistry(opts.tag, opts.insecureRegistries)
+	}
+	if plan.buildArgs, err = parseKeyValues(opts.buildArgs, true); err != nil {
+		return localPlan{}, fmt.Errorf("--build-arg: %w", err)
+	}
+	if plan.labels, err = parseKeyValues(opts.labels, false); err != nil {
+		return localPlan{}, fmt.Errorf("--label: %w", err)
+	}
+	plan.jobs = opts.jobs
+	if plan.jobs <= 0 {
+		plan.jobs = min(len(plan.platforms), maxDefaultJobs)
+	}
+	switch imagebuild.Format(opts.format) {
+	case imagebuild.FormatOCI, "":
+		plan.format = imagebuild.FormatOCI
+	case imagebuild.FormatDocker:
+		plan.format = imagebuild.FormatDocker
+	default:
+		return localPlan{}, fmt.Errorf("--format %q: use oci or docker", opts.format)
+	}
+	return plan, nil
+}
+
+// parseKeyValues parses NAME=VALUE flags. With fromEnv, a bare NAME takes
+// its value from the environment (and is left out when it is not set), as
+// docker build --build-arg does.
+func parseKeyValues(kvs []string, fromEnv bool) (map[string]string, error) {
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		name, value, ok := strings.Cut(kv, "=")
+		if name == "" {
+			return nil, fmt.Errorf("%q has no name", kv)
+		}
+		if !ok {
+			if !fromEnv {
+				return nil, fmt.Errorf("%q: want NAME=VALUE", kv)
+			}
+			if value, ok = os.LookupEnv(name); !ok {
+				continue
+			}
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+// insecureRegistry reports whether ref's registry is reached without TLS
+// checks: a loopback registry or one of insecure.
+func insecureRegistry(ref string, insecure []string) bool {
+	host := refRegistry(ref)
+	if host == "" {
+		return false
+	}
+	if slices.Contains(insecure, host) {
+		return true
+	}
+	h := host
+	if i := strings.LastIndex(h, ":"); i >= 0 && !strings.HasSuffix(h, "]") {
+		h = h[:i]
+	}
+	h = strings.Trim(h, "[]")
+	return h == "localhost" || h == "::1" || strings.HasPrefix(h, "127.")
+}
+
+// buildPlatforms builds, pushes and reads back every platform, plan.jobs at
+// a time, and returns the results in the order of plan.platforms.
+func buildPlatforms(ctx context.Context, b *imagebuild.Builder, plan localPlan, opts localBuildOptions,
+	contextDir string, auth dockercfg.File, out io.Writer) []platformResult {
+	results := make([]platformResult, len(plan.platforms))
+	sem := semaphore.NewWeighted(int64(plan.jobs))
+	var wg sync.WaitGroup
+	for i, p := range plan.platforms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = platformResult{platform: p}
+			if err := sem.Acquire(ctx, 1); err != nil {
+				results[i].err = err
+				return
+			}
+			defer sem.Release(1)
+			results[i] = buildPlatform(ctx, b, plan, opts, contextDir, auth, p, out)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, opts localBuildOptions,
+	contextDir string, auth dockercfg.File, p string, out io.Writer) (res platformResult) {
+	start := time.Now()
+	res = platformResult{platform: p}
+	defer func() { res.took = time.Since(start) }()
+	target, _ := platform.Parse(p) // checked by planLocalBuild
+	log := newPrefixWriter(out, "["+p+"] ")
+	defer log.Flush()
+	if plan.output != "" {
+		res.tag, _ = manifestlist.PlatformTag(plan.output, p) // checked by planLocalBuild
+	}
+	req := imagebuild.Request{
+		ContextDir: contextDir,
+		Dockerfile: opts.file,
+		Platform:   target,
+		Args:       plan.buildArgs,
+		Labels:     plan.labels,
+		NoCache:    opts.noCache,
+		ForcePull:  opts.pull,
+		Layers:     opts.layers,
+		Format:     plan.format,
+		PullAuth:   auth,
+		Out:        log,
+	}
+	res.out, res.err = b.BuildAndPush(ctx, req, res.tag, auth)
+	if res.out.Pushed.Digest == "" {
+		res.tag = ""
+	}
+	switch {
+	case res.err != nil:
+		fmt.Fprintf(log, "FAILED (%s): %v\n", report.Reason(res.err), res.err)
+	case res.tag != "":
+		fmt.Fprintf(log, "Done in %s: pushed %s as %s\n", time.Since(start).Round(100*time.Millisecond),
+			res.out.Pushed.Digest, res.tag)
+	default:
+		fmt.Fprintf(log, "Done in %s: built %s\n", time.Since(start).Round(100*time.Millisecond), shortID(res.out.Build.ImageID))
+	}
+	return res
+}
+
+// platformStatuses returns the results as the status entries a cluster
+// build's platform pods would write.
+func platformStatuses(results []platformResult) []buildv1.BuildStatusPlatform {
+	out := make([]buildv1.BuildStatusPlatform, 0, len(results))
+	for _, r := range results {
+		s := buildv1.BuildStatusPlatform{Platform: r.platform, Phase: buildv1.BuildPhaseComplete, OutputDockerImageReference: r.tag}
+		if r.err != nil {
+			s.Phase = buildv1.BuildPhaseFailed
+			s.Reason = report.Reason(r.err)
+			s.Message = r.err.Error()
+		} else if r.out.Image.Digest != "" {
+			s.Output = report.PlatformOutput(r.out.Image)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// pushIndex selects the platforms that go into the manifest list and pushes
+// it to plan.output.
+func pushIndex(ctx context.Context, plan localPlan, results []platformResult, access manifestlist.Access) (*manifestlist.Result, error) {
+	sel, err := manifestlist.Select(platformStatuses(results), plan.allowFail)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := manifestlist.Entries(sel.Included)
+	if err != nil {
+		return nil, err
+	}
+	res, err := manifestlist.Assemble(ctx, manifestlist.Options{Output: plan.output, Entries: entries, Access: access})
+	if err != nil {
+		return nil, fmt.Errorf("pushing the manifest list to %s: %w", plan.output, err)
+	}
+	return res, nil
+}
+
+func printSummary(w io.Writer, plan localPlan, results []platformResult, index *manifestlist.Result, took time.Duration) {
+	fmt.Fprintln(w)
+	if index != nil {
+		fmt.Fprintf(w, "Manifest list %s pushed to %s\n", index.Digest, plan.output)
+		fmt.Fprintf(w, "  %s\n", index.Reference)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLATFORM\tSTATUS\tDIGEST\tBUILD\tPUSH\tTOTAL")
+	for _, r := range results {
+		status := "Complete"
+		if r.err != nil {
+			status = "Failed"
+			if slices.ContainsFunc(plan.allowFail, func(a string) bool { return samePlatform(a, r.platform) }) {
+				status = "Failed (allowed)"
+			}
+		}
+		digest := r.out.Pushed.Digest
+		if digest == "" {
+			digest = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.platform, status, digest,
+			seconds(r.out.Build.Duration), seconds(r.out.Pushed.Duration), seconds(r.took))
+	}
+	_ = tw.Flush()
+	for _, r := range results {
+		if r.err != nil {
+			fmt.Fprintf(w, "%s: %s: %v\n", r.platform, report.Reason(r.err), r.err)
+		}
+	}
+	fmt.Fprintf(w, "Total %s\n", took.Round(100*time.Millisecond))
+}
+
+func samePlatform(a, b string) bool {
+	pa, errA := platform.Parse(a)
+	pb, errB := platform.Parse(b)
+	return errA == nil && errB == nil && pa.Equal(pb)
+}
+
+func seconds(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// refRegistry returns the registry of an image reference ("host:port"), or
+// "" when ref is not one.
+func refRegistry(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ""
+	}
+	return reference.Domain(named)
+}

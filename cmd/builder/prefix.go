@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"sync"
+)
+
+// lockedWriter serializes writes to w from the builds that run at once.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// prefixWriter writes each complete line it is given to out with a prefix
+// (e.g. "[linux/arm64] "), one line per Write on out so that the lines of
+// builds running at once never interleave within a line. Carriage returns
+// (progress bars) end a line too. Flush writes a last, unterminated line.
+type prefixWriter struct {
+	mu     sync.Mutex
+	out    io.Writer
+	prefix []byte
+	buf    []byte
+}
+
+func newPrefixWriter(out io.Writer, prefix string) *prefixWriter {
+	return &prefixWriter{out: out, prefix: []byte(prefix)}
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexAny(p.buf, "\n\r")
+		if i < 0 {
+			break
+		}
+		line := p.buf[:i]
+		p.buf = p.buf[i+1:]
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := p.emit(line); err != nil {
+			return len(b), err
+		}
+	}
+	return len(b), nil
+}
+
+// Flush writes what is left of an unterminated line.
+func (p *prefixWriter) Flush() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(bytes.TrimSpace(p.buf)) == 0 {
+		p.buf = nil
+		return nil
+	}
+	err := p.emit(p.buf)
+	p.buf = nil
+	return err
+}
+
+func (p *prefixWriter) emit(line []byte) error {
+	out := make([]byte, 0, len(p.prefix)+len(line)+1)
+	out = append(out, p.prefix...)
+	out = append(out, line...)
+	out = append(out, '\n')
+	_, err := p.out.Write(out)
+	return err
+}
+
+// tailBuffer keeps the last max bytes written to it: the end of a build's
+// log, for the status of a failed build.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

@@ -1,0 +1,254 @@
+package imagebuild
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"go.podman.io/buildah/define"
+	"go.podman.io/buildah/imagebuildah"
+	lplatform "go.podman.io/common/libimage/platform"
+
+	"github.com/archway-build/archway/pkg/build/dockercfg"
+	"github.com/archway-build/archway/pkg/build/platform"
+)
+
+// Format is the manifest format of built images.
+type Format string
+
+// The formats an image can be built in.
+const (
+	// FormatOCI builds OCI image manifests (buildah's default).
+	FormatOCI Format = "oci"
+	// FormatDocker builds Docker schema 2 manifests (OpenShift's builder's
+	// format).
+	FormatDocker Format = "docker"
+)
+
+// Request is one platform's build.
+type Request struct {
+	// ContextDir is the build context. Required.
+	ContextDir string
+	// Dockerfile is the Dockerfile's path, absolute or relative to
+	// ContextDir. Default: Dockerfile, else Containerfile, in ContextDir.
+	Dockerfile string
+	// Platform is the target platform. Default: the machine's.
+	Platform platform.Platform
+	// From replaces the image of the Dockerfile's last FROM (a Docker
+	// strategy's from). Default: the Dockerfile's.
+	From string
+	// Args are the Dockerfile's ARG values. TARGETPLATFORM, TARGETOS,
+	// TARGETARCH and TARGETVARIANT are set from Platform.
+	Args map[string]string
+	// Labels are added to the image's config.
+	Labels map[string]string
+	// Env are KEY=VALUE environment variables set for the build's steps
+	// and in the image.
+	Env []string
+	// NoCache builds every step again.
+	NoCache bool
+	// ForcePull pulls base images even when the store has them.
+	ForcePull bool
+	// Layers keeps a cached image per step, for later builds with the same
+	// work directory.
+	Layers bool
+	// Format is the image's manifest format. Default: FormatOCI.
+	Format Format
+	// PullAuth holds the credentials for pulling base images.
+	PullAuth dockercfg.File
+	// Out receives the build's step output. Default: discarded.
+	Out io.Writer
+}
+
+// Result is a built image in the builder's store.
+type Result struct {
+	// ImageID is the image's ID in the store.
+	ImageID string
+	// Platform is the platform the image was built for.
+	Platform platform.Platform
+	// Duration is how long the build took.
+	Duration time.Duration
+}
+
+// HostPlatform is the platform of the machine the builder runs on: what a
+// build without a target platform builds for.
+func HostPlatform() platform.Platform {
+	return platform.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
+}
+
+// Build builds req's Dockerfile for one platform. A failure is a
+// *StageError: StageDockerfile when the Dockerfile is missing or broken,
+// StageBuild otherwise; a base image without the target platform fails
+// with a *BaseImagePlatformError inside.
+func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
+	start := time.Now()
+	target := req.Platform
+	if target == (platform.Platform{}) {
+		target = HostPlatform()
+	}
+	out := req.Out
+	if out == nil {
+		out = io.Discard
+	}
+	dockerfile, content, err := b.prepareDockerfile(req)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	}
+
+	// The values buildah gives the TARGET* args, for expanding FROM lines.
+	osName, arch, variant := lplatform.Normalize(target.OS, target.Architecture, target.Variant)
+	args := maps.Clone(req.Args)
+	if args == nil {
+		args = map[string]string{}
+	}
+	platformArgs := map[string]string{
+		"TARGETOS": osName, "TARGETARCH": arch, "TARGETVARIANT": variant,
+		"TARGETPLATFORM": lplatform.ToString(osName, arch, variant),
+		"BUILDOS":        runtime.GOOS, "BUILDARCH": runtime.GOARCH,
+		"BUILDPLATFORM": runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	fromArgs := maps.Clone(platformArgs)
+	maps.Copy(fromArgs, args)
+	bases, err := baseImages(content, fromArgs)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	}
+	refs := make([]string, 0, len(bases))
+	for _, base := range bases {
+		refs = append(refs, base.Ref)
+	}
+	sys, err := b.systemContext(refs, req.PullAuth)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageBuild, Err: err}
+	}
+	choice := *sys
+	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = osName, arch, variant
+	for _, base := range bases {
+		if err := checkBaseImage(ctx, &choice, base.Ref, target); err != nil {
+			fmt.Fprintf(out, "error: %v\n", err)
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+	}
+
+	ulimits, err := hardLimitUlimits()
+	if err != nil {
+		return Result{}, &StageError{Stage: StageBuild, Err: err}
+	}
+	opts := define.BuildOptions{
+		ContextDirectory: req.ContextDir,
+		PullPolicy:       define.PullIfMissing,
+		Isolation:        define.IsolationChroot,
+		Args:             args,
+		Labels:           formatLabels(req.Labels),
+		Envs:             req.Env,
+		NoCache:          req.NoCache,
+		Layers:           req.Layers && !req.NoCache,
+		// Only the final image is kept: intermediate containers go at once.
+		RemoveIntermediateCtrs:  true,
+		ForceRmIntermediateCtrs: true,
+		Out:                     out,
+		Err:                     out,
+		ReportWriter:            out,
+		SignaturePolicyPath:     b.policyPath,
+		SystemContext:           sys,
+		NamespaceOptions: []define.NamespaceOption{
+			{Name: string(specs.NetworkNamespace), Host: true},
+		},
+		NetworkInterface: hostNetwork{},
+		CommonBuildOpts:  &define.CommonBuildOptions{Ulimit: ulimits},
+		OutputFormat:     manifestType(req.Format),
+		Platforms: []struct{ OS, Arch, Variant string }{
+			{OS: target.OS, Arch: target.Architecture, Variant: target.Variant},
+		},
+		MaxPullPushRetries: 2,
+		PullPushRetryDelay: 2 * time.Second,
+	}
+	if req.ForcePull {
+		opts.PullPolicy = define.PullAlways
+	}
+	id, _, err := imagebuildah.BuildDockerfiles(ctx, b.store, opts, dockerfile)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageBuild, Err: contextErr(ctx, err)}
+	}
+	return Result{ImageID: id, Platform: target, Duration: time.Since(start)}, nil
+}
+
+// prepareDockerfile finds req's Dockerfile and, with req.From, writes a
+// copy with the last FROM replaced into the work directory. It returns the
+// path to build and its content.
+func (b *Builder) prepareDockerfile(req Request) (string, []byte, error) {
+	if req.ContextDir == "" {
+		return "", nil, fmt.Errorf("no build context directory")
+	}
+	if info, err := os.Stat(req.ContextDir); err != nil {
+		return "", nil, fmt.Errorf("build context: %w", err)
+	} else if !info.IsDir() {
+		return "", nil, fmt.Errorf("build context %s is not a directory", req.ContextDir)
+	}
+	path := req.Dockerfile
+	switch {
+	case path == "":
+		path = filepath.Join(req.ContextDir, "Dockerfile")
+		if _, err := os.Stat(path); err != nil {
+			if alt := filepath.Join(req.ContextDir, "Containerfile"); fileExists(alt) {
+				path = alt
+			}
+		}
+	case !filepath.IsAbs(path):
+		path = filepath.Join(req.ContextDir, path)
+	}
+	content, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("reading the Dockerfile: %w", err)
+	}
+	if len(strings.TrimSpace(string(content))) == 0 {
+		return "", nil, fmt.Errorf("the Dockerfile %s is empty", path)
+	}
+	if req.From == "" {
+		return path, content, nil
+	}
+	content, err = replaceLastFrom(content, req.From)
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp(b.tmpDir, "dockerfile-")
+	if err != nil {
+		return "", nil, err
+	}
+	path = filepath.Join(dir, "Dockerfile")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		return "", nil, err
+	}
+	return path, content, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// formatLabels returns labels as buildah takes them, "name=value", sorted
+// so that the same labels give the same image.
+func formatLabels(labels map[string]string) []string {
+	out := make([]string, 0, len(labels))
+	for _, name := range slices.Sorted(maps.Keys(labels)) {
+		out = append(out, name+"="+labels[name])
+	}
+	return out
+}
+
+// manifestType returns buildah's name for a manifest format.
+func manifestType(f Format) string {
+	if f == FormatDocker {
+		return define.Dockerv2ImageManifest
+	}
+	return define.OCIv1ImageManifest
+}

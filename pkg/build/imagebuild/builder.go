@@ -1,0 +1,264 @@
+// Package imagebuild builds one platform's image from a Dockerfile with the
+// buildah library, pushes it, and reads the pushed image back from the
+// registry.
+//
+// It runs buildah the way archway's build pods and machines allow (see
+// ../shared/NOTES.md in the project's notes): a container store of its own
+// under a work directory, chroot isolation, the host's network with a stub
+// network backend (no netavark or CNI), ulimits pinned to the current hard
+// limits (raising them needs CAP_SYS_RESOURCE), and a signature policy and
+// registries.conf written into the work directory so that nothing depends on
+// /etc/containers. Programs that use it must call buildah.InitReexec first
+// thing in main (and in TestMain), as chroot isolation re-executes the
+// program.
+package imagebuild
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed" // The signature policy and registries.conf are embedded.
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/types"
+	"go.podman.io/storage"
+
+	"github.com/archway-build/archway/pkg/build/dockercfg"
+)
+
+var (
+	//go:embed config/policy.json
+	policyJSON []byte
+	//go:embed config/registries.conf
+	registriesConf []byte
+)
+
+// Config configures a Builder.
+type Config struct {
+	// WorkDir holds the container store, the configuration files, the blob
+	// info cache and temporary files. Required. It should not be on
+	// overlayfs when StorageDriver is overlay.
+	WorkDir string
+
+	// StorageDriver is the container store's driver: "overlay", "vfs", or
+	// empty for overlay when the work directory supports it, else vfs.
+	StorageDriver string
+
+	// InsecureRegistries are registries ("host" or "host:port") reached over
+	// plain HTTP or without TLS verification. Loopback registries
+	// (localhost, 127.0.0.0/8, ::1) always are, as docker treats them.
+	InsecureRegistries []string
+
+	// SignaturePolicyPath is a signature policy to use instead of the
+	// embedded one, which accepts every image.
+	SignaturePolicyPath string
+}
+
+// Builder builds, pushes and inspects images with one container store. It
+// is safe for concurrent use: builds of several platforms may run at once.
+// Close it on every path, or overlay mounts leak.
+type Builder struct {
+	cfg          Config
+	store        storage.Store
+	policyPath   string
+	blobCacheDir string
+	tmpDir       string
+	confDir      string // registries.conf files, one per set of insecure registries
+	emptyDir     string // stands in for /etc/containers/registries.d and registries.conf.d
+
+	mu        sync.Mutex
+	confFiles map[string]bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New creates the work directory's layout and opens its container store.
+func New(cfg Config) (*Builder, error) {
+	if cfg.WorkDir == "" {
+		return nil, errors.New("imagebuild: a work directory is required")
+	}
+	workDir, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.WorkDir = workDir
+	b := &Builder{
+		cfg:          cfg,
+		blobCacheDir: filepath.Join(workDir, "blob-info-cache"),
+		tmpDir:       filepath.Join(workDir, "tmp"),
+		confDir:      filepath.Join(workDir, "containers"),
+		emptyDir:     filepath.Join(workDir, "containers", "empty.d"),
+		confFiles:    map[string]bool{},
+	}
+	for _, dir := range []string{b.blobCacheDir, b.tmpDir, b.confDir, b.emptyDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("imagebuild: %w", err)
+		}
+	}
+	b.policyPath = cfg.SignaturePolicyPath
+	if b.policyPath == "" {
+		b.policyPath = filepath.Join(b.confDir, "policy.json")
+		if err := os.WriteFile(b.policyPath, policyJSON, 0o600); err != nil {
+			return nil, fmt.Errorf("imagebuild: %w", err)
+		}
+	}
+	if b.store, err = openStore(workDir, cfg.StorageDriver); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// openStore opens the container store under workDir with driver, or with
+// overlay falling back to vfs when driver is empty.
+func openStore(workDir, driver string) (storage.Store, error) {
+	open := func(driver string) (storage.Store, error) {
+		return storage.GetStore(storage.StoreOptions{
+			RunRoot:         filepath.Join(workDir, "storage", "run"),
+			GraphRoot:       filepath.Join(workDir, "storage", "root"),
+			GraphDriverName: driver,
+		})
+	}
+	if driver != "" {
+		store, err := open(driver)
+		if err != nil {
+			return nil, fmt.Errorf("imagebuild: opening the %s container store in %s: %w", driver, workDir, err)
+		}
+		return store, nil
+	}
+	store, err := open("overlay")
+	if err == nil {
+		return store, nil
+	}
+	store, vfsErr := open("vfs")
+	if vfsErr != nil {
+		return nil, fmt.Errorf("imagebuild: opening a container store in %s: overlay: %w; vfs: %w", workDir, err, vfsErr)
+	}
+	return store, nil
+}
+
+// Close shuts the container store down, unmounting every layer. It is safe
+// to call more than once.
+func (b *Builder) Close() error {
+	b.closeOnce.Do(func() {
+		if _, err := b.store.Shutdown(true); err != nil {
+			b.closeErr = fmt.Errorf("imagebuild: shutting the container store down: %w", err)
+		}
+	})
+	return b.closeErr
+}
+
+// TempDir is the builder's directory for temporary files. Programs should
+// point TMPDIR at it, as buildah writes some temporary files there.
+func (b *Builder) TempDir() string { return b.tmpDir }
+
+// StorageDriver is the driver of the builder's container store.
+func (b *Builder) StorageDriver() string { return b.store.GraphDriverName() }
+
+// systemContext returns the containers/image settings for an operation that
+// touches the registries of refs, with the credentials of auth.
+func (b *Builder) systemContext(refs []string, auth dockercfg.File) (*types.SystemContext, error) {
+	conf, err := b.registriesConf(refs)
+	if err != nil {
+		return nil, err
+	}
+	sys := &types.SystemContext{
+		SignaturePolicyPath:         b.policyPath,
+		SystemRegistriesConfPath:    conf,
+		SystemRegistriesConfDirPath: b.emptyDir,
+		RegistriesDirPath:           b.emptyDir,
+		UserShortNameAliasConfPath:  filepath.Join(b.confDir, "short-name-aliases.conf"),
+		BlobInfoCacheDir:            b.blobCacheDir,
+		BigFilesTemporaryDir:        b.tmpDir,
+		DockerRegistryUserAgent:     "archway-builder",
+	}
+	auth.Apply(sys)
+	return sys, nil
+}
+
+// registriesConf returns a registries.conf naming as insecure the
+// configured registries and the loopback registries among refs. Each set of
+// insecure registries gets a file of its own: containers/image caches a
+// registries.conf by path for the life of the process.
+func (b *Builder) registriesConf(refs []string) (string, error) {
+	insecure := slices.Clone(b.cfg.InsecureRegistries)
+	for _, ref := range refs {
+		if host := registryHost(ref); host != "" && isLoopback(host) {
+			insecure = append(insecure, host)
+		}
+	}
+	slices.Sort(insecure)
+	insecure = slices.Compact(insecure)
+
+	var sb strings.Builder
+	sb.Write(registriesConf)
+	for _, host := range insecure {
+		fmt.Fprintf(&sb, "\n[[registry]]\nlocation = %s\ninsecure = true\n", strconv.Quote(host))
+	}
+	content := sb.String()
+	sum := sha256.Sum256([]byte(content))
+	path := filepath.Join(b.confDir, "registries-"+hex.EncodeToString(sum[:6])+".conf")
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.confFiles[path] {
+		return path, nil
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		return "", fmt.Errorf("imagebuild: %w", err)
+	}
+	b.confFiles[path] = true
+	return path, nil
+}
+
+// registryHost returns the registry part of an image reference ("host" or
+// "host:port"), or "" when ref is not a reference.
+func registryHost(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ""
+	}
+	return reference.Domain(named)
+}
+
+// isLoopback reports whether a registry ("host" or "host:port") is on the
+// loopback interface.
+func isLoopback(registry string) bool {
+	host := registry
+	if h, _, err := net.SplitHostPort(registry); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// contextErr prefers the context's error, which says why work stopped,
+// over the error an interrupted operation returned.
+func contextErr(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {
+		return fmt.Errorf("%w (%w)", ctxErr, err)
+	}
+	return err
+}
+
+// registryRepository returns the repository of an image reference, fully
+// qualified (docker.io/library/busybox), or "" when ref is not a reference.
+func registryRepository(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ""
+	}
+	return named.Name()
+}

@@ -1,0 +1,179 @@
+package imagebuild
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/openshift/imagebuilder"
+	"github.com/openshift/imagebuilder/dockerfile/parser"
+)
+
+// baseImage is an image a Dockerfile's FROM instruction pulls.
+type baseImage struct {
+	// Ref is the image reference with ARG values expanded.
+	Ref string
+	// Line is the FROM instruction's line in the Dockerfile.
+	Line int
+}
+
+// baseImages returns the images the FROM instructions of dockerfile pull
+// when built for the target platform, in order and without duplicates:
+// stage names, scratch, and FROMs with a --platform flag of their own (they
+// pull for another platform, usually $BUILDPLATFORM) are left out, as are
+// references whose ARGs have no value. ARGs are expanded from the ARG
+// instructions before the first FROM, overridden by args (the build args
+// and the TARGET*/BUILD* platform args).
+func baseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) {
+	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the Dockerfile: %w", err)
+	}
+	globals := map[string]string{}
+	var order []string
+	setGlobal := func(name, value string) {
+		if _, seen := globals[name]; !seen {
+			order = append(order, name)
+		}
+		globals[name] = value
+	}
+	sawFrom := false
+	stages := map[string]bool{}
+	seen := map[string]bool{}
+	var out []baseImage
+	for _, node := range root.Children {
+		switch strings.ToLower(node.Value) {
+		case "arg":
+			if sawFrom {
+				continue
+			}
+			for n := node.Next; n != nil; n = n.Next {
+				name, value, hasValue := strings.Cut(n.Value, "=")
+				if v, ok := args[name]; ok {
+					setGlobal(name, v)
+					continue
+				}
+				if hasValue {
+					if expanded, err := imagebuilder.ProcessWord(value, environment(order, globals)); err == nil {
+						value = expanded
+					}
+					setGlobal(name, value)
+				}
+			}
+		case "from":
+			sawFrom = true
+			words := nodeWords(node)
+			if ref, ok := fromImage(node, words, args, order, globals); ok &&
+				!stages[strings.ToLower(ref)] && !seen[ref] {
+				seen[ref] = true
+				out = append(out, baseImage{Ref: ref, Line: node.StartLine})
+			}
+			// A stage name counts from the next FROM on.
+			if len(words) >= 3 && strings.EqualFold(words[1], "as") {
+				stages[strings.ToLower(words[2])] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// fromImage returns the image a FROM instruction pulls for the target
+// platform, with ARGs expanded; ok is false for scratch, for a FROM with a
+// --platform flag, and for a reference with an ARG that has no value.
+func fromImage(node *parser.Node, words []string, args map[string]string, order []string, globals map[string]string) (ref string, ok bool) {
+	if len(words) == 0 || hasFlag(node, "platform") {
+		return "", false
+	}
+	env := environment(order, globals)
+	for name, value := range args {
+		if _, declared := globals[name]; !declared && isPlatformArg(name) {
+			env = append(env, name+"="+value)
+		}
+	}
+	ref, err := imagebuilder.ProcessWord(words[0], env)
+	if err != nil || ref == "" || strings.Contains(ref, "$") || strings.EqualFold(ref, "scratch") {
+		return "", false
+	}
+	return ref, true
+}
+
+// isPlatformArg reports whether name is one of the ARGs a builder defines
+// for every FROM without an ARG instruction.
+func isPlatformArg(name string) bool {
+	switch name {
+	case "TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT",
+		"BUILDPLATFORM", "BUILDOS", "BUILDARCH", "BUILDVARIANT":
+		return true
+	}
+	return false
+}
+
+// environment formats values as KEY=VALUE in declaration order.
+func environment(order []string, values map[string]string) []string {
+	env := make([]string, 0, len(order))
+	for _, name := range order {
+		env = append(env, name+"="+values[name])
+	}
+	return env
+}
+
+// nodeWords returns an instruction's arguments.
+func nodeWords(node *parser.Node) []string {
+	var words []string
+	for n := node.Next; n != nil; n = n.Next {
+		words = append(words, n.Value)
+	}
+	return words
+}
+
+// hasFlag reports whether an instruction has --name or --name=value.
+func hasFlag(node *parser.Node, name string) bool {
+	for _, f := range node.Flags {
+		f = strings.TrimPrefix(f, "--")
+		if f == name || strings.HasPrefix(f, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// replaceLastFrom returns dockerfile with the image of its last FROM
+// instruction replaced by image, keeping the instruction's flags and stage
+// name: what OpenShift does with a Docker strategy's from.
+func replaceLastFrom(dockerfile []byte, image string) ([]byte, error) {
+	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the Dockerfile: %w", err)
+	}
+	var last *parser.Node
+	for _, node := range root.Children {
+		if strings.EqualFold(node.Value, "from") {
+			last = node
+		}
+	}
+	if last == nil {
+		return nil, fmt.Errorf("the Dockerfile has no FROM instruction")
+	}
+	instruction := "FROM"
+	for _, f := range last.Flags {
+		instruction += " " + f
+	}
+	instruction += " " + image
+	if words := nodeWords(last); len(words) >= 3 && strings.EqualFold(words[1], "as") {
+		instruction += " AS " + words[2]
+	}
+	lines := strings.SplitAfter(string(dockerfile), "\n")
+	start, end := last.StartLine-1, last.EndLine
+	if start < 0 || end > len(lines) || start >= end {
+		return nil, fmt.Errorf("the Dockerfile's last FROM is at lines %d-%d of %d", last.StartLine, last.EndLine, len(lines))
+	}
+	var out strings.Builder
+	for _, l := range lines[:start] {
+		out.WriteString(l)
+	}
+	out.WriteString(instruction + "\n")
+	for _, l := range lines[end:] {
+		out.WriteString(l)
+	}
+	return []byte(out.String()), nil
+}

@@ -1,0 +1,77 @@
+package imagebuild
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/archway-build/archway/pkg/build/dockercfg"
+	"github.com/archway-build/archway/pkg/build/platform"
+)
+
+// Output is what building, pushing and reading back one platform's image
+// gave.
+type Output struct {
+	// Build is the built image in the store.
+	Build Result
+	// Pushed is the push; zero when there was no destination.
+	Pushed Pushed
+	// Image is the pushed image as the registry has it; zero when there
+	// was no destination.
+	Image Image
+	// Duration is how long the whole took.
+	Duration time.Duration
+}
+
+// PlatformMismatchError says that the pushed image's config records
+// another platform than the one it was built for.
+type PlatformMismatchError struct {
+	// Reference is the pushed image, by digest.
+	Reference string
+	// Want is the target platform; Have is what the image's config says.
+	Want, Have platform.Platform
+}
+
+func (e *PlatformMismatchError) Error() string {
+	return fmt.Sprintf("the image pushed as %s records platform %q in its config, not the target platform %s",
+		e.Reference, e.Have.String(), e.Want.String())
+}
+
+// BuildAndPush builds req, pushes the image to dest with pushAuth and reads
+// it back from the registry, failing with a *PlatformMismatchError (in a
+// *StageError with StageInspect) when the registry's copy says another
+// platform. With an empty dest the image is only built.
+func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pushAuth dockercfg.File) (Output, error) {
+	start := time.Now()
+	var out Output
+	var err error
+	if out.Build, err = b.Build(ctx, req); err != nil {
+		return out, err
+	}
+	if dest == "" {
+		out.Duration = time.Since(start)
+		return out, nil
+	}
+	if out.Pushed, err = b.Push(ctx, out.Build.ImageID, dest, req.Format, pushAuth, req.Out); err != nil {
+		return out, err
+	}
+	if out.Image, err = b.Inspect(ctx, digestReference(dest, out.Pushed.Digest), pushAuth); err != nil {
+		return out, &StageError{Stage: StageInspect, Err: err}
+	}
+	have := platform.FromOCI(out.Image.Platform)
+	if !platform.Matches(out.Build.Platform, have) {
+		return out, &StageError{Stage: StageInspect, Err: &PlatformMismatchError{
+			Reference: out.Image.Reference, Want: out.Build.Platform, Have: have}}
+	}
+	out.Duration = time.Since(start)
+	return out, nil
+}
+
+// digestReference returns ref's repository with digest instead of its tag.
+func digestReference(ref, digest string) string {
+	named := registryRepository(ref)
+	if named == "" {
+		return ref
+	}
+	return named + "@" + digest
+}

@@ -1,0 +1,295 @@
+// Package report writes what a build pod did into its Build's status with
+// server-side apply, each writer under a field manager of its own, so that
+// the controller, the platforms' pods and the manifest-list pod never
+// overwrite each other's fields.
+//
+// A platform's pod (a Build with one target platform) owns its entry of
+// status.platforms and nothing else: Running when it starts, then Complete
+// with the pushed image's digest and the platform read back from the
+// image's config, or Failed with a reason and message. A classic pod (no
+// target platform) writes what OpenShift's builder writes: the pushed
+// image's reference and digest, the stages, and on failure the reason and
+// message; the controller sets the phase from the pod.
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/platform"
+)
+
+// ClassicFieldManager is the field manager of a classic (single-pod)
+// build's builder.
+const ClassicFieldManager = "archway-builder"
+
+// maxLogSnippet bounds the log snippet a failure records, as OpenShift's
+// builder bounds its termination message.
+const maxLogSnippet = 2000
+
+// FieldManager returns the field manager of the builder of platform p,
+// e.g. "archway-builder-linux-arm64": one per platform, so that the
+// platforms' pods own their entries side by side.
+func FieldManager(p string) string {
+	if parsed, err := platform.Parse(p); err == nil {
+		return ClassicFieldManager + "-" + parsed.NameSuffix()
+	}
+	return ClassicFieldManager + "-" + p
+}
+
+// Result is what a successful build pushed.
+type Result struct {
+	// OutputReference is the pull spec pushed to (the Build's
+	// spec.output.to.name); empty when the build had no output.
+	OutputReference string
+	// Image is the pushed image as read back from the registry; nil when
+	// nothing was pushed.
+	Image *imagebuild.Image
+	// Stages are the build's stages with their timings.
+	Stages []buildv1.StageInfo
+}
+
+// Failure is why a build failed.
+type Failure struct {
+	// Reason is the status reason, e.g. DockerBuildFailed.
+	Reason buildv1.StatusReason
+	// Message says what happened, for people.
+	Message string
+	// LogSnippet is the end of the build's log.
+	LogSnippet string
+	// Stages are the stages that ran, with their timings.
+	Stages []buildv1.StageInfo
+}
+
+// Reporter records a build pod's progress in its Build.
+type Reporter interface {
+	// Running records that the build started.
+	Running(ctx context.Context) error
+	// Complete records a successful build.
+	Complete(ctx context.Context, r Result) error
+	// Failed records a failed build.
+	Failed(ctx context.Context, f Failure) error
+}
+
+// Discard is a Reporter that records nothing, for builds outside a cluster.
+type Discard struct{}
+
+// Running does nothing.
+func (Discard) Running(context.Context) error { return nil }
+
+// Complete does nothing.
+func (Discard) Complete(context.Context, Result) error { return nil }
+
+// Failed does nothing.
+func (Discard) Failed(context.Context, Failure) error { return nil }
+
+// PlatformReporter writes one platform's entry of a Build's
+// status.platforms.
+type PlatformReporter struct {
+	client   client.Client
+	build    types.NamespacedName
+	platform string
+	podName  string
+	now      func() time.Time
+	started  *metav1.Time
+}
+
+// NewPlatformReporter returns a Reporter for the entry of platform (spelled
+// as the Build's spec.platforms spells it) written by pod podName.
+func NewPlatformReporter(c client.Client, build types.NamespacedName, platform, podName string) *PlatformReporter {
+	return &PlatformReporter{client: c, build: build, platform: platform, podName: podName, now: time.Now}
+}
+
+// Running records phase Running, the pod and the start time.
+func (r *PlatformReporter) Running(ctx context.Context) error {
+	t := metav1.NewTime(r.now().Truncate(time.Second))
+	r.started = &t
+	return r.apply(ctx, r.entry(buildv1.BuildPhaseRunning))
+}
+
+// Complete records phase Complete with the pushed image.
+func (r *PlatformReporter) Complete(ctx context.Context, res Result) error {
+	e := r.entry(buildv1.BuildPhaseComplete)
+	e.CompletionTimestamp = r.completion()
+	e.OutputDockerImageReference = res.OutputReference
+	if res.Image != nil {
+		e.Output = PlatformOutput(*res.Image)
+	}
+	return r.apply(ctx, e)
+}
+
+// Failed records phase Failed with the reason, message and log snippet.
+func (r *PlatformReporter) Failed(ctx context.Context, f Failure) error {
+	e := r.entry(buildv1.BuildPhaseFailed)
+	e.CompletionTimestamp = r.completion()
+	e.Reason = f.Reason
+	e.Message = f.Message
+	e.LogSnippet = truncateLog(f.LogSnippet)
+	return r.apply(ctx, e)
+}
+
+// entry is the entry with what every apply repeats: server-side apply
+// removes the fields a manager stops sending.
+func (r *PlatformReporter) entry(phase buildv1.BuildPhase) buildv1.BuildStatusPlatform {
+	return buildv1.BuildStatusPlatform{
+		Platform:       r.platform,
+		Phase:          phase,
+		PodName:        r.podName,
+		StartTimestamp: r.started,
+	}
+}
+
+func (r *PlatformReporter) completion() *metav1.Time {
+	t := metav1.NewTime(r.now().Truncate(time.Second))
+	return &t
+}
+
+func (r *PlatformReporter) apply(ctx context.Context, e buildv1.BuildStatusPlatform) error {
+	status, err := PlatformStatus(e)
+	if err != nil {
+		return err
+	}
+	return applyStatus(ctx, r.client, r.build, FieldManager(r.platform), status)
+}
+
+// PlatformStatus returns the status to apply for one platform's entry: a
+// status.platforms list holding only that entry, with only its fields that
+// are set.
+func PlatformStatus(e buildv1.BuildStatusPlatform) (map[string]any, error) {
+	entry, err := toMap(e)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"platforms": []any{entry}}, nil
+}
+
+// BuildReporter writes a classic build's output and failure into the
+// Build's own status.
+type BuildReporter struct {
+	client client.Client
+	build  types.NamespacedName
+}
+
+// NewBuildReporter returns a Reporter for a classic (single-pod) build.
+func NewBuildReporter(c client.Client, build types.NamespacedName) *BuildReporter {
+	return &BuildReporter{client: c, build: build}
+}
+
+// Running records nothing: the controller sets a classic build's phase
+// from its pod.
+func (r *BuildReporter) Running(context.Context) error { return nil }
+
+// Complete records the pushed image's reference and digest and the
+// stages.
+func (r *BuildReporter) Complete(ctx context.Context, res Result) error {
+	status, err := ClassicCompleteStatus(res)
+	if err != nil {
+		return err
+	}
+	return applyStatus(ctx, r.client, r.build, ClassicFieldManager, status)
+}
+
+// Failed records the reason, message, log snippet and stages.
+func (r *BuildReporter) Failed(ctx context.Context, f Failure) error {
+	status, err := ClassicFailedStatus(f)
+	if err != nil {
+		return err
+	}
+	return applyStatus(ctx, r.client, r.build, ClassicFieldManager, status)
+}
+
+// ClassicCompleteStatus returns the status a classic build applies when it
+// succeeds: what OpenShift's builder records.
+func ClassicCompleteStatus(res Result) (map[string]any, error) {
+	s := buildv1.BuildStatus{Stages: res.Stages}
+	if res.Image != nil {
+		s.OutputDockerImageReference = res.OutputReference
+		s.Output.To = &buildv1.BuildStatusOutputTo{ImageDigest: res.Image.Digest}
+	}
+	return classicStatus(s)
+}
+
+// ClassicFailedStatus returns the status a classic build applies when it
+// fails.
+func ClassicFailedStatus(f Failure) (map[string]any, error) {
+	return classicStatus(buildv1.BuildStatus{
+		Reason:     f.Reason,
+		Message:    f.Message,
+		LogSnippet: truncateLog(f.LogSnippet),
+		Stages:     f.Stages,
+	})
+}
+
+// classicStatus turns s into the fields to apply, leaving out the ones a
+// classic builder does not own (an empty output, the default phase).
+func classicStatus(s buildv1.BuildStatus) (map[string]any, error) {
+	m, err := toMap(s)
+	if err != nil {
+		return nil, err
+	}
+	if out, ok := m["output"].(map[string]any); ok && len(out) == 0 {
+		delete(m, "output")
+	}
+	delete(m, "phase")
+	return m, nil
+}
+
+func toMap(v any) (map[string]any, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// truncateLog keeps the end of a log, where a failure shows.
+func truncateLog(s string) string {
+	if len(s) <= maxLogSnippet {
+		return s
+	}
+	return s[len(s)-maxLogSnippet:]
+}
+
+// applyStatus server-side applies status to the Build's status
+// subresource as manager, forcing ownership of those fields (the builder is
+// their authority while it runs), and retries what may pass: conflicts,
+// throttling, timeouts and dropped connections.
+func applyStatus(ctx context.Context, c client.Client, build types.NamespacedName, manager string, status map[string]any) error {
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetAPIVersion(buildv1.GroupVersion.String())
+	u.SetKind("Build")
+	u.SetNamespace(build.Namespace)
+	u.SetName(build.Name)
+	backoff := wait.Backoff{Steps: 6, Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2}
+	err := retry.OnError(backoff, retriable, func() error {
+		return c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()),
+			client.FieldOwner(manager), client.ForceOwnership)
+	})
+	if err != nil {
+		return fmt.Errorf("writing the status of Build %s as %s: %w", build, manager, err)
+	}
+	return nil
+}
+
+func retriable(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+		utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) || utilnet.IsProbableEOF(err)
+}
