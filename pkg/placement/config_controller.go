@@ -1,0 +1,238 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+)
+
+// configReconciler keeps the webhook configuration in step with the
+// ClusterPodPlacementConfig, reports it in the config's status, and
+// releases every gated pod when the config goes.
+type configReconciler struct {
+	client            client.Client // the manager's client (cached reads)
+	apiReader         client.Reader // uncached, for rereads after conflicts
+	pods              client.Reader // the gated-pod cache
+	recorder          events.EventRecorder
+	metrics           *controllerMetrics
+	webhookConfigName string
+	ownNamespace      string
+	releasePar        int
+	now               func() time.Time
+}
+
+func (r *configReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{}
+	if err := r.client.Get(ctx, req.NamespacedName, cfg); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		// Gone without our finalizer (removed by hand, or the controller
+		// was not running): pods gated meanwhile must not wait forever.
+		return ctrl.Result{}, r.releaseAll(ctx, "no ClusterPodPlacementConfig exists")
+	}
+	if cfg.DeletionTimestamp != nil {
+		return r.deprovision(ctx, cfg)
+	}
+	if controllerutil.AddFinalizer(cfg, ConfigFinalizer) {
+		if err := r.client.Update(ctx, cfg); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	syncErr := r.syncWebhook(ctx, cfg)
+	status := cfg.Status.DeepCopy()
+	setConfigConditions(status, cfg.Generation, syncErr)
+	if err := r.writeStatus(ctx, cfg, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	if syncErr != nil {
+		return ctrl.Result{}, syncErr
+	}
+	return ctrl.Result{}, nil
+}
+
+// deprovision releases the gated pods of a config being deleted, then
+// lets it go.
+func (r *configReconciler) deprovision(ctx context.Context, cfg *multiarchv1beta1.ClusterPodPlacementConfig) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(cfg, ConfigFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	status := cfg.Status.DeepCopy()
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: multiarchv1beta1.ConditionDeprovisioning, Status: metav1.ConditionTrue, Reason: multiarchv1beta1.ReasonUngatingPods,
+		Message: "Releasing the gated pods before the config is removed", ObservedGeneration: cfg.Generation,
+	})
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: multiarchv1beta1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: multiarchv1beta1.ReasonUngatingPods,
+		Message: "The config is being deleted: new pods are not gated", ObservedGeneration: cfg.Generation,
+	})
+	if err := r.writeStatus(ctx, cfg, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.releaseAll(ctx, "the ClusterPodPlacementConfig was deleted"); err != nil {
+		return ctrl.Result{}, err
+	}
+	controllerutil.RemoveFinalizer(cfg, ConfigFinalizer)
+	if err := r.client.Update(ctx, cfg); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// releaseAll removes the gate from every gated pod, several at once.
+func (r *configReconciler) releaseAll(ctx context.Context, why string) error {
+	list := &corev1.PodList{}
+	if err := r.pods.List(ctx, list); err != nil {
+		return err
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, r.releasePar)
+	)
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if !hasGate(pod) {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := r.release(ctx, pod, why); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// release removes the gate from one pod, rereading it after a conflict.
+func (r *configReconciler) release(ctx context.Context, pod *corev1.Pod, why string) error {
+	for range 5 {
+		d := releaseWithoutConfig(pod, why)
+		err := r.client.Update(ctx, d.pod)
+		switch {
+		case err == nil:
+			r.metrics.pods.WithLabelValues(d.outcome).Inc()
+			r.metrics.gated.Observe(r.now().Sub(pod.CreationTimestamp.Time).Seconds())
+			r.recorder.Eventf(d.pod, nil, d.eventType, d.reason, "Release", "%s", d.message)
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err):
+			return fmt.Errorf("releasing pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		fresh := &corev1.Pod{}
+		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(pod), fresh); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if !hasGate(fresh) {
+			return nil
+		}
+		pod = fresh
+	}
+	return fmt.Errorf("releasing pod %s/%s: still conflicting after 5 tries", pod.Namespace, pod.Name)
+}
+
+// syncWebhook copies the config's namespaceSelector into the webhook
+// configuration.
+func (r *configReconciler) syncWebhook(ctx context.Context, cfg *multiarchv1beta1.ClusterPodPlacementConfig) error {
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: r.webhookConfigName}, mwc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &webhookConfigError{reason: multiarchv1beta1.ReasonWebhookConfigurationNotFound,
+				msg: fmt.Sprintf("MutatingWebhookConfiguration %s does not exist", r.webhookConfigName)}
+		}
+		return err
+	}
+	found, changed := syncWebhookSelector(mwc, webhookNamespaceSelector(cfg.Spec.NamespaceSelector, r.ownNamespace))
+	if !found {
+		return &webhookConfigError{reason: multiarchv1beta1.ReasonWebhookConfigurationNotFound,
+			msg: fmt.Sprintf("MutatingWebhookConfiguration %s has no webhook named %s", r.webhookConfigName, WebhookName)}
+	}
+	if !changed {
+		return nil
+	}
+	if err := r.client.Update(ctx, mwc); err != nil {
+		return &webhookConfigError{reason: multiarchv1beta1.ReasonWebhookConfigurationSyncFailed,
+			msg: fmt.Sprintf("updating MutatingWebhookConfiguration %s: %v", r.webhookConfigName, err), err: err}
+	}
+	log.FromContext(ctx).Info("synced the webhook's namespaceSelector", "webhookConfiguration", r.webhookConfigName)
+	return nil
+}
+
+// webhookConfigError says why the webhook configuration is not in sync,
+// with the condition reason to report.
+type webhookConfigError struct {
+	reason, msg string
+	err         error
+}
+
+func (e *webhookConfigError) Error() string { return e.msg }
+func (e *webhookConfigError) Unwrap() error { return e.err }
+
+// setConfigConditions computes the conditions of a live config from the
+// result of the webhook sync.
+func setConfigConditions(status *multiarchv1beta1.ClusterPodPlacementConfigStatus, generation int64, syncErr error) {
+	status.ObservedGeneration = generation
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation})
+	}
+	meta.RemoveStatusCondition(&status.Conditions, multiarchv1beta1.ConditionDeprovisioning)
+	if syncErr == nil {
+		set(multiarchv1beta1.ConditionAvailable, metav1.ConditionTrue, multiarchv1beta1.ReasonReconciled, "New pods in the selected namespaces are gated and placed")
+		set(multiarchv1beta1.ConditionProgressing, metav1.ConditionFalse, multiarchv1beta1.ReasonReconciled, "The webhook configuration matches the spec")
+		set(multiarchv1beta1.ConditionDegraded, metav1.ConditionFalse, multiarchv1beta1.ReasonReconciled, "")
+		return
+	}
+	reason := multiarchv1beta1.ReasonWebhookConfigurationSyncFailed
+	var wce *webhookConfigError
+	if errors.As(syncErr, &wce) {
+		reason = wce.reason
+	}
+	set(multiarchv1beta1.ConditionAvailable, metav1.ConditionFalse, reason, syncErr.Error())
+	set(multiarchv1beta1.ConditionProgressing, metav1.ConditionTrue, reason, "Waiting for the webhook configuration")
+	set(multiarchv1beta1.ConditionDegraded, metav1.ConditionTrue, reason, syncErr.Error())
+}
+
+// writeStatus writes status when it differs from the stored one.
+func (r *configReconciler) writeStatus(ctx context.Context, cfg *multiarchv1beta1.ClusterPodPlacementConfig, status *multiarchv1beta1.ClusterPodPlacementConfigStatus) error {
+	if equalStatus(&cfg.Status, status) {
+		return nil
+	}
+	cfg.Status = *status
+	return client.IgnoreNotFound(r.client.Status().Update(ctx, cfg))
+}
+
+func equalStatus(a, b *multiarchv1beta1.ClusterPodPlacementConfigStatus) bool {
+	if a.ObservedGeneration != b.ObservedGeneration || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for _, c := range a.Conditions {
+		o := meta.FindStatusCondition(b.Conditions, c.Type)
+		if o == nil || o.Status != c.Status || o.Reason != c.Reason || o.Message != c.Message || o.ObservedGeneration != c.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}

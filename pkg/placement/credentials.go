@@ -1,0 +1,95 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/archway-build/archway/pkg/placement/image"
+)
+
+// pullSecrets finds the credentials a kubelet would use for a pod's images:
+// the pod's imagePullSecrets, then its service account's (which the
+// ServiceAccount admission plugin would have copied into the pod when the
+// pod named none), then the global pull secret. Secrets that do not exist
+// or are not docker configs are skipped, as the kubelet skips them.
+type pullSecrets struct {
+	// cached reads secrets and service accounts from an informer cache that
+	// holds kubernetes.io/dockerconfigjson secrets only.
+	cached client.Reader
+	// direct reads what the cache does not hold (legacy
+	// kubernetes.io/dockercfg secrets).
+	direct client.Reader
+	global types.NamespacedName
+}
+
+// keyring returns the pod's credentials.
+func (p pullSecrets) keyring(ctx context.Context, pod *corev1.Pod) (*image.Keyring, error) {
+	var refs []types.NamespacedName
+	seen := map[types.NamespacedName]bool{}
+	add := func(ns string, names ...corev1.LocalObjectReference) {
+		for _, n := range names {
+			key := types.NamespacedName{Namespace: ns, Name: n.Name}
+			if n.Name != "" && !seen[key] {
+				seen[key] = true
+				refs = append(refs, key)
+			}
+		}
+	}
+	add(pod.Namespace, pod.Spec.ImagePullSecrets...)
+	saName := pod.Spec.ServiceAccountName
+	if saName == "" {
+		saName = "default"
+	}
+	sa := &corev1.ServiceAccount{}
+	switch err := p.cached.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: saName}, sa); {
+	case err == nil:
+		add(pod.Namespace, sa.ImagePullSecrets...)
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading service account %s/%s: %w", pod.Namespace, saName, err)
+	}
+	if p.global.Name != "" && !seen[p.global] {
+		refs = append(refs, p.global)
+	}
+	k := &image.Keyring{}
+	for _, ref := range refs {
+		secret, err := p.secret(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		if secret == nil {
+			continue
+		}
+		switch {
+		case secret.Type == corev1.SecretTypeDockerConfigJson && len(secret.Data[corev1.DockerConfigJsonKey]) > 0:
+			err = k.AddDockerConfigJSON(secret.Data[corev1.DockerConfigJsonKey])
+		case secret.Type == corev1.SecretTypeDockercfg && len(secret.Data[corev1.DockerConfigKey]) > 0:
+			err = k.AddDockercfg(secret.Data[corev1.DockerConfigKey])
+		}
+		if err != nil {
+			// A broken secret is the user's to fix; the kubelet ignores it too.
+			continue
+		}
+	}
+	return k, nil
+}
+
+// secret reads one secret, nil when it does not exist.
+func (p pullSecrets) secret(ctx context.Context, ref types.NamespacedName) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	err := p.cached.Get(ctx, ref, secret)
+	if apierrors.IsNotFound(err) && p.direct != nil {
+		err = p.direct.Get(ctx, ref, secret)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading pull secret %s: %w", ref, err)
+	}
+	return secret, nil
+}

@@ -1,0 +1,150 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+	"github.com/archway-build/archway/pkg/placement/image"
+)
+
+// podReconciler places gated pods. It reads the pod, the config and the
+// pull secrets from informer caches, inspects the pod's images in
+// parallel, computes the outcome with decide, writes the pod once and then
+// records one event.
+type podReconciler struct {
+	pods      client.Reader // the gated-pod cache
+	configs   client.Reader // the manager's cache
+	writer    client.Client
+	secrets   pullSecrets
+	inspector image.Inspector
+	recorder  events.EventRecorder
+	metrics   *controllerMetrics
+	retries   *retryTracker
+	policy    retryPolicy
+	imagePar  int
+	now       func() time.Time
+}
+
+func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pod := &corev1.Pod{}
+	if err := r.pods.Get(ctx, req.NamespacedName, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.retries.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !hasGate(pod) || pod.DeletionTimestamp != nil {
+		r.retries.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	logger := log.FromContext(ctx)
+
+	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{}
+	switch err := r.configs.Get(ctx, types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}, cfg); {
+	case apierrors.IsNotFound(err):
+		return r.write(ctx, pod, releaseWithoutConfig(pod, "no ClusterPodPlacementConfig exists"))
+	case err != nil:
+		return ctrl.Result{}, err
+	case cfg.DeletionTimestamp != nil:
+		return r.write(ctx, pod, releaseWithoutConfig(pod, "the ClusterPodPlacementConfig is being deleted"))
+	}
+
+	if d, done := preflight(pod, &cfg.Spec); done {
+		return r.write(ctx, pod, d)
+	}
+	results, err := r.inspect(ctx, pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := inspectionError(results); err != nil {
+		state := r.retries.failed(req.NamespacedName, pod.UID, r.now())
+		if retry, delay := r.policy.next(state, r.now()); retry {
+			r.metrics.retries.Inc()
+			logger.V(1).Info("image inspection failed; retrying", "failures", state.failures, "after", delay, "error", err.Error())
+			return ctrl.Result{RequeueAfter: delay}, nil
+		}
+	}
+	return r.write(ctx, pod, decide(pod, &cfg.Spec, results))
+}
+
+// releaseWithoutConfig releases a pod when placement is off.
+func releaseWithoutConfig(pod *corev1.Pod, why string) decision {
+	return release(pod, outcomeReleased, corev1.EventTypeNormal, EventSchedGateRemovalSuccess,
+		"Successfully removed the "+SchedulingGate+" scheduling gate: "+why)
+}
+
+// inspect asks the inspector about each unique image of the pod, several
+// at once, with the credentials a kubelet would use.
+func (r *podReconciler) inspect(ctx context.Context, pod *corev1.Pod) ([]imageResult, error) {
+	keyring, err := r.secrets.keyring(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	images, always := podImages(pod)
+	os := podOS(pod)
+	results := make([]imageResult, len(images))
+	sem := make(chan struct{}, r.imagePar)
+	done := make(chan struct{}, len(images))
+	for i, name := range images {
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem; done <- struct{}{} }()
+			ps, _, err := r.inspector.Architectures(ctx, image.Reference{Name: name, Refresh: always[name]}, keyring.Lookup(name))
+			results[i] = imageResult{image: name, err: err}
+			if err == nil {
+				results[i].archs = ps.Architectures(os)
+			} else {
+				results[i].archs = sets.New[string]()
+			}
+		}()
+	}
+	for range images {
+		<-done
+	}
+	return results, nil
+}
+
+// write updates the pod as decided, then records the decision's event.
+// A conflict means the pod changed under us: it is handled again.
+func (r *podReconciler) write(ctx context.Context, pod *corev1.Pod, d decision) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	err := r.writer.Update(ctx, d.pod)
+	switch {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{Requeue: true}, nil
+	case apierrors.IsNotFound(err):
+		r.retries.forget(client.ObjectKeyFromObject(pod))
+		return ctrl.Result{}, nil
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
+		// The apiserver refused the placement itself (e.g. a webhook or
+		// a rule we did not foresee): never hold the pod, release it as it
+		// is and say why.
+		logger.Error(err, "the apiserver refused the placed pod; releasing it unchanged")
+		fallback := release(pod, outcomeReleased, corev1.EventTypeWarning, EventSchedGateRemovalFailed,
+			"Could not set the node affinity ("+err.Error()+"); removed the scheduling gate with the pod unchanged")
+		if err2 := r.writer.Update(ctx, fallback.pod); err2 != nil {
+			return ctrl.Result{}, fmt.Errorf("releasing pod %s/%s: %w", pod.Namespace, pod.Name, err2)
+		}
+		d = fallback
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	r.retries.forget(client.ObjectKeyFromObject(pod))
+	r.metrics.pods.WithLabelValues(d.outcome).Inc()
+	r.metrics.gated.Observe(r.now().Sub(pod.CreationTimestamp.Time).Seconds())
+	r.recorder.Eventf(d.pod, nil, d.eventType, d.reason, "Place", "%s", d.message)
+	logger.V(1).Info("released gated pod", "outcome", d.outcome, "reason", d.reason)
+	return ctrl.Result{}, nil
+}

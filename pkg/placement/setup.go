@@ -1,0 +1,198 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+	"github.com/archway-build/archway/pkg/placement/image"
+)
+
+// The RBAC both components need, generated into manifests/rbac.
+//
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
+
+// gatedSelector selects the pods the webhook gated and the controller has
+// not released yet. The placement caches hold only those: a cluster's
+// running pods cost them nothing.
+func gatedSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{SchedulingGateLabel: SchedulingGateLabelGated})
+}
+
+// gateEventTTL is how long the webhook waits to see a pod it gated
+// persisted before it stops expecting it.
+const gateEventTTL = time.Minute
+
+// SetupWebhook registers the gate webhook at WebhookPath on mgr's webhook
+// server. It runs on every replica (no leader election) and reads only the
+// manager's informer cache, whose informers it starts up front so that no
+// admission ever waits for one; a readiness check named
+// "placement-webhook-cache" fails until they have synced. Metrics are
+// registered with reg.
+func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) error {
+	opts = opts.withDefaults()
+	ctx := context.Background()
+	metrics, err := newWebhookMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("placement webhook metrics: %w", err)
+	}
+	for _, obj := range []client.Object{&multiarchv1beta1.ClusterPodPlacementConfig{}, &corev1.Namespace{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("placement webhook: informer for %T: %w", obj, err)
+		}
+	}
+	events := newGateEvents(mgr.GetEventRecorder("pod-placement-webhook"), gateEventTTL)
+	// Gated pods' metadata only: enough to tie an event to a pod.
+	gated, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultLabelSelector: gatedSelector(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(gated); err != nil {
+		return err
+	}
+	podMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}}
+	informer, err := gated.GetInformer(ctx, podMeta)
+	if err != nil {
+		return err
+	}
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			events.observe(&corev1.ObjectReference{
+				APIVersion: "v1", Kind: "Pod", Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			}, m.GenerateName)
+		}
+	}}); err != nil {
+		return err
+	}
+	wh := &gateWebhook{
+		cache:        mgr.GetCache(),
+		ownNamespace: opts.Namespace,
+		events:       events,
+		metrics:      metrics,
+		log:          mgr.GetLogger().WithName("placement-webhook"),
+	}
+	mgr.GetWebhookServer().Register(WebhookPath, admission.WithDefaulter[*corev1.Pod](mgr.GetScheme(), wh))
+	return mgr.AddReadyzCheck("placement-webhook-cache", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) || !gated.WaitForCacheSync(ctx) {
+			return fmt.Errorf("placement webhook informers have not synced")
+		}
+		return nil
+	})
+}
+
+// SetupController adds the pod placement controller and the config
+// controller to mgr. Both run on the elected leader only. They share a
+// cache of their own holding gated pods, docker config secrets and service
+// accounts; the config and the webhook configuration come from the
+// manager's cache. Metrics are registered with reg.
+func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) error {
+	opts = opts.withDefaults()
+	metrics, err := newControllerMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("placement controller metrics: %w", err)
+	}
+	placementCache, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:            {Label: gatedSelector()},
+			&corev1.Secret{}:         {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockerConfigJson))},
+			&corev1.ServiceAccount{}: {},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(placementCache); err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Secret{}, &corev1.ServiceAccount{}} {
+		if _, err := placementCache.GetInformer(context.Background(), obj); err != nil {
+			return fmt.Errorf("placement controller: informer for %T: %w", obj, err)
+		}
+	}
+	remote := image.NewRemote(image.RemoteOptions{
+		InsecureRegistries: opts.InsecureRegistries,
+		RegistriesConfPath: opts.RegistriesConfPath,
+		Timeout:            opts.InspectionTimeout,
+	})
+	inspector := image.NewCache(instrumentedRegistry{inner: remote, metrics: metrics}, image.CacheOptions{
+		DigestTTL: opts.DigestCacheTTL, TagTTL: opts.TagCacheTTL, Size: opts.CacheSize, OnLookup: metrics.cacheLookup,
+	})
+	pods := &podReconciler{
+		pods:      placementCache,
+		configs:   mgr.GetCache(),
+		writer:    mgr.GetClient(),
+		secrets:   pullSecrets{cached: placementCache, direct: mgr.GetAPIReader(), global: opts.GlobalPullSecret},
+		inspector: inspector,
+		recorder:  mgr.GetEventRecorder("pod-placement-controller"),
+		metrics:   metrics,
+		retries:   newRetryTracker(),
+		policy: retryPolicy{
+			tries: opts.InspectionTries, base: opts.InspectionBackoff, max: opts.InspectionMaxBackoff, deadline: opts.InspectionDeadline,
+		},
+		imagePar: opts.ImageParallelism,
+		now:      time.Now,
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("pod-placement").
+		WatchesRawSource(source.Kind(placementCache, &corev1.Pod{}, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{},
+			predicate.NewTypedPredicateFuncs(func(p *corev1.Pod) bool { return hasGate(p) }))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		Complete(pods)
+	if err != nil {
+		return err
+	}
+	configs := &configReconciler{
+		client:            mgr.GetClient(),
+		apiReader:         mgr.GetAPIReader(),
+		pods:              placementCache,
+		recorder:          mgr.GetEventRecorder("pod-placement-controller"),
+		metrics:           metrics,
+		webhookConfigName: opts.WebhookConfigurationName,
+		ownNamespace:      opts.Namespace,
+		releasePar:        opts.ReleaseParallelism,
+		now:               time.Now,
+	}
+	toConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
+		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("pod-placement-config").
+		For(&multiarchv1beta1.ClusterPodPlacementConfig{}).
+		Watches(&admissionregistrationv1.MutatingWebhookConfiguration{}, toConfig,
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == opts.WebhookConfigurationName }))).
+		Complete(configs)
+}
