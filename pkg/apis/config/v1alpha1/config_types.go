@@ -25,6 +25,11 @@ type BuildControllerConfiguration struct {
 	// BuildControllerConfig.
 	// +optional
 	Build BuildControllerConfig `json:"build,omitempty"`
+
+	// placement configures arch-aware pod placement. Default: see
+	// PlacementConfig.
+	// +optional
+	Placement PlacementConfig `json:"placement,omitempty"`
 }
 
 // BuildControllerConfig configures the Build controller.

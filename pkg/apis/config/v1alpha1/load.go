@@ -78,6 +78,7 @@ func Validate(cfg *BuildControllerConfiguration) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("kind"), cfg.Kind, fmt.Sprintf("must be %s", Kind)))
 	}
 	errs = append(errs, validateBuild(&cfg.Build, field.NewPath("build"))...)
+	errs = append(errs, validatePlacement(&cfg.Placement, field.NewPath("placement"))...)
 	return errs
 }
 
