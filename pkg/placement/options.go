@@ -1,11 +1,8 @@
 package placement
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -106,45 +103,3 @@ func setDefault[T int | time.Duration](v *T, d T) {
 	}
 }
 
-// BindFlags adds the placement flags to fs, with o's values as defaults.
-func (o *Options) BindFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Namespace, "placement-namespace", o.Namespace, "archway's own namespace, never gated (default: $POD_NAMESPACE)")
-	fs.Var(&namespacedNameValue{&o.GlobalPullSecret}, "placement-global-pull-secret", "namespace/name of a dockerconfigjson Secret used for every pod's image inspection, after the pod's own pull secrets")
-	fs.StringVar(&o.WebhookConfigurationName, "placement-webhook-configuration", o.WebhookConfigurationName, "MutatingWebhookConfiguration whose namespaceSelector follows the ClusterPodPlacementConfig")
-	fs.IntVar(&o.InspectionTries, "placement-inspection-tries", o.InspectionTries, "image inspections of a pod before it is released unchanged or on the fallback architecture")
-	fs.DurationVar(&o.InspectionBackoff, "placement-inspection-backoff", o.InspectionBackoff, "delay before the first inspection retry; doubles after each")
-	fs.DurationVar(&o.InspectionMaxBackoff, "placement-inspection-max-backoff", o.InspectionMaxBackoff, "longest delay between inspection retries")
-	fs.DurationVar(&o.InspectionDeadline, "placement-inspection-deadline", o.InspectionDeadline, "longest time a pod is retried after its first failed inspection")
-	fs.DurationVar(&o.InspectionTimeout, "placement-inspection-timeout", o.InspectionTimeout, "timeout of one registry call")
-	fs.StringSliceVar(&o.InsecureRegistries, "placement-insecure-registries", o.InsecureRegistries, "registry hosts reached over plain HTTP or unverified TLS")
-	fs.StringVar(&o.RegistriesConfPath, "placement-registries-conf", o.RegistriesConfPath, "registries.conf for mirrors and insecure registries")
-	fs.DurationVar(&o.DigestCacheTTL, "placement-digest-cache-ttl", o.DigestCacheTTL, "how long an image digest's architectures are cached")
-	fs.DurationVar(&o.TagCacheTTL, "placement-tag-cache-ttl", o.TagCacheTTL, "how long a tag's digest is trusted before a manifest HEAD re-resolves it")
-	fs.IntVar(&o.CacheSize, "placement-cache-size", o.CacheSize, "entries in each of the digest and tag caches")
-	fs.IntVar(&o.Workers, "placement-workers", o.Workers, "gated pods handled at once")
-}
-
-// namespacedNameValue is a pflag.Value for "namespace/name".
-type namespacedNameValue struct{ nn *types.NamespacedName }
-
-func (v *namespacedNameValue) String() string {
-	if v.nn == nil || v.nn.Name == "" {
-		return ""
-	}
-	return v.nn.String()
-}
-
-func (v *namespacedNameValue) Set(s string) error {
-	if s == "" {
-		*v.nn = types.NamespacedName{}
-		return nil
-	}
-	ns, name, ok := strings.Cut(s, "/")
-	if !ok || ns == "" || name == "" {
-		return fmt.Errorf("want namespace/name, got %q", s)
-	}
-	*v.nn = types.NamespacedName{Namespace: ns, Name: name}
-	return nil
-}
-
-func (v *namespacedNameValue) Type() string { return "namespace/name" }
