@@ -102,4 +102,3 @@ func setDefault[T int | time.Duration](v *T, d T) {
 		*v = d
 	}
 }
-
