@@ -165,8 +165,8 @@ func (r *manifestListRun) logf(format string, args ...any) {
 }
 
 func (r *manifestListRun) run(ctx context.Context, waitTimeout time.Duration) error {
-	start := time.Now()
 	build, waitErr := r.wait(ctx, waitTimeout)
+	start := time.Now()
 	if build == nil {
 		return r.fail(ctx, nil, buildv1.StatusReasonManifestListFailed, waitErr)
 	}

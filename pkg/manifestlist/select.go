@@ -73,13 +73,12 @@ func Select(platforms []buildv1.BuildStatusPlatform, allowedToFail []string) (Se
 		return Selection{}, &Error{Reason: buildv1.StatusReasonManifestListFailed,
 			Err: fmt.Errorf("platforms have not finished: %s", strings.Join(running, ", "))}
 	case len(failed) > 0:
-		noun := "platform"
+		what := "a platform that is not allowed to fail did not succeed"
 		if len(failed) > 1 {
-			noun = "platforms"
+			what = "platforms that are not allowed to fail did not succeed"
 		}
 		return Selection{}, &Error{Reason: buildv1.StatusReasonPlatformBuildFailed, Platform: firstBad,
-			Err: fmt.Errorf("%s not allowed to fail did not succeed, so no manifest list was pushed: %s",
-				noun, strings.Join(failed, "; "))}
+			Err: fmt.Errorf("%s, so no manifest list was pushed: %s", what, strings.Join(failed, "; "))}
 	case len(sel.Included) == 0:
 		var all []string
 		for _, p := range sel.Skipped {

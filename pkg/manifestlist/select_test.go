@@ -67,7 +67,7 @@ func TestSelect(t *testing.T) {
 				sp("linux/s390x").failed(buildv1.StatusReasonDockerBuildFailed, "RUN false: exit status 1\nmore").obj(),
 			},
 			wantReason: buildv1.StatusReasonPlatformBuildFailed, wantPlatform: "linux/s390x",
-			wantErr: []string{"linux/s390x Failed (DockerBuildFailed: RUN false: exit status 1)", "not allowed to fail"},
+			wantErr: []string{"linux/s390x Failed (DockerBuildFailed: RUN false: exit status 1)", "a platform that is not allowed to fail did not succeed"},
 		},
 		{
 			name: "required failures all named",
@@ -79,7 +79,7 @@ func TestSelect(t *testing.T) {
 			},
 			allowedToFail: []string{"linux/ppc64le"},
 			wantReason:    buildv1.StatusReasonPlatformBuildFailed, wantPlatform: "linux/amd64",
-			wantErr: []string{"platforms not allowed", "linux/amd64 Error", "linux/s390x Failed (PushImageToRegistryFailed)"},
+			wantErr: []string{"platforms that are not allowed to fail", "linux/amd64 Error", "linux/s390x Failed (PushImageToRegistryFailed)"},
 		},
 		{
 			name: "every platform failed though allowed",

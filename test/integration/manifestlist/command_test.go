@@ -1,0 +1,363 @@
+package manifestlist_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/test/bed"
+)
+
+// buildTags are the build tags cmd/builder needs (see the Makefile).
+const buildTags = "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3"
+
+var builderBinary = sync.OnceValues(func() (string, error) {
+	out := filepath.Join(theBed.Dir, "builder")
+	cmd := exec.Command("go", "build", "-tags", buildTags, "-o", out, "./cmd/builder")
+	cmd.Dir = bed.RepoRoot()
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", errors.New("building cmd/builder: " + err.Error() + "\n" + string(msg))
+	}
+	return out, nil
+})
+
+// syncBuffer collects a process's output while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// manifestListProcess is a running `builder manifest-list`.
+type manifestListProcess struct {
+	out            *syncBuffer
+	done           chan struct{}
+	err            error
+	terminationLog string
+}
+
+// startManifestList runs `builder manifest-list` for build as the
+// manifest-list pod would: the Build as JSON in $BUILD.
+func startManifestList(t *testing.T, build *buildv1.Build) *manifestListProcess {
+	t.Helper()
+	bin, err := builderBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buildJSON, err := json.Marshal(build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &manifestListProcess{out: &syncBuffer{}, done: make(chan struct{}),
+		terminationLog: filepath.Join(t.TempDir(), "termination-log")}
+	if err := os.WriteFile(p.terminationLog, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "manifest-list", "--insecure", "--wait-timeout=2m", "--termination-log="+p.terminationLog)
+	cmd.Env = append(os.Environ(), buildv1.BuildEnv+"="+string(buildJSON), "KUBECONFIG="+theBed.Kubeconfig)
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		t.Logf("builder manifest-list output:\n%s", p.out)
+	})
+	return p
+}
+
+func (p *manifestListProcess) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitExit waits for the process to end and returns its exit code.
+func (p *manifestListProcess) waitExit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("builder manifest-list did not finish:\n%s", p.out)
+	}
+	var exit *exec.ExitError
+	switch {
+	case p.err == nil:
+		return 0
+	case errors.As(p.err, &exit):
+		return exit.ExitCode()
+	default:
+		t.Fatal(p.err)
+		return -1
+	}
+}
+
+// waitOutput waits until the process has printed want.
+func (p *manifestListProcess) waitOutput(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(p.out.String(), want) {
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("builder manifest-list never printed %q:\n%s", want, p.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// createBuild creates a Build of platforms that pushes to output.
+func createBuild(t *testing.T, output string, platforms, allowedToFail []string) *buildv1.Build {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := theBed.CreateNamespace(ctx, "ml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &buildv1.Build{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-1"},
+		Spec: buildv1.BuildSpec{CommonSpec: buildv1.CommonSpec{
+			Strategy:               buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType},
+			Output:                 buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "DockerImage", Name: output}},
+			Platforms:              platforms,
+			PlatformsAllowedToFail: allowedToFail,
+		}},
+	}
+	if err := theBed.Client.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// platformStatus is one status.platforms entry, as a platform's builder
+// applies it.
+type platformStatus struct {
+	platform string
+	phase    buildv1.BuildPhase
+	reason   buildv1.StatusReason
+	message  string
+	digest   digest.Digest
+	output   string // the Build's output, for the per-platform tag
+}
+
+// apply writes the entry with server-side apply under a field manager of
+// the platform's own, as each platform's pod does.
+func (s platformStatus) apply(t *testing.T, b *buildv1.Build) {
+	t.Helper()
+	entry := map[string]any{"platform": s.platform, "phase": string(s.phase)}
+	if s.reason != "" {
+		entry["reason"] = string(s.reason)
+		entry["message"] = s.message
+	}
+	if s.digest != "" {
+		p, err := platform.Parse(s.platform)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]any{"imageDigest": s.digest.String(), "os": p.OS, "architecture": p.Architecture}
+		if p.Variant != "" {
+			out["variant"] = p.Variant
+		}
+		entry["output"] = out
+		tag, err := manifestlist.PlatformTag(s.output, s.platform)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry["outputDockerImageReference"] = tag
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"platforms": []any{entry}}}}
+	u.SetAPIVersion(buildv1.GroupVersion.String())
+	u.SetKind("Build")
+	u.SetNamespace(b.Namespace)
+	u.SetName(b.Name)
+	p, _ := platform.Parse(s.platform)
+	if err := theBed.Client.Status().Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner("test-docker-build-"+p.NameSuffix()), client.ForceOwnership); err != nil {
+		t.Fatalf("applying the status of %s: %v", s.platform, err)
+	}
+}
+
+func getBuild(t *testing.T, b *buildv1.Build) *buildv1.Build {
+	t.Helper()
+	var got buildv1.Build
+	if err := theBed.Client.Get(context.Background(), client.ObjectKeyFromObject(b), &got); err != nil {
+		t.Fatal(err)
+	}
+	return &got
+}
+
+// TestCommandWaitsThenPushes starts `builder manifest-list` while the
+// platforms are still running: it waits, and once the last one completes it
+// pushes the index, records its digest in the Build and untags.
+func TestCommandWaitsThenPushes(t *testing.T) {
+	reg := theBed.Registry
+	repo := repoName(t)
+	output := reg.Host + "/" + repo + ":v1"
+	build := createBuild(t, output, fourPlatforms, nil)
+	for _, p := range fourPlatforms {
+		platformStatus{platform: p, phase: buildv1.BuildPhaseRunning}.apply(t, build)
+	}
+	proc := startManifestList(t, build)
+	proc.waitOutput(t, "Waiting for linux/amd64 (Running)")
+
+	digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
+	for _, p := range fourPlatforms[:3] {
+		platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: digests[p], output: output}.apply(t, build)
+	}
+	proc.waitOutput(t, "Waiting for linux/s390x (Running)")
+	if proc.exited() {
+		t.Fatalf("builder manifest-list ended while linux/s390x was running:\n%s", proc.out)
+	}
+	platformStatus{platform: "linux/s390x", phase: buildv1.BuildPhaseComplete, digest: digests["linux/s390x"], output: output}.apply(t, build)
+
+	if code := proc.waitExit(t); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+	index, _, indexDigest := readIndex(t, reg, output)
+	if got := indexPlatforms(index); !slices.Equal(got, wantPlatforms) {
+		t.Errorf("index platforms %v, want %v", got, wantPlatforms)
+	}
+	got := getBuild(t, build)
+	if got.Status.Output.To == nil || got.Status.Output.To.ImageDigest != indexDigest.String() {
+		t.Errorf("status.output.to = %+v, want imageDigest %s", got.Status.Output.To, indexDigest)
+	}
+	if got.Status.OutputDockerImageReference != output {
+		t.Errorf("status.outputDockerImageReference = %q, want %q", got.Status.OutputDockerImageReference, output)
+	}
+	if len(got.Status.Platforms) != 4 {
+		t.Errorf("status.platforms has %d entries after the manifest-list apply, want 4", len(got.Status.Platforms))
+	}
+	if got := tagsOf(t, reg, repo); !slices.Equal(got, []string{"v1"}) {
+		t.Errorf("tags %v, want only v1", got)
+	}
+	pullAll(t, reg, reg.Host+"/"+repo+"@"+indexDigest.String())
+}
+
+// TestCommandOutcomes runs `builder manifest-list` after the platforms have
+// finished, for each way they can have finished.
+func TestCommandOutcomes(t *testing.T) {
+	tests := []struct {
+		name          string
+		allowedToFail []string
+		// finish says how each platform ended; all four were pushed.
+		finish      func(p string, d digest.Digest, output string) platformStatus
+		wantExit    int
+		wantReason  buildv1.StatusReason
+		wantMessage string
+		wantIndexOf []string
+	}{
+		{
+			name:          "allowed to fail",
+			allowedToFail: []string{"linux/s390x"},
+			finish:        failS390x,
+			wantIndexOf:   wantPlatforms[:3],
+		},
+		{
+			name:        "required platform failed",
+			finish:      failS390x,
+			wantExit:    1,
+			wantReason:  buildv1.StatusReasonPlatformBuildFailed,
+			wantMessage: "linux/s390x Failed (DockerBuildFailed: RUN false: exit status 1)",
+		},
+		{
+			name: "complete without a digest",
+			finish: func(p string, d digest.Digest, output string) platformStatus {
+				s := platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: d, output: output}
+				if p == "linux/arm64" {
+					s.digest = "" // an older builder wrote the build's own status instead
+				}
+				return s
+			},
+			wantExit:    1,
+			wantReason:  buildv1.StatusReasonPlatformVersionSkew,
+			wantMessage: "platform linux/arm64 is Complete but recorded no image digest",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := theBed.Registry
+			repo := repoName(t)
+			output := reg.Host + "/" + repo + ":v1"
+			build := createBuild(t, output, fourPlatforms, tt.allowedToFail)
+			digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
+			for _, p := range fourPlatforms {
+				tt.finish(p, digests[p], output).apply(t, build)
+			}
+			proc := startManifestList(t, build)
+			if code := proc.waitExit(t); code != tt.wantExit {
+				t.Fatalf("exit code %d, want %d", code, tt.wantExit)
+			}
+			got := getBuild(t, build)
+			tags := tagsOf(t, reg, repo)
+			if tt.wantExit == 0 {
+				index, _, indexDigest := readIndex(t, reg, output)
+				if got := indexPlatforms(index); !slices.Equal(got, tt.wantIndexOf) {
+					t.Errorf("index platforms %v, want %v", got, tt.wantIndexOf)
+				}
+				if got.Status.Output.To == nil || got.Status.Output.To.ImageDigest != indexDigest.String() {
+					t.Errorf("status.output.to = %+v, want %s", got.Status.Output.To, indexDigest)
+				}
+				if !slices.Equal(tags, []string{"v1"}) {
+					t.Errorf("tags %v, want only v1", tags)
+				}
+				return
+			}
+			if got.Status.Reason != tt.wantReason || !strings.Contains(got.Status.Message, tt.wantMessage) {
+				t.Errorf("status reason %q message %q; want %s and %q", got.Status.Reason, got.Status.Message, tt.wantReason, tt.wantMessage)
+			}
+			if got.Status.Output.To != nil && got.Status.Output.To.ImageDigest != "" {
+				t.Errorf("status.output.to = %+v, want no digest", got.Status.Output.To)
+			}
+			if len(tags) != 0 {
+				t.Errorf("tags %v, want none: no list, and every per-platform tag removed", tags)
+			}
+			msg, err := os.ReadFile(proc.terminationLog)
+			if err != nil || !strings.HasPrefix(string(msg), string(tt.wantReason)+": ") {
+				t.Errorf("termination message %q (%v), want it to start with %s", msg, err, tt.wantReason)
+			}
+		})
+	}
+}
+
+func failS390x(p string, d digest.Digest, output string) platformStatus {
+	if p == "linux/s390x" {
+		return platformStatus{platform: p, phase: buildv1.BuildPhaseFailed,
+			reason: buildv1.StatusReasonDockerBuildFailed, message: "RUN false: exit status 1"}
+	}
+	return platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: d, output: output}
+}
