@@ -1,0 +1,137 @@
+package build
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/test/bed"
+)
+
+// TestControllerRestartMidFanOut stops the controller as soon as the first
+// pod of ten four-platform builds exists, starts a new one, and checks that
+// every build ends with exactly its four pods (the ones created before the
+// restart kept: no pod was made twice) and completes.
+func TestControllerRestartMidFanOut(t *testing.T) {
+	h := newHarness(t, "restart")
+	cfg := testConfig(nil)
+	first := startController(t, h.ns, cfg)
+	const n = 10
+	for i := range n {
+		h.create(h.buildObj(fmt.Sprintf("app-%d", i), fourPlatforms...))
+	}
+	var before []corev1.Pod
+	err := wait.PollUntilContextTimeout(h.ctx, 2*time.Millisecond, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
+		var list corev1.PodList
+		if err := k8s.List(ctx, &list, client.InNamespace(h.ns)); err != nil {
+			return false, nil
+		}
+		before = list.Items
+		return len(list.Items) > 0, nil
+	})
+	if err != nil {
+		t.Fatal("no pod was created")
+	}
+	first.stop()
+	var list corev1.PodList
+	if err := k8s.List(h.ctx, &list, client.InNamespace(h.ns)); err != nil {
+		t.Fatal(err)
+	}
+	before = list.Items
+	uids := map[string]types.UID{}
+	for _, p := range before {
+		uids[p.Name] = p.UID
+	}
+	t.Logf("controller stopped with %d of %d pods created", len(before), 4*n)
+
+	startController(t, h.ns, cfg)
+	for i := range n {
+		h.build = fmt.Sprintf("app-%d", i)
+		var want []string
+		for _, p := range fourPlatforms {
+			want = append(want, h.platformPod(p))
+		}
+		pods := h.waitPodNames(want...)
+		for name, uid := range uids {
+			if p, ok := pods[name]; ok && p.UID != uid {
+				t.Errorf("pod %s was made again after the restart", name)
+			}
+		}
+	}
+	var all corev1.PodList
+	if err := k8s.List(h.ctx, &all, client.InNamespace(h.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Items) != 4*n {
+		t.Errorf("%d pods, want %d", len(all.Items), 4*n)
+	}
+	for i := range n {
+		h.build = fmt.Sprintf("app-%d", i)
+		for _, p := range fourPlatforms {
+			h.startPlatform(p)
+			h.succeedPlatform(p)
+		}
+		h.waitPodNames(append(podNames(h, fourPlatforms...), build.ManifestListPodName(h.build))...)
+		finishManifestList(0, "").do(h)
+		h.waitPhase(buildv1.BuildPhaseComplete, "")
+	}
+}
+
+func podNames(h *harness, platforms ...string) []string {
+	var out []string
+	for _, p := range platforms {
+		out = append(out, h.platformPod(p))
+	}
+	return out
+}
+
+// TestDeletingABuildDeletesItsPods checks the owner references: with
+// kube-controller-manager's garbage collector, deleting a Build deletes its
+// pods.
+func TestDeletingABuildDeletesItsPods(t *testing.T) {
+	h := newHarness(t, "gc")
+	startController(t, h.ns, testConfig(nil))
+	h.create(h.buildObj("app", amd64, arm64))
+	wantPlatformPods(amd64, arm64).do(h)
+	startPlatforms(amd64, arm64).do(h)
+	if err := k8s.Delete(h.ctx, h.get()); err != nil {
+		t.Fatal(err)
+	}
+	wantPodsDeleted(podNames(h, amd64, arm64)...).do(h)
+}
+
+// TestMissingPushSecret checks that a build whose push secret does not
+// exist waits, New with reason MissingPushSecret and no pod, and starts
+// once the secret exists.
+func TestMissingPushSecret(t *testing.T) {
+	h := newHarness(t, "secret")
+	startController(t, h.ns, testConfig(nil))
+	b := h.buildObj("app", amd64, arm64)
+	b.Spec.Output.PushSecret = &corev1.LocalObjectReference{Name: "push"}
+	h.create(b)
+	h.waitPhase(buildv1.BuildPhaseNew, buildv1.StatusReasonMissingPushSecret)
+	wantNoPods().do(h)
+	secret := &corev1.Secret{Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
+	secret.Name, secret.Namespace = "push", h.ns
+	if err := k8s.Create(h.ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	wantPlatformPods(amd64, arm64).do(h)
+	pod := h.pod(h.platformPod(amd64))
+	found := false
+	for _, v := range pod.Spec.Volumes {
+		found = found || (v.Secret != nil && v.Secret.SecretName == "push")
+	}
+	if !found {
+		t.Errorf("push secret not mounted: %+v", pod.Spec.Volumes)
+	}
+	h.waitPhase(buildv1.BuildPhasePending, "")
+}
