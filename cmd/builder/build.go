@@ -254,15 +254,7 @@ func insecureRegistry(ref string, insecure []string) bool {
 	if host == "" {
 		return false
 	}
-	if slices.Contains(insecure, host) {
-		return true
-	}
-	h := host
-	if i := strings.LastIndex(h, ":"); i >= 0 && !strings.HasSuffix(h, "]") {
-		h = h[:i]
-	}
-	h = strings.Trim(h, "[]")
-	return h == "localhost" || h == "::1" || strings.HasPrefix(h, "127.")
+	return slices.Contains(insecure, host) || imagebuild.IsLoopback(host)
 }
 
 // buildPlatforms builds, pushes and reads back every platform, plan.jobs at

@@ -191,7 +191,7 @@ func (b *Builder) systemContext(refs []string, auth dockercfg.File) (*types.Syst
 func (b *Builder) registriesConf(refs []string) (string, error) {
 	insecure := slices.Clone(b.cfg.InsecureRegistries)
 	for _, ref := range refs {
-		if host := registryHost(ref); host != "" && isLoopback(host) {
+		if host := registryHost(ref); host != "" && IsLoopback(host) {
 			insecure = append(insecure, host)
 		}
 	}
@@ -229,9 +229,10 @@ func registryHost(ref string) string {
 	return reference.Domain(named)
 }
 
-// isLoopback reports whether a registry ("host" or "host:port") is on the
-// loopback interface.
-func isLoopback(registry string) bool {
+// IsLoopback reports whether a registry ("host" or "host:port") is on the
+// loopback interface: such registries are reached without TLS checks, as
+// docker reaches them.
+func IsLoopback(registry string) bool {
 	host := registry
 	if h, _, err := net.SplitHostPort(registry); err == nil {
 		host = h

@@ -63,11 +63,11 @@ func extractBinary(r io.Reader, asFile, dir string) error {
 // entryName cleans an archive entry's name into a path relative to the
 // root; ok is false for the root itself.
 func entryName(name string) (string, bool, error) {
-	clean := path.Clean("/" + strings.ReplaceAll(name, `\`, "/"))
-	if clean == "/" {
+	// Leading slashes are dropped, as tar does; ".." is refused.
+	rel := path.Clean(strings.TrimLeft(strings.ReplaceAll(name, `\`, "/"), "/"))
+	if rel == "." {
 		return "", false, nil
 	}
-	rel := strings.TrimPrefix(clean, "/")
 	if !filepath.IsLocal(rel) {
 		return "", false, fmt.Errorf("archive entry %q leads outside the directory", name)
 	}

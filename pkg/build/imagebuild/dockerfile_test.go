@@ -1,0 +1,194 @@
+package imagebuild
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestBaseImages(t *testing.T) {
+	amd64 := map[string]string{"TARGETARCH": "amd64", "TARGETOS": "linux", "TARGETPLATFORM": "linux/amd64", "BUILDPLATFORM": "linux/amd64"}
+	tests := []struct {
+		name       string
+		dockerfile string
+		args       map[string]string
+		want       []string
+	}{
+		{
+			name:       "one FROM",
+			dockerfile: "FROM busybox\nRUN true\n",
+			want:       []string{"busybox"},
+		},
+		{
+			name:       "scratch is no image",
+			dockerfile: "FROM scratch\nCOPY a /\n",
+			want:       nil,
+		},
+		{
+			name:       "stage names are not images",
+			dockerfile: "FROM golang:1.26 AS build\nRUN go build\nFROM build AS test\nFROM registry.example.com/base\nCOPY --from=build /x /x\n",
+			want:       []string{"golang:1.26", "registry.example.com/base"},
+		},
+		{
+			name:       "stage names are case-insensitive",
+			dockerfile: "FROM alpine as Builder\nFROM builder\n",
+			want:       []string{"alpine"},
+		},
+		{
+			name:       "a stage name counts only after it is declared",
+			dockerfile: "FROM base\nFROM other AS base\n",
+			want:       []string{"base", "other"},
+		},
+		{
+			name:       "FROM with its own platform pulls for another platform",
+			dockerfile: "FROM --platform=$BUILDPLATFORM golang AS build\nFROM alpine\n",
+			args:       amd64,
+			want:       []string{"alpine"},
+		},
+		{
+			name:       "global ARG defaults are expanded",
+			dockerfile: "ARG BASE=alpine\nARG TAG=3.20\nFROM ${BASE}:$TAG\n",
+			want:       []string{"alpine:3.20"},
+		},
+		{
+			name:       "build args override ARG defaults",
+			dockerfile: "ARG BASE=alpine\nFROM $BASE\n",
+			args:       map[string]string{"BASE": "debian"},
+			want:       []string{"debian"},
+		},
+		{
+			name:       "ARG defaults may use earlier ARGs",
+			dockerfile: "ARG REG=r.example.com\nARG IMG=${REG}/base\nFROM $IMG\n",
+			want:       []string{"r.example.com/base"},
+		},
+		{
+			name:       "platform args need no ARG",
+			dockerfile: "FROM base-$TARGETARCH\n",
+			args:       amd64,
+			want:       []string{"base-amd64"},
+		},
+		{
+			name:       "an ARG without a value leaves the reference out",
+			dockerfile: "ARG BASE\nFROM $BASE\n",
+			want:       nil,
+		},
+		{
+			name:       "default expansion syntax",
+			dockerfile: "ARG V\nFROM alpine:${V:-latest}\n",
+			want:       []string{"alpine:latest"},
+		},
+		{
+			name:       "ARGs after the first FROM do not count for FROMs",
+			dockerfile: "FROM a\nARG X=b\nFROM $X\n",
+			want:       []string{"a"},
+		},
+		{
+			name:       "duplicates once",
+			dockerfile: "FROM alpine AS a\nFROM alpine AS b\n",
+			want:       []string{"alpine"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := baseImages([]byte(tt.dockerfile), tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refs []string
+			for _, b := range got {
+				refs = append(refs, b.Ref)
+			}
+			if !reflect.DeepEqual(refs, tt.want) {
+				t.Errorf("baseImages = %q, want %q", refs, tt.want)
+			}
+		})
+	}
+}
+
+func TestReplaceLastFrom(t *testing.T) {
+	tests := []struct {
+		name, dockerfile, image, want, wantErr string
+	}{
+		{
+			name:       "single stage",
+			dockerfile: "FROM busybox\nRUN true\n",
+			image:      "registry.example.com/base:1",
+			want:       "FROM registry.example.com/base:1\nRUN true\n",
+		},
+		{
+			name:       "only the last FROM, keeping its stage name and flags",
+			dockerfile: "# build\nFROM golang AS build\nRUN go build\nFROM --platform=linux/amd64 alpine AS final\nCOPY --from=build /x /x\n",
+			image:      "ubi9",
+			want:       "# build\nFROM golang AS build\nRUN go build\nFROM --platform=linux/amd64 ubi9 AS final\nCOPY --from=build /x /x\n",
+		},
+		{
+			name:       "a FROM continued over lines",
+			dockerfile: "FROM \\\n  busybox\nRUN true",
+			image:      "alpine",
+			want:       "FROM alpine\nRUN true",
+		},
+		{
+			name:       "no FROM",
+			dockerfile: "RUN true\n",
+			image:      "alpine",
+			wantErr:    "no FROM",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := replaceLastFrom([]byte(tt.dockerfile), tt.image)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for registry, want := range map[string]bool{
+		"127.0.0.1:5000":    true,
+		"127.0.0.1":         true,
+		"127.1.2.3:80":      true,
+		"localhost:5000":    true,
+		"localhost":         true,
+		"[::1]:5000":        true,
+		"registry.local":    false,
+		"10.0.0.1:5000":     false,
+		"docker.io":         false,
+		"localhost.example": false,
+	} {
+		if got := IsLoopback(registry); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", registry, got, want)
+		}
+	}
+}
+
+func TestUlimitOption(t *testing.T) {
+	if got := ulimitOption("nofile", 20000); got != "nofile=20000:20000" {
+		t.Errorf("got %q", got)
+	}
+	if got := ulimitOption("nproc", ^uint64(0)); got != "nproc=-1:-1" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestBaseImagePlatformErrorMessage(t *testing.T) {
+	err := &BaseImagePlatformError{Image: "r/base:1", Platform: "linux/s390x", Available: []string{"linux/amd64", "linux/arm64/v8"}}
+	want := "base image r/base:1 has no image for linux/s390x; it has linux/amd64, linux/arm64/v8"
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %q, want it to start with %q", err.Error(), want)
+	}
+	single := &BaseImagePlatformError{Image: "r/base:1", Platform: "linux/arm64", Available: []string{"linux/amd64"}, Single: true}
+	if !strings.Contains(single.Error(), "single-platform image for linux/amd64, not for linux/arm64") {
+		t.Errorf("got %q", single.Error())
+	}
+}
