@@ -65,25 +65,43 @@ type manifestListProcess struct {
 	terminationLog string
 }
 
-// startManifestList runs `builder manifest-list` for build as the
-// manifest-list pod would: the Build as JSON in $BUILD.
-func startManifestList(t *testing.T, build *buildv1.Build) *manifestListProcess {
-	t.Helper()
+// manifestListCommand is `builder manifest-list` for build as the
+// manifest-list pod runs it: the Build as JSON in $BUILD.
+func manifestListCommand(build *buildv1.Build, terminationLog string) (*exec.Cmd, error) {
 	bin, err := builderBinary()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	buildJSON, err := json.Marshal(build)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
+	cmd := exec.Command(bin, "manifest-list", "--insecure", "--wait-timeout=2m", "--termination-log="+terminationLog)
+	cmd.Env = append(os.Environ(), buildv1.BuildEnv+"="+string(buildJSON), "KUBECONFIG="+theBed.Kubeconfig)
+	return cmd, nil
+}
+
+// runManifestListOnce runs `builder manifest-list` for build to its end.
+func runManifestListOnce(build *buildv1.Build) ([]byte, error) {
+	cmd, err := manifestListCommand(build, "")
+	if err != nil {
+		return nil, err
+	}
+	return cmd.CombinedOutput()
+}
+
+// startManifestList starts `builder manifest-list` for build.
+func startManifestList(t *testing.T, build *buildv1.Build) *manifestListProcess {
+	t.Helper()
 	p := &manifestListProcess{out: &syncBuffer{}, done: make(chan struct{}),
 		terminationLog: filepath.Join(t.TempDir(), "termination-log")}
 	if err := os.WriteFile(p.terminationLog, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "manifest-list", "--insecure", "--wait-timeout=2m", "--termination-log="+p.terminationLog)
-	cmd.Env = append(os.Environ(), buildv1.BuildEnv+"="+string(buildJSON), "KUBECONFIG="+theBed.Kubeconfig)
+	cmd, err := manifestListCommand(build, p.terminationLog)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -142,7 +160,7 @@ func (p *manifestListProcess) waitOutput(t *testing.T, want string) {
 }
 
 // createBuild creates a Build of platforms that pushes to output.
-func createBuild(t *testing.T, output string, platforms, allowedToFail []string) *buildv1.Build {
+func createBuild(t testing.TB, output string, platforms, allowedToFail []string) *buildv1.Build {
 	t.Helper()
 	ctx := context.Background()
 	ns, err := theBed.CreateNamespace(ctx, "ml")
@@ -177,7 +195,7 @@ type platformStatus struct {
 
 // apply writes the entry with server-side apply under a field manager of
 // the platform's own, as each platform's pod does.
-func (s platformStatus) apply(t *testing.T, b *buildv1.Build) {
+func (s platformStatus) apply(t testing.TB, b *buildv1.Build) {
 	t.Helper()
 	entry := map[string]any{"platform": s.platform, "phase": string(s.phase)}
 	if s.reason != "" {
