@@ -55,11 +55,15 @@ const (
 // AuthFileFromDir returns the docker config file in dir, a directory where a
 // Secret is mounted (as $PUSH_DOCKERCFG_PATH and $PULL_DOCKERCFG_PATH are for
 // build pods): .dockerconfigjson, else config.json, else the legacy
-// .dockercfg, which Access.AuthFile also accepts. An empty dir, or one with
-// none of these files, gives "" (no credentials) and no error.
+// .dockercfg, which Access.AuthFile also accepts. A dir that is a file is
+// returned as it is. An empty dir, or one with none of these files, gives ""
+// (no credentials) and no error.
 func AuthFileFromDir(dir string) (string, error) {
 	if dir == "" {
 		return "", nil
+	}
+	if info, err := os.Stat(dir); err == nil && !info.IsDir() {
+		return dir, nil
 	}
 	for _, name := range []string{dockerConfigJSON, dockerConfigFile, legacyDockerCfg} {
 		path := filepath.Join(dir, name)

@@ -19,7 +19,7 @@ func TestParseChallenges(t *testing.T) {
 				"realm": "https://auth.example.com/token", "service": "registry.example.com", "scope": "repository:team/app:pull,push,delete"}}}},
 		{name: "bearer with an error, spaces and case",
 			values: []string{`BEARER  Realm = "https://a/token" , error="insufficient_scope", scope=x`},
-			want: []challenge{{scheme: "bearer", params: map[string]string{"realm": "https://a/token", "error": "insufficient_scope", "scope": "x"}}}},
+			want:   []challenge{{scheme: "bearer", params: map[string]string{"realm": "https://a/token", "error": "insufficient_scope", "scope": "x"}}}},
 		{name: "two challenges in one value",
 			values: []string{`Basic realm="r1", Bearer realm="https://t/token",service=s`},
 			want: []challenge{

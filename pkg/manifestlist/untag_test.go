@@ -203,7 +203,7 @@ func TestUntag(t *testing.T) {
 		},
 		{
 			name: "never by digest", fake: &fakeRegistry{tags: tags()}, insecure: true,
-			refs: []string{"%s/team/app@sha256:" + strings.Repeat("a", 64), "%s/team/app", "%s/team/app:v1-linux-amd64"},
+			refs:        []string{"%s/team/app@sha256:" + strings.Repeat("a", 64), "%s/team/app", "%s/team/app:v1-linux-amd64"},
 			wantDeleted: "team/app:v1-linux-amd64",
 			wantErr:     []string{"never deletes by digest"},
 		},
@@ -263,6 +263,10 @@ func TestAuthFileFromDir(t *testing.T) {
 		if got, err := AuthFileFromDir(dir); got != filepath.Join(dir, name) || err != nil {
 			t.Fatalf("after adding %s: %q, %v", name, got, err)
 		}
+	}
+	file := filepath.Join(dir, "config.json")
+	if got, err := AuthFileFromDir(file); got != file || err != nil {
+		t.Fatalf("a file: %q, %v", got, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package manifestlist_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"os"
@@ -67,7 +68,7 @@ type manifestListProcess struct {
 
 // manifestListCommand is `builder manifest-list` for build as the
 // manifest-list pod runs it: the Build as JSON in $BUILD.
-func manifestListCommand(build *buildv1.Build, terminationLog string) (*exec.Cmd, error) {
+func manifestListCommand(build *buildv1.Build, terminationLog string, extraArgs ...string) (*exec.Cmd, error) {
 	bin, err := builderBinary()
 	if err != nil {
 		return nil, err
@@ -76,7 +77,8 @@ func manifestListCommand(build *buildv1.Build, terminationLog string) (*exec.Cmd
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "manifest-list", "--insecure", "--wait-timeout=2m", "--termination-log="+terminationLog)
+	args := append([]string{"manifest-list", "--insecure", "--wait-timeout=2m", "--termination-log=" + terminationLog}, extraArgs...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), buildv1.BuildEnv+"="+string(buildJSON), "KUBECONFIG="+theBed.Kubeconfig)
 	return cmd, nil
 }
@@ -91,17 +93,18 @@ func runManifestListOnce(build *buildv1.Build) ([]byte, error) {
 }
 
 // startManifestList starts `builder manifest-list` for build.
-func startManifestList(t *testing.T, build *buildv1.Build) *manifestListProcess {
+func startManifestList(t *testing.T, build *buildv1.Build, env []string, extraArgs ...string) *manifestListProcess {
 	t.Helper()
 	p := &manifestListProcess{out: &syncBuffer{}, done: make(chan struct{}),
 		terminationLog: filepath.Join(t.TempDir(), "termination-log")}
 	if err := os.WriteFile(p.terminationLog, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd, err := manifestListCommand(build, p.terminationLog)
+	cmd, err := manifestListCommand(build, p.terminationLog, extraArgs...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -250,7 +253,7 @@ func TestCommandWaitsThenPushes(t *testing.T) {
 	for _, p := range fourPlatforms {
 		platformStatus{platform: p, phase: buildv1.BuildPhaseRunning}.apply(t, build)
 	}
-	proc := startManifestList(t, build)
+	proc := startManifestList(t, build, nil)
 	proc.waitOutput(t, "Waiting for linux/amd64 (Running)")
 
 	digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
@@ -336,7 +339,7 @@ func TestCommandOutcomes(t *testing.T) {
 			for _, p := range fourPlatforms {
 				tt.finish(p, digests[p], output).apply(t, build)
 			}
-			proc := startManifestList(t, build)
+			proc := startManifestList(t, build, nil)
 			if code := proc.waitExit(t); code != tt.wantExit {
 				t.Fatalf("exit code %d, want %d", code, tt.wantExit)
 			}
@@ -378,4 +381,86 @@ func failS390x(p string, d digest.Digest, output string) platformStatus {
 			reason: buildv1.StatusReasonDockerBuildFailed, message: "RUN false: exit status 1"}
 	}
 	return platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: d, output: output}
+}
+
+// TestCommandWaitTimeout: platforms that never finish make the wait end at
+// --wait-timeout with a failure, and the per-platform tags are removed
+// anyway.
+func TestCommandWaitTimeout(t *testing.T) {
+	reg := theBed.Registry
+	repo := repoName(t)
+	output := reg.Host + "/" + repo + ":v1"
+	build := createBuild(t, output, fourPlatforms, nil)
+	digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
+	for _, p := range fourPlatforms[:3] {
+		platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: digests[p], output: output}.apply(t, build)
+	}
+	platformStatus{platform: "linux/s390x", phase: buildv1.BuildPhaseRunning}.apply(t, build)
+	proc := startManifestList(t, build, nil, "--wait-timeout=2s")
+	if code := proc.waitExit(t); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	got := getBuild(t, build)
+	if got.Status.Reason != buildv1.StatusReasonManifestListFailed || !strings.Contains(got.Status.Message, "linux/s390x (Running)") {
+		t.Errorf("status reason %q message %q; want ManifestListFailed naming linux/s390x", got.Status.Reason, got.Status.Message)
+	}
+	if tags := tagsOf(t, reg, repo); len(tags) != 0 {
+		t.Errorf("tags %v, want none", tags)
+	}
+}
+
+// TestCommandPushSecret uses the push secret mounted at
+// $PUSH_DOCKERCFG_PATH against the htpasswd registry: with the right
+// credentials the list is pushed and the tags removed; with wrong ones the
+// build fails saying so, and the tags stay (untagging failed too, which is
+// only logged).
+func TestCommandPushSecret(t *testing.T) {
+	reg := theBed.AuthRegistry
+	for _, tt := range []struct {
+		name     string
+		password string
+		wantExit int
+	}{
+		{name: "right credentials", password: reg.Password},
+		{name: "wrong credentials", password: "wrong", wantExit: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			repo := repoName(t)
+			output := reg.Host + "/" + repo + ":v1"
+			build := createBuild(t, output, fourPlatforms, nil)
+			digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
+			for _, p := range fourPlatforms {
+				platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: digests[p], output: output}.apply(t, build)
+			}
+			secretDir := t.TempDir() // as a kubernetes.io/dockerconfigjson Secret is mounted
+			data, err := json.Marshal(map[string]any{"auths": map[string]any{reg.Host: map[string]string{
+				"auth": base64.StdEncoding.EncodeToString([]byte(reg.Username + ":" + tt.password))}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(secretDir, ".dockerconfigjson"), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			proc := startManifestList(t, build, []string{buildv1.PushDockerConfigPathEnv + "=" + secretDir})
+			if code := proc.waitExit(t); code != tt.wantExit {
+				t.Fatalf("exit code %d, want %d", code, tt.wantExit)
+			}
+			got := getBuild(t, build)
+			tags := tagsOf(t, reg, repo)
+			if tt.wantExit == 0 {
+				if got.Status.Output.To == nil || got.Status.Output.To.ImageDigest == "" || !slices.Equal(tags, []string{"v1"}) {
+					t.Errorf("status.output.to %+v, tags %v; want a digest and only v1", got.Status.Output.To, tags)
+				}
+				return
+			}
+			if got.Status.Reason != buildv1.StatusReasonManifestListFailed || !strings.Contains(got.Status.Message, "authentication required") ||
+				!strings.Contains(got.Status.Message, ".dockerconfigjson") {
+				t.Errorf("status reason %q message %q; want ManifestListFailed saying authentication failed with .dockerconfigjson",
+					got.Status.Reason, got.Status.Message)
+			}
+			if len(tags) != 4 {
+				t.Errorf("tags %v; want the 4 per-platform tags, which wrong credentials cannot remove", tags)
+			}
+		})
+	}
 }
