@@ -1,0 +1,461 @@
+package placement
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/pkg/placement/image"
+)
+
+// Benchmarks print figures; run them alone, once each:
+//
+//	go test -tags "$BUILD_TAGS" -run '^$' -bench . -benchtime 1x ./test/integration/placement/
+//
+// (BenchmarkWebhookTLS takes any -benchtime: each iteration is one
+// admission request.)
+
+// percentiles returns the p50 and p99 of ds in milliseconds.
+func percentiles(ds []time.Duration) (p50, p99 float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) float64 {
+		i := int(q * float64(len(s)-1))
+		return float64(s[i].Microseconds()) / 1000
+	}
+	return at(0.50), at(0.99)
+}
+
+// benchConfig turns placement on for a benchmark without a testing.T.
+func benchConfig(b *testing.B) {
+	b.Helper()
+	if err := applyConfig(context.Background(), multiarchv1beta1.ClusterPodPlacementConfigSpec{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func benchNamespace(b *testing.B, prefix string) string {
+	b.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { deletePods(context.Background(), ns.Name) })
+	return ns.Name
+}
+
+// BenchmarkWebhookTLS sends AdmissionReviews for new pods straight to the
+// gate webhook over TLS on loopback from 100 concurrent clients, as the
+// apiserver would, and reports the latency of each request.
+func BenchmarkWebhookTLS(b *testing.B) {
+	benchConfig(b)
+	ns := benchNamespace(b, "bench-webhook")
+	pod := makePod(ns, "").image(imgAll, imgARM64S390X).obj()
+	pod.GenerateName = "bench-"
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const clients = 100
+	client := tlsClient(webhookCA, clients)
+	body := func(i int) []byte {
+		review := admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{
+				UID:       types.UID(fmt.Sprintf("bench-%d", i)),
+				Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+				Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+				Namespace: ns, Operation: admissionv1.Create,
+				Object: runtime.RawExtension{Raw: raw},
+				DryRun: ptrTo(true), // nothing will be created: expect no event
+			},
+		}
+		data, _ := json.Marshal(review)
+		return data
+	}
+	latencies := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var patched atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				data := body(i)
+				start := time.Now()
+				resp, err := client.Post(webhookURL, "application/json", bytes.NewReader(data))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				var review admissionv1.AdmissionReview
+				err = json.NewDecoder(resp.Body).Decode(&review)
+				resp.Body.Close()
+				latencies[i] = time.Since(start)
+				if err != nil || review.Response == nil || !review.Response.Allowed {
+					b.Errorf("bad answer: %v %+v", err, review.Response)
+					return
+				}
+				if strings.Contains(string(review.Response.Patch), placement.SchedulingGate) {
+					patched.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if int(patched.Load()) != b.N {
+		b.Errorf("%d of %d answers gated the pod", patched.Load(), b.N)
+	}
+	p50, p99 := percentiles(latencies)
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+}
+
+// BenchmarkPodCreateThroughWebhook creates pods through the apiserver from
+// 100 clients at once, the webhook gating each, and reports the latency of
+// the create calls (apiserver, webhook and etcd).
+func BenchmarkPodCreateThroughWebhook(b *testing.B) {
+	benchConfig(b)
+	ns := benchNamespace(b, "bench-create")
+	const clients = 100
+	n := max(b.N, 1000)
+	latencies := make([]time.Duration, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				pod := makePod(ns, fmt.Sprintf("create-%05d", i)).image(imgAll).nodeSelector(unschedulableKey, "true").obj()
+				start := time.Now()
+				err := k8s.Create(context.Background(), pod)
+				latencies[i] = time.Since(start)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if !gated(pod) {
+					b.Errorf("pod %s was not gated", pod.Name)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	p50, p99 := percentiles(latencies)
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+	b.ReportMetric(float64(n), "pods")
+}
+
+// benchImages pushes 20 distinct images: 10 tagged v1, 10 tagged latest
+// (which pods pull with policy Always), through host when set.
+func benchImages(b *testing.B, host string) (refs []string, always map[string]bool) {
+	b.Helper()
+	p := newPusher(testBed.Registry)
+	sets := [][]string{{"amd64", "arm64"}, {"arm64", "s390x"}, {"amd64", "arm64", "ppc64le", "s390x"}, {"ppc64le"}, {"amd64", "s390x"}}
+	always = map[string]bool{}
+	for i := range 20 {
+		tag := "v1"
+		if i%2 == 1 {
+			tag = "latest"
+		}
+		ref, err := p.pushIndex(context.Background(), fmt.Sprintf("bench/img-%02d", i), tag, linux(sets[i%len(sets)]...)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if host != "" {
+			ref = strings.Replace(ref, testBed.Registry.Host, host, 1)
+		}
+		refs = append(refs, ref)
+		always[ref] = tag == "latest"
+	}
+	return refs, always
+}
+
+// releaseWatcher notes when each pod of a namespace is first seen released.
+type releaseWatcher struct {
+	mu       sync.Mutex
+	released map[string]time.Time
+	stop     func()
+}
+
+func watchReleases(b *testing.B, ns string) *releaseWatcher {
+	b.Helper()
+	w, err := testBed.Clientset.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rw := &releaseWatcher{released: map[string]time.Time{}, stop: w.Stop}
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Modified {
+				continue
+			}
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || pod.Labels[placement.SchedulingGateLabel] != placement.SchedulingGateLabelRemoved {
+				continue
+			}
+			now := time.Now()
+			rw.mu.Lock()
+			if _, seen := rw.released[pod.Name]; !seen {
+				rw.released[pod.Name] = now
+			}
+			rw.mu.Unlock()
+		}
+	}()
+	b.Cleanup(w.Stop)
+	return rw
+}
+
+func (rw *releaseWatcher) wait(b *testing.B, names []string, timeout time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		rw.mu.Lock()
+		missing := 0
+		for _, n := range names {
+			if _, ok := rw.released[n]; !ok {
+				missing++
+			}
+		}
+		rw.mu.Unlock()
+		if missing == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("pods not released within %v", timeout)
+}
+
+// BenchmarkGateToUngate measures the pod placement controller on a warm
+// cache with 20 distinct images, half of them :latest tags pulled with
+// policy Always (re-resolved with a manifest HEAD for every pod): the
+// latency from a pod's creation to its release at a steady 50 pods/s, then
+// the sustained rate on a burst of 2,000 pods.
+func BenchmarkGateToUngate(b *testing.B) {
+	benchConfig(b)
+	ns := benchNamespace(b, "bench-ungate")
+	refs, always := benchImages(b, "")
+	rw := watchReleases(b, ns)
+	newPod := func(name string, i int) *corev1.Pod {
+		w := makePod(ns, name).image(refs[i%len(refs)]).nodeSelector(unschedulableKey, "true")
+		if always[refs[i%len(refs)]] {
+			w.pullAlways()
+		}
+		return w.obj()
+	}
+	ctx := context.Background()
+	registryCalls := func() float64 {
+		v, err := gatherCounter("archway_placement_registry_requests_total", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return v
+	}
+
+	// Warm the cache: one pod per image.
+	var warm []string
+	for i := range refs {
+		name := fmt.Sprintf("warm-%02d", i)
+		if err := k8s.Create(ctx, newPod(name, i)); err != nil {
+			b.Fatal(err)
+		}
+		warm = append(warm, name)
+	}
+	rw.wait(b, warm, time.Minute)
+
+	for range b.N {
+		// Steady: 200 pods at 50 pods/s.
+		created := map[string]time.Time{}
+		var names []string
+		tick := time.NewTicker(20 * time.Millisecond)
+		callsBefore := registryCalls()
+		for i := range 200 {
+			<-tick.C
+			name := fmt.Sprintf("steady-%04d", i)
+			if err := k8s.Create(ctx, newPod(name, i)); err != nil {
+				b.Fatal(err)
+			}
+			created[name] = time.Now()
+			names = append(names, name)
+		}
+		tick.Stop()
+		rw.wait(b, names, time.Minute)
+		steadyCalls := registryCalls() - callsBefore
+		p50, p99 := percentiles(latencies(rw, created))
+		b.ReportMetric(p50, "steady-p50-ms")
+		b.ReportMetric(p99, "steady-p99-ms")
+		b.ReportMetric(steadyCalls/200, "steady-registry-calls/pod")
+
+		// Burst: 2,000 pods from 50 creators; the controller works
+		// through the backlog.
+		const burst = 2000
+		var mu sync.Mutex
+		created = map[string]time.Time{}
+		names = names[:0]
+		for i := range burst {
+			names = append(names, fmt.Sprintf("burst-%04d", i))
+		}
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				for i := int(next.Add(1)) - 1; i < burst; i = int(next.Add(1)) - 1 {
+					if err := k8s.Create(ctx, newPod(names[i], i)); err != nil {
+						b.Error(err)
+						return
+					}
+					mu.Lock()
+					created[names[i]] = time.Now()
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if b.Failed() {
+			b.FailNow()
+		}
+		createdAll := time.Since(start)
+		rw.wait(b, names, 5*time.Minute)
+		rw.mu.Lock()
+		var last time.Time
+		for _, n := range names {
+			if t := rw.released[n]; t.After(last) {
+				last = t
+			}
+		}
+		rw.mu.Unlock()
+		total := last.Sub(start)
+		p50, p99 = percentiles(latencies(rw, created))
+		b.ReportMetric(float64(burst)/total.Seconds(), "burst-pods/s")
+		b.ReportMetric(float64(burst)/createdAll.Seconds(), "burst-creates/s")
+		b.ReportMetric(p50, "burst-p50-ms")
+		b.ReportMetric(p99, "burst-p99-ms")
+	}
+}
+
+func latencies(rw *releaseWatcher, created map[string]time.Time) []time.Duration {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	var out []time.Duration
+	for name, t := range created {
+		out = append(out, rw.released[name].Sub(t))
+	}
+	return out
+}
+
+// countingProxy forwards to the bed's registry and counts requests.
+type countingProxy struct {
+	host  string
+	mu    sync.Mutex
+	count map[string]int // "GET manifests", "HEAD manifests", "GET blobs", "GET /v2/"
+}
+
+func startCountingProxy(b *testing.B) *countingProxy {
+	b.Helper()
+	target, _ := url.Parse("http://" + testBed.Registry.Host)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	cp := &countingProxy{count: map[string]int{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cp.host = l.Addr().String()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		kind := r.URL.Path
+		switch {
+		case strings.Contains(kind, "/manifests/"):
+			kind = "manifests"
+		case strings.Contains(kind, "/blobs/"):
+			kind = "blobs"
+		}
+		cp.mu.Lock()
+		cp.count[r.Method+" "+kind]++
+		cp.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	return cp
+}
+
+func (cp *countingProxy) take() (total int, byKind map[string]int) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	byKind = cp.count
+	cp.count = map[string]int{}
+	for _, n := range byKind {
+		total += n
+	}
+	return total, byKind
+}
+
+// BenchmarkCacheRoundTrips counts the registry round trips of the image
+// cache in front of containers/image: 20 unique images each asked for by 50
+// pods at once on a cold cache, then again with pull policy Always.
+func BenchmarkCacheRoundTrips(b *testing.B) {
+	proxy := startCountingProxy(b)
+	refs, _ := benchImages(b, proxy.host)
+	ctx := context.Background()
+	for range b.N {
+		cache := image.NewCache(image.NewRemote(image.RemoteOptions{InsecureRegistries: []string{proxy.host}}), image.CacheOptions{})
+		ask := func(refresh bool) {
+			var wg sync.WaitGroup
+			for _, ref := range refs {
+				for range 50 {
+					wg.Go(func() {
+						if _, _, err := cache.Architectures(ctx, image.Reference{Name: ref, Refresh: refresh}, nil); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+			}
+			wg.Wait()
+		}
+		ask(false)
+		total, byKind := proxy.take()
+		b.Logf("cold: %d round trips for %d unique images x 50 pods: %v", total, len(refs), byKind)
+		b.ReportMetric(float64(total)/float64(len(refs)), "cold-trips/image")
+		ask(false)
+		total, _ = proxy.take()
+		b.ReportMetric(float64(total)/float64(len(refs)), "warm-trips/image")
+		ask(true)
+		total, byKind = proxy.take()
+		b.Logf("pull policy Always: %d round trips: %v", total, byKind)
+		b.ReportMetric(float64(total)/float64(len(refs)), "always-trips/image")
+	}
+}

@@ -1,0 +1,272 @@
+// Package placement holds the integration tests and benchmarks of
+// arch-aware pod placement on the bed: a real kube-apiserver and etcd, the
+// real kube-scheduler, kwok nodes of four architectures, and real
+// registries (one plain, one with htpasswd auth) holding images the suite
+// pushes. The gate webhook runs in this process behind TLS on loopback and
+// is registered with the manifest from manifests/placement; the controllers
+// run in a manager of their own, so a case can stop and restart them.
+// Every case asserts where the real scheduler binds pods.
+package placement
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
+
+	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/test/bed"
+)
+
+// Images the suite pushes (full references, set by TestMain).
+var (
+	imgAMD64Only  string // a single image, linux/amd64 (no index)
+	imgARM64S390X string // an index: linux/arm64, linux/s390x and an attestation
+	imgAll        string // an index of all four architectures
+	imgWinARM64   string // an index: windows/amd64 and linux/arm64
+	imgPrivate    string // in the htpasswd registry only: linux/arm64
+	imgPPC64LE    string // a single image, linux/ppc64le
+)
+
+// globalPullSecret is the secret the suite's controller uses as the global
+// pull secret; a case creates it when it needs it.
+var globalPullSecret = types.NamespacedName{Namespace: "placement-global", Name: "global-pull-secret"}
+
+var (
+	testBed *bed.Bed
+	k8s     client.Client
+	scheme  *runtime.Scheme
+	// webhookMgr serves the gate webhook for the whole suite.
+	webhookMgr ctrl.Manager
+	webhookURL string
+	webhookCA  []byte
+	// suiteController is the running controller; a case may replace it.
+	suiteController *controllerRun
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	ctx := context.Background()
+	var err error
+	testBed, err = bed.Start(ctx, bed.Options{AuthRegistry: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer testBed.Stop()
+	scheme = bed.NewScheme()
+	k8s = testBed.Client
+	if err := setup(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "placement suite:", err)
+		return 1
+	}
+	defer suiteController.stop()
+	return m.Run()
+}
+
+func setup(ctx context.Context) error {
+	if err := pushSuiteImages(ctx); err != nil {
+		return fmt.Errorf("pushing images: %w", err)
+	}
+	stopWebhook, err := startWebhook(ctx)
+	if err != nil {
+		return fmt.Errorf("starting the webhook: %w", err)
+	}
+	_ = stopWebhook // runs until the process ends
+	if err := registerWebhook(ctx); err != nil {
+		return fmt.Errorf("registering the webhook: %w", err)
+	}
+	suiteController, err = startController(suiteOptions())
+	if err != nil {
+		return fmt.Errorf("starting the controller: %w", err)
+	}
+	return nil
+}
+
+// zapLevel logs errors only, unless ARCHWAY_TEST_VERBOSE is set.
+func zapLevel() zapcore.Level {
+	if os.Getenv("ARCHWAY_TEST_VERBOSE") != "" {
+		return zapcore.Level(-2)
+	}
+	return zapcore.ErrorLevel
+}
+
+func pushSuiteImages(ctx context.Context) error {
+	plain, private := newPusher(testBed.Registry), newPusher(testBed.AuthRegistry)
+	var err error
+	steps := []func() error{
+		func() error { imgAMD64Only, err = plain.pushSingle(ctx, "placement/amd64-only", "1", platform{"linux", "amd64"}); return err },
+		func() error {
+			imgARM64S390X, err = plain.pushIndex(ctx, "placement/arm64-s390x", "1", append(linux("arm64", "s390x"), platform{"unknown", "unknown"})...)
+			return err
+		},
+		func() error {
+			imgAll, err = plain.pushIndex(ctx, "placement/all", "1", linux("amd64", "arm64", "ppc64le", "s390x")...)
+			return err
+		},
+		func() error {
+			imgWinARM64, err = plain.pushIndex(ctx, "placement/win-arm64", "1", platform{"windows", "amd64"}, platform{"linux", "arm64"})
+			return err
+		},
+		func() error {
+			imgPPC64LE, err = plain.pushSingle(ctx, "placement/ppc64le-only", "1", platform{"linux", "ppc64le"})
+			return err
+		},
+		func() error { imgPrivate, err = private.pushIndex(ctx, "placement/private", "1", linux("arm64")...); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// suiteOptions are the controller options of the suite: the bed's plain
+// HTTP registries, and retries fast enough for tests (3 tries 100 ms, 200
+// ms apart).
+func suiteOptions() placement.Options {
+	o := placement.DefaultOptions()
+	o.Namespace = "archway-system"
+	o.GlobalPullSecret = globalPullSecret
+	o.InsecureRegistries = []string{testBed.Registry.Host, testBed.AuthRegistry.Host}
+	o.InspectionTries = 3
+	o.InspectionBackoff = 100 * time.Millisecond
+	o.InspectionMaxBackoff = time.Second
+	o.InspectionDeadline = 30 * time.Second
+	o.InspectionTimeout = 5 * time.Second
+	return o
+}
+
+// startWebhook serves the gate webhook over TLS on loopback with a
+// certificate made for the run.
+func startWebhook(ctx context.Context) (context.CancelFunc, error) {
+	dir, err := os.MkdirTemp(testBed.Dir, "webhook-certs-")
+	if err != nil {
+		return nil, err
+	}
+	if webhookCA, err = writeServingCert(dir); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	webhookMgr, err = ctrl.NewManager(testBed.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}),
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := placement.SetupWebhook(webhookMgr, suiteOptions(), prometheus.NewRegistry()); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		if err := webhookMgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "webhook manager:", err)
+		}
+	}()
+	webhookURL = fmt.Sprintf("https://127.0.0.1:%d%s", port, placement.WebhookPath)
+	syncCtx, cancelSync := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelSync()
+	if !webhookMgr.GetCache().WaitForCacheSync(syncCtx) {
+		cancel()
+		return nil, fmt.Errorf("the webhook's informers did not sync")
+	}
+	return cancel, waitServing(syncCtx, webhookURL, webhookCA)
+}
+
+// registerWebhook creates the MutatingWebhookConfiguration from
+// manifests/placement, pointed at this process.
+func registerWebhook(ctx context.Context) error {
+	data, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "manifests", "placement", "mutating_webhook_configuration.yaml"))
+	if err != nil {
+		return err
+	}
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(data, mwc); err != nil {
+		return err
+	}
+	mwc.Annotations = nil
+	mwc.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: webhookCA}
+	return k8s.Create(ctx, mwc)
+}
+
+// controllerRun is a running manager with the placement controllers.
+type controllerRun struct {
+	mgr      ctrl.Manager
+	registry *prometheus.Registry
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+// startController starts the pod placement and config controllers in a
+// manager of their own, with leader election, as build-controller runs
+// them.
+func startController(opts placement.Options) (*controllerRun, error) {
+	mgr, err := ctrl.NewManager(testBed.Config, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		LeaderElection:                true,
+		LeaderElectionID:              "placement-suite",
+		LeaderElectionNamespace:       "default",
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &controllerRun{mgr: mgr, registry: prometheus.NewRegistry(), done: make(chan error, 1)}
+	if err := placement.SetupController(mgr, opts, r.registry); err != nil {
+		return nil, err
+	}
+	var ctx context.Context
+	ctx, r.cancel = context.WithCancel(context.Background())
+	go func() { r.done <- mgr.Start(ctx) }()
+	select {
+	case <-mgr.Elected():
+		return r, nil
+	case err := <-r.done:
+		return nil, fmt.Errorf("the controller manager stopped: %w", err)
+	case <-time.After(60 * time.Second):
+		r.stop()
+		return nil, fmt.Errorf("the controller manager was not elected in time")
+	}
+}
+
+// stop stops the manager and waits for it.
+func (r *controllerRun) stop() {
+	if r == nil || r.cancel == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+	r.cancel = nil
+}
