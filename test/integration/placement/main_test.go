@@ -116,7 +116,10 @@ func pushSuiteImages(ctx context.Context) error {
 	plain, private := newPusher(testBed.Registry), newPusher(testBed.AuthRegistry)
 	var err error
 	steps := []func() error{
-		func() error { imgAMD64Only, err = plain.pushSingle(ctx, "placement/amd64-only", "1", platform{"linux", "amd64"}); return err },
+		func() error {
+			imgAMD64Only, err = plain.pushSingle(ctx, "placement/amd64-only", "1", platform{"linux", "amd64"})
+			return err
+		},
 		func() error {
 			imgARM64S390X, err = plain.pushIndex(ctx, "placement/arm64-s390x", "1", append(linux("arm64", "s390x"), platform{"unknown", "unknown"})...)
 			return err
@@ -133,7 +136,10 @@ func pushSuiteImages(ctx context.Context) error {
 			imgPPC64LE, err = plain.pushSingle(ctx, "placement/ppc64le-only", "1", platform{"linux", "ppc64le"})
 			return err
 		},
-		func() error { imgPrivate, err = private.pushIndex(ctx, "placement/private", "1", linux("arm64")...); return err },
+		func() error {
+			imgPrivate, err = private.pushIndex(ctx, "placement/private", "1", linux("arm64")...)
+			return err
+		},
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
