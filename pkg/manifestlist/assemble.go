@@ -97,16 +97,7 @@ func Assemble(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	descs, _ := IndexDescriptors(children) // the same order BuildIndex used; it succeeded above
-	ordered := make([]Child, 0, len(children))
-	for _, d := range descs {
-		for _, c := range children {
-			if c.Digest == d.Digest {
-				ordered = append(ordered, c)
-				break
-			}
-		}
-	}
+	_, ordered, _ := indexEntries(children) // the order BuildIndex used; it succeeded above
 	return &Result{
 		Digest:    listDigest,
 		Reference: byDigest.String(),

@@ -41,42 +41,62 @@ type Child struct {
 // Two children for the same platform, or a child whose manifest is not an
 // image manifest, are an error with reason ManifestListFailed.
 func IndexDescriptors(children []Child) ([]ocispec.Descriptor, error) {
+	descs, _, err := indexEntries(children)
+	return descs, err
+}
+
+// indexEntries returns the index's descriptors and, in the same order, the
+// children they describe.
+func indexEntries(children []Child) ([]ocispec.Descriptor, []Child, error) {
 	if len(children) == 0 {
-		return nil, &Error{Reason: buildv1.StatusReasonManifestListFailed, Err: errors.New("a manifest list needs at least one image")}
+		return nil, nil, &Error{Reason: buildv1.StatusReasonManifestListFailed, Err: errors.New("a manifest list needs at least one image")}
 	}
-	descs := make([]ocispec.Descriptor, 0, len(children))
+	type entry struct {
+		desc  ocispec.Descriptor
+		child Child
+	}
+	entries := make([]entry, 0, len(children))
 	owner := map[string]string{}
 	for _, c := range children {
 		switch c.MediaType {
 		case ocispec.MediaTypeImageManifest, manifest.DockerV2Schema2MediaType:
 		default:
-			return nil, &Error{Reason: buildv1.StatusReasonManifestListFailed, Platform: c.Platform,
+			return nil, nil, &Error{Reason: buildv1.StatusReasonManifestListFailed, Platform: c.Platform,
 				Err: fmt.Errorf("platform %s: %s is a %q, not an image manifest a manifest list can list", c.Platform, c.Digest, c.MediaType)}
 		}
 		p := childPlatform(c)
 		key := platformKeyOCI(p)
 		if other, dup := owner[key]; dup {
-			return nil, &Error{Reason: buildv1.StatusReasonManifestListFailed, Platform: c.Platform,
+			return nil, nil, &Error{Reason: buildv1.StatusReasonManifestListFailed, Platform: c.Platform,
 				Err: fmt.Errorf("platforms %s and %s are both images for %s: a manifest list can list a platform once", other, c.Platform, key)}
 		}
 		owner[key] = c.Platform
-		descs = append(descs, ocispec.Descriptor{
-			MediaType: c.MediaType,
-			Digest:    c.Digest,
-			Size:      c.Size,
-			Platform:  &p,
+		entries = append(entries, entry{
+			desc: ocispec.Descriptor{
+				MediaType: c.MediaType,
+				Digest:    c.Digest,
+				Size:      c.Size,
+				Platform:  &p,
+			},
+			child: c,
 		})
 	}
-	slices.SortFunc(descs, func(a, b ocispec.Descriptor) int {
+	slices.SortFunc(entries, func(a, b entry) int {
+		pa, pb := a.desc.Platform, b.desc.Platform
 		return cmp.Or(
-			cmp.Compare(a.Platform.OS, b.Platform.OS),
-			cmp.Compare(a.Platform.Architecture, b.Platform.Architecture),
-			cmp.Compare(a.Platform.Variant, b.Platform.Variant),
-			cmp.Compare(a.Platform.OSVersion, b.Platform.OSVersion),
-			cmp.Compare(a.Digest, b.Digest),
+			cmp.Compare(pa.OS, pb.OS),
+			cmp.Compare(pa.Architecture, pb.Architecture),
+			cmp.Compare(pa.Variant, pb.Variant),
+			cmp.Compare(pa.OSVersion, pb.OSVersion),
+			cmp.Compare(a.desc.Digest, b.desc.Digest),
 		)
 	})
-	return descs, nil
+	descs := make([]ocispec.Descriptor, len(entries))
+	ordered := make([]Child, len(entries))
+	for i, e := range entries {
+		descs[i], ordered[i] = e.desc, e.child
+	}
+	return descs, ordered, nil
 }
 
 // childPlatform is the platform a child is listed under (see
