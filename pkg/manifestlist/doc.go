@@ -20,6 +20,10 @@
 //     fail is left out; a failed platform that is not fails the whole list
 //     (reason PlatformBuildFailed), as does no platform succeeding
 //     (ManifestListFailed).
+//   - Terminal says when there is nothing left to wait for: every
+//     platform's status entry has finished.
+//   - Entries turns the included platforms into Assemble's entries, running
+//     CheckRecorded on each.
 //   - CheckRecorded catches version skew in what the builders recorded: a
 //     platform recorded Complete without an image digest (a builder that does
 //     not know multi-platform builds wrote the Build's own status instead), or
@@ -45,6 +49,7 @@
 //
 //	// Afterwards, and also when the build failed: errors are worth a log
 //	// line, never a failed build.
+//	tags, _ := manifestlist.PlatformTags(output, platforms)
 //	if err := manifestlist.Untag(ctx, access, tags...); err != nil {
 //		log.Printf("untagging: %v", err)
 //	}
