@@ -194,7 +194,11 @@ func (r *manifestListRun) run(ctx context.Context, waitTimeout time.Duration) er
 		return r.fail(ctx, nil, buildv1.StatusReasonCancelledBuild, errors.New("the build was cancelled"))
 	}
 	if build.Status.Phase.IsTerminal() && !manifestlist.Terminal(build.Status.Platforms, build.Spec.Platforms) {
-		return r.fail(ctx, build, build.Status.Reason, fmt.Errorf("the build ended (%s) before its platforms finished: %s",
+		reason := build.Status.Reason
+		if reason == "" {
+			reason = buildv1.StatusReasonManifestListFailed
+		}
+		return r.fail(ctx, build, reason, fmt.Errorf("the build ended (%s) before its platforms finished: %s",
 			build.Status.Phase, waitingFor(build)))
 	}
 	sel, err := manifestlist.Select(build.Status.Platforms, build.Spec.PlatformsAllowedToFail)
