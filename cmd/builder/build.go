@@ -156,7 +156,10 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 		_, listErr = manifestlist.Select(platformStatuses(results), plan.allowFail)
 	}
 	printSummary(stdout, plan, results, index, time.Since(start))
-	return listErr
+	if listErr != nil {
+		return fmt.Errorf("%s: %w", manifestlist.ReasonOf(listErr), listErr)
+	}
+	return nil
 }
 
 // localPlan is a `builder build` checked and resolved.

@@ -1,0 +1,212 @@
+// Package builder_test builds real images with the builder on the bed: real
+// buildah (chroot isolation, foreign platforms under qemu), real CNCF
+// Distribution registries (one open, one with htpasswd auth), a real
+// apiserver for `builder docker-build` in pod mode, and the git CLI for Git
+// sources.
+package builder_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/buildah"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/manifest"
+	"go.podman.io/image/v5/pkg/blobinfocache/none"
+	"go.podman.io/image/v5/types"
+
+	"github.com/archway-build/archway/test/bed"
+)
+
+// buildTags are the tags every build of archway's buildah code needs.
+const buildTags = "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3"
+
+// fourPlatforms are the platforms the tests build for, and what `uname -m`
+// says on each.
+var (
+	fourPlatforms = []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
+	unameOf       = map[string]string{"linux/amd64": "x86_64", "linux/arm64": "aarch64", "linux/ppc64le": "ppc64le", "linux/s390x": "s390x"}
+)
+
+var theBed *bed.Bed
+
+func TestMain(m *testing.M) {
+	// Chroot isolation re-executes this test binary for each build step.
+	if buildah.InitReexec() {
+		return
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if err := bed.CheckQemu(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b, err := bed.Start(ctx, bed.Options{WithoutNodes: true, AuthRegistry: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer b.Stop()
+	theBed = b
+	return m.Run()
+}
+
+// builderBinary builds cmd/builder once per test binary: the tests run the
+// real program, as build pods and people do.
+var builderBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "archway-builder-bin-")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "builder")
+	cmd := exec.Command("go", "build", "-tags", buildTags, "-o", out, "./cmd/builder")
+	cmd.Dir = bed.RepoRoot()
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/builder: %w\n%s", err, msg)
+	}
+	return out, nil
+})
+
+// runBuilder runs the builder binary with args and env (added to the
+// test's environment) and returns its combined output and exit code.
+func runBuilder(t testing.TB, env []string, args ...string) (string, int) {
+	t.Helper()
+	bin, err := builderBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err = cmd.Run()
+	code := 0
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		code = exitErr.ExitCode()
+	case err != nil:
+		t.Fatalf("running builder %v: %v\n%s", args, err, out.String())
+	}
+	return out.String(), code
+}
+
+// writeContext writes a build context with the given Dockerfile.
+func writeContext(t testing.TB, dockerfile string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// registryImage reads images from one of the bed's registries.
+type registryImage struct {
+	reg *bed.Registry
+	ref string
+	src types.ImageSource
+}
+
+func openImage(ctx context.Context, reg *bed.Registry, ref string) (*registryImage, error) {
+	imgRef, err := docker.ParseReference("//" + ref)
+	if err != nil {
+		return nil, err
+	}
+	src, err := imgRef.NewImageSource(ctx, reg.SystemContext())
+	if err != nil {
+		return nil, err
+	}
+	return &registryImage{reg: reg, ref: ref, src: src}, nil
+}
+
+func (r *registryImage) Close() { r.src.Close() }
+
+// index returns the image index the reference names.
+func (r *registryImage) index(ctx context.Context) (*manifest.OCI1Index, string, error) {
+	raw, mt, err := r.src.GetManifest(ctx, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if !manifest.MIMETypeIsMultiImage(mt) {
+		return nil, mt, fmt.Errorf("%s is a %s, not an index", r.ref, mt)
+	}
+	list, err := manifest.ListFromBlob(raw, mt)
+	if err != nil {
+		return nil, mt, err
+	}
+	oci, err := manifest.ConvertListToMIMEType(list, ocispec.MediaTypeImageIndex)
+	if err != nil {
+		return nil, mt, err
+	}
+	return oci.(*manifest.OCI1Index), mt, nil
+}
+
+// childFile returns the content of path in the top layer of the child
+// image d of the index: what the last build step wrote, read from the
+// layer itself rather than from any metadata.
+func (r *registryImage) childFile(ctx context.Context, d digest.Digest, path string) (string, error) {
+	raw, mt, err := r.src.GetManifest(ctx, &d)
+	if err != nil {
+		return "", err
+	}
+	m, err := manifest.FromBlob(raw, mt)
+	if err != nil {
+		return "", err
+	}
+	layers := m.LayerInfos()
+	if len(layers) == 0 {
+		return "", fmt.Errorf("image %s has no layers", d)
+	}
+	top := layers[len(layers)-1]
+	blob, _, err := r.src.GetBlob(ctx, top.BlobInfo, none.NoCache)
+	if err != nil {
+		return "", err
+	}
+	defer blob.Close()
+	var rd io.Reader = blob
+	if strings.Contains(top.MediaType, "gzip") {
+		gz, err := gzip.NewReader(blob)
+		if err != nil {
+			return "", err
+		}
+		defer gz.Close()
+		rd = gz
+	}
+	tr := tar.NewReader(rd)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("no %s in the top layer of %s", path, d)
+		}
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimPrefix(hdr.Name, "./") == strings.TrimPrefix(path, "/") {
+			data, err := io.ReadAll(tr)
+			return string(data), err
+		}
+	}
+}
