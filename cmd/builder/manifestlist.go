@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/manifestlist"
 )
 
@@ -41,6 +42,7 @@ type manifestListOptions struct {
 	build          string // namespace/name, instead of $BUILD
 	authFile       string
 	insecure       bool
+	insecureRegs   []string
 	waitTimeout    time.Duration
 	terminationLog string
 }
@@ -66,6 +68,7 @@ status.platforms has finished, and then:
     failed; untag errors are logged and ignored.
 
 Registry credentials come from the docker config in $PUSH_DOCKERCFG_PATH (or --authfile).
+Loopback registries and those named with --insecure-registry are reached without TLS checks.
 The exit code is 0 when the manifest list was pushed and 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -76,7 +79,8 @@ The exit code is 0 when the manifest list was pushed and 1 otherwise.`,
 	f.StringVar(&opts.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's service account)")
 	f.StringVar(&opts.build, "build", "", "the Build as namespace/name, instead of reading $"+buildv1.BuildEnv)
 	f.StringVar(&opts.authFile, "authfile", "", "docker config file with the push credentials (default: the one in $"+buildv1.PushDockerConfigPathEnv+")")
-	f.BoolVar(&opts.insecure, "insecure", false, "allow registries over plain HTTP or with certificates that do not verify (registries.conf can also mark them)")
+	f.BoolVar(&opts.insecure, "insecure", false, "reach every registry over plain HTTP or without TLS verification")
+	f.StringSliceVar(&opts.insecureRegs, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are; registries.conf can also mark them)")
 	f.DurationVar(&opts.waitTimeout, "wait-timeout", 2*time.Hour, "how long to wait for the platforms to finish (bounded further by spec.completionDeadlineSeconds)")
 	f.StringVar(&opts.terminationLog, "termination-log", "/dev/termination-log", "file to write the failure reason to, if it exists (the pod's termination message)")
 	return cmd
@@ -101,11 +105,12 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 		return err
 	}
 	ml := &manifestListRun{
-		client:         c,
-		key:            key,
-		access:         manifestlist.Access{AuthFile: authFile, Insecure: opts.insecure},
-		out:            out,
-		terminationLog: opts.terminationLog,
+		client:             c,
+		key:                key,
+		access:             manifestlist.Access{AuthFile: authFile, Insecure: opts.insecure},
+		insecureRegistries: opts.insecureRegs,
+		out:                out,
+		terminationLog:     opts.terminationLog,
 	}
 	return ml.run(ctx, opts.waitTimeout)
 }
@@ -153,11 +158,14 @@ func newBuildClient(kubeconfig string) (client.WithWatch, error) {
 
 // manifestListRun is one run of `builder manifest-list`.
 type manifestListRun struct {
-	client         client.WithWatch
-	key            types.NamespacedName
-	access         manifestlist.Access
-	out            io.Writer
-	terminationLog string
+	client client.WithWatch
+	key    types.NamespacedName
+	access manifestlist.Access
+	// insecureRegistries are reached without TLS checks, as are loopback
+	// registries (as docker-build does).
+	insecureRegistries []string
+	out                io.Writer
+	terminationLog     string
 }
 
 func (r *manifestListRun) logf(format string, args ...any) {
@@ -181,6 +189,9 @@ func (r *manifestListRun) run(ctx context.Context, waitTimeout time.Duration) er
 	if kind := build.Spec.Output.To.Kind; kind != "" && kind != "DockerImage" {
 		return r.fail(ctx, build, buildv1.StatusReasonInvalidOutputReference,
 			fmt.Errorf("output kind %s is not supported: use DockerImage", kind))
+	}
+	if host := registryOf(output); host != "" && (slices.Contains(r.insecureRegistries, host) || imagebuild.IsLoopback(host)) {
+		r.access.Insecure = true
 	}
 	tags := r.platformTags(build, output)
 	// Untag at the end whatever happens: after a push, a failure, or running
@@ -478,4 +489,14 @@ func (r *manifestListRun) printResult(res *manifestlist.Result, took time.Durati
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", c.Platform, listed, c.Digest, c.Size, c.MediaType)
 	}
 	_ = tw.Flush()
+}
+
+// registryOf returns the registry ("host" or "host:port") of an image
+// reference, or "" when it does not parse.
+func registryOf(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ""
+	}
+	return reference.Domain(named)
 }

@@ -77,7 +77,9 @@ func manifestListCommand(build *buildv1.Build, terminationLog string, extraArgs 
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"manifest-list", "--insecure", "--wait-timeout=2m", "--termination-log=" + terminationLog}, extraArgs...)
+	// No --insecure: the bed's registries are on loopback, which
+	// manifest-list reaches without TLS as docker-build does.
+	args := append([]string{"manifest-list", "--wait-timeout=2m", "--termination-log=" + terminationLog}, extraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), buildv1.BuildEnv+"="+string(buildJSON), "KUBECONFIG="+theBed.Kubeconfig)
 	return cmd, nil
