@@ -79,11 +79,13 @@ lint: tools ## golangci-lint with the repository's .golangci.yml.
 
 .PHONY: bed-up
 bed-up: tools ## Start a long-running bed for people; prints KUBECONFIG and the registry.
-	go run $(GO_BUILD_FLAGS) ./test/bed/cmd/bed up
+	go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/bed ./test/bed/cmd/bed
+	$(BIN_DIR)/bed up
 
 .PHONY: bed-down
 bed-down: ## Stop the bed started by bed-up.
-	go run $(GO_BUILD_FLAGS) ./test/bed/cmd/bed down
+	go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/bed ./test/bed/cmd/bed
+	$(BIN_DIR)/bed down
 
 .PHONY: clean
 clean: ## Remove build output (the tool cache in ARCHWAY_CACHE stays).

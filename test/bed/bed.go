@@ -73,6 +73,7 @@ type Bed struct {
 	BaseImage string
 
 	env     *envtest.Environment
+	kwok    *process
 	procs   []*process // started in order; stopped in reverse
 	ownDir  bool
 	log     io.Writer
@@ -178,4 +179,22 @@ func (b *Bed) Stop() error {
 // "kwok", "registry", ...).
 func (b *Bed) LogPath(name string) string {
 	return filepath.Join(b.Dir, name+".log")
+}
+
+// Addresses lists the host:port of every server the bed runs (apiserver,
+// etcd, scheduler, kwok, registries...), for checks that they are gone.
+func (b *Bed) Addresses() []string {
+	var addrs []string
+	if b.Config != nil {
+		addrs = append(addrs, strings.TrimPrefix(strings.TrimPrefix(b.Config.Host, "https://"), "http://"))
+	}
+	if b.env != nil && b.env.ControlPlane.Etcd != nil && b.env.ControlPlane.Etcd.URL != nil {
+		addrs = append(addrs, b.env.ControlPlane.Etcd.URL.Host)
+	}
+	for _, p := range b.procs {
+		if p.addr != "" {
+			addrs = append(addrs, p.addr)
+		}
+	}
+	return addrs
 }

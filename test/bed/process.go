@@ -21,6 +21,8 @@ type process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
+	// addr is the host:port the process serves on, when known.
+	addr    string
 	done    chan struct{}
 	waitErr error
 	once    sync.Once
@@ -57,13 +59,14 @@ func startProcess(name, dir, binary string, args []string, env []string) (*proce
 
 // cleanEnv is the environment of the bed's children without variables that
 // change their behaviour behind the bed's back: etcd reads every ETCD_* name
-// as a flag, and proxies would route loopback traffic away.
+// as a flag, the registry every REGISTRY_* name as configuration, and
+// proxies would route loopback traffic away.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		upper := strings.ToUpper(name)
-		if strings.HasPrefix(upper, "ETCD_") || strings.HasSuffix(upper, "_PROXY") || upper == "KUBECONFIG" {
+		if strings.HasPrefix(upper, "ETCD_") || strings.HasPrefix(upper, "REGISTRY_") || strings.HasSuffix(upper, "_PROXY") || upper == "KUBECONFIG" {
 			continue
 		}
 		env = append(env, kv)

@@ -1,0 +1,77 @@
+package bed
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// startAPIServer starts etcd and kube-apiserver with envtest, installs the
+// CRDs and writes an admin kubeconfig.
+func (b *Bed) startAPIServer(opts Options) error {
+	assets, err := AssetsDir()
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if _, err := Tool(name); err != nil {
+			return err
+		}
+	}
+	crds := opts.CRDDirectoryPaths
+	if crds == nil {
+		if dir := filepath.Join(repoRoot(), "manifests", "crd", "bases"); dirExists(dir) {
+			crds = []string{dir}
+		}
+	}
+	b.env = &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     crds,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                NewScheme(),
+	}
+	// A busy 2-core machine can take a while; envtest's defaults are 20 s.
+	b.env.ControlPlane.GetAPIServer().StartTimeout = 2 * time.Minute
+	b.env.ControlPlane.Etcd = &envtest.Etcd{StartTimeout: time.Minute}
+	// envtest runs no kube-controller-manager: without these plugins' owners,
+	// pods wait for service-account tokens and nodes stay tainted not-ready.
+	b.env.ControlPlane.GetAPIServer().Configure().
+		Append("disable-admission-plugins", "ServiceAccount", "TaintNodesByCondition")
+	cfg, err := b.env.Start()
+	if err != nil {
+		return fmt.Errorf("%w (binaries from %s; `make tools` builds them)", err, assets)
+	}
+	// Many controllers and test goroutines share this config.
+	cfg.QPS, cfg.Burst = 500, 1000
+	b.Config = cfg
+
+	user, err := b.env.ControlPlane.AddUser(envtest.User{Name: "bed-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("creating the bed's admin user: %w", err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	b.Kubeconfig = filepath.Join(b.Dir, "kubeconfig")
+	if err := os.WriteFile(b.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	if b.Client, err = client.New(cfg, client.Options{Scheme: NewScheme()}); err != nil {
+		return err
+	}
+	if b.Clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	return nil
+}
+
+func dirExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}

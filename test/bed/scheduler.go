@@ -1,0 +1,94 @@
+package bed
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// startScheduler runs the real kube-scheduler against the bed's apiserver.
+func (b *Bed) startScheduler(ctx context.Context) error {
+	bin, err := Tool("kube-scheduler")
+	if err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	p, err := startProcess("kube-scheduler", b.Dir, bin, []string{
+		"--kubeconfig=" + b.Kubeconfig,
+		"--authentication-kubeconfig=" + b.Kubeconfig,
+		"--authorization-kubeconfig=" + b.Kubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--v=2",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	p.addr = "127.0.0.1:" + strconv.Itoa(port)
+	b.procs = append(b.procs, p)
+	return waitHealthy(ctx, p, port)
+}
+
+// startControllerManager runs kube-controller-manager with only the
+// controllers tests need: owner-reference garbage collection and namespace
+// deletion. Node lifecycle stays off: kwok's nodes send no heartbeats.
+func (b *Bed) startControllerManager(ctx context.Context) error {
+	bin, err := Tool("kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	p, err := startProcess("kube-controller-manager", b.Dir, bin, []string{
+		"--kubeconfig=" + b.Kubeconfig,
+		"--authentication-kubeconfig=" + b.Kubeconfig,
+		"--authorization-kubeconfig=" + b.Kubeconfig,
+		"--controllers=garbagecollector,namespace",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--v=1",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	p.addr = "127.0.0.1:" + strconv.Itoa(port)
+	b.procs = append(b.procs, p)
+	return waitHealthy(ctx, p, port)
+}
+
+// waitHealthy waits until a component's /healthz on 127.0.0.1:port says ok.
+func waitHealthy(ctx context.Context, p *process, port int) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	hc := &http.Client{
+		Timeout: 2 * time.Second,
+		// The component's serving certificate is self-signed.
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // loopback health check of a child process
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+	return waitFor(ctx, p, p.name+" /healthz", func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		return nil
+	})
+}
