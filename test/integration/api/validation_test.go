@@ -1,0 +1,320 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// rulesSkipped is the apiserver's last error when the schema rejects an
+// object before its CEL rules run.
+const rulesSkipped = "<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
+
+// TestAdmissionRejects creates invalid Builds and BuildConfigs and checks
+// the exact errors a user sees: each rule on the types, held by the
+// apiserver with no webhook.
+func TestAdmissionRejects(t *testing.T) {
+	notOSArch := func(i int, s string) string {
+		return fmt.Sprintf(`spec.platforms[%d]: Invalid value: %q: %q is not os/arch or os/arch/variant (e.g. linux/arm64)`, i, s, s)
+	}
+	seventeen := []any{}
+	for i := range 17 {
+		seventeen = append(seventeen, fmt.Sprintf("linux/arch%d", i))
+	}
+	cases := []struct {
+		name   string
+		kinds  []string // default: both
+		mutate func(spec map[string]any)
+		want   []string
+		// schema is true for errors of the OpenAPI schema (types, enums,
+		// lengths, counts): with one of those the apiserver skips the CEL
+		// rules and says so.
+		schema bool
+	}{
+		// Platforms.
+		{
+			name:   "os only",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"linux/amd64", "linux/arm64", "linux"} },
+			want:   []string{notOSArch(2, "linux")},
+		},
+		{
+			name:   "four parts",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"linux/arm/v7/extra"} },
+			want:   []string{notOSArch(0, "linux/arm/v7/extra")},
+		},
+		{
+			name:   "empty part",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"linux/amd64", "/arm64"} },
+			want:   []string{notOSArch(1, "/arm64")},
+		},
+		{
+			name:   "uppercase",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"Linux/AMD64"} },
+			want:   []string{`spec.platforms[0]: Invalid value: "Linux/AMD64": "Linux/AMD64": use lowercase ("linux/amd64")`},
+		},
+		{
+			name:   "spaces",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"linux / arm64"} },
+			want:   []string{`spec.platforms[0]: Invalid value: "linux / arm64": "linux / arm64": remove the spaces ("linux/arm64")`},
+		},
+		{
+			name:   "too long",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"linux/" + fmt.Sprintf("%064d", 0)} },
+			want:   []string{"spec.platforms[0]: Too long: may not be more than 63 bytes"},
+			schema: true,
+		},
+		{
+			name:   "exact duplicate",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"linux/amd64", "linux/arm64", "linux/amd64"} },
+			want:   []string{`spec.platforms: Invalid value: "linux/amd64" is listed twice; remove one of them`},
+		},
+		{
+			name:   "arm64 is arm64/v8",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"linux/arm64", "linux/amd64", "linux/arm64/v8"} },
+			want:   []string{`spec.platforms: Invalid value: "linux/arm64/v8" is the same platform as "linux/arm64"; remove one of them`},
+		},
+		{
+			name:   "arm is arm/v7",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"linux/arm/v7", "linux/arm"} },
+			want:   []string{`spec.platforms: Invalid value: "linux/arm" is the same platform as "linux/arm/v7"; remove one of them`},
+		},
+		{
+			name:   "amd64 is amd64/v1",
+			mutate: func(s map[string]any) { s["platforms"] = []any{"linux/amd64/v1", "linux/amd64/v2", "linux/amd64"} },
+			want:   []string{`spec.platforms: Invalid value: "linux/amd64" is the same platform as "linux/amd64/v1"; remove one of them`},
+		},
+		{
+			name: "two repeated platforms",
+			mutate: func(s map[string]any) {
+				s["platforms"] = []any{"linux/arm64/v8", "linux/arm", "linux/arm64", "linux/arm/v7"}
+			},
+			want: []string{`spec.platforms: Invalid value: "linux/arm64/v8" and other platforms are listed more than once (compared normalized, linux/arm64 = linux/arm64/v8); list each platform once`},
+		},
+		{
+			name:   "more than 16",
+			mutate: func(s map[string]any) { s["platforms"] = seventeen },
+			want:   []string{"spec.platforms: Too many: 17: must have at most 16 items"},
+			schema: true,
+		},
+		{
+			name: "allowed to fail not in platforms",
+			mutate: func(s map[string]any) {
+				s["platforms"] = []any{"linux/amd64", "linux/arm64", "linux/s390x"}
+				s["platformsAllowedToFail"] = []any{"linux/arm64/v8", "linux/ppc64le"}
+			},
+			want: []string{`spec.platformsAllowedToFail: Invalid value: "linux/ppc64le" is not in platforms; platformsAllowedToFail must be a subset of platforms`},
+		},
+		{
+			name:   "allowed to fail entry malformed",
+			mutate: func(s map[string]any) { delete(s, "platforms"); s["platformsAllowedToFail"] = []any{"arm64"} },
+			want:   []string{`spec.platformsAllowedToFail[0]: Invalid value: "arm64": "arm64" is not os/arch or os/arch/variant (e.g. linux/arm64)`},
+		},
+
+		// Strategy.
+		{
+			name:   "strategy type missing",
+			mutate: func(s map[string]any) { s["strategy"] = map[string]any{"dockerStrategy": map[string]any{}} },
+			want:   []string{`spec.strategy.type: Required value`},
+			schema: true,
+		},
+		{
+			name:   "custom strategy",
+			mutate: func(s map[string]any) { s["strategy"] = map[string]any{"type": "Custom"} },
+			want: []string{
+				`spec.strategy.type: Unsupported value: "Custom": supported values: "Docker", "Source"`,
+			},
+			schema: true,
+		},
+		{
+			name:   "source type without sourceStrategy",
+			mutate: func(s map[string]any) { s["strategy"] = map[string]any{"type": "Source"} },
+			want:   []string{`spec.strategy: Invalid value: type Source needs sourceStrategy, and no dockerStrategy`},
+		},
+		{
+			name: "docker type with sourceStrategy",
+			mutate: func(s map[string]any) {
+				set(s, map[string]any{"from": map[string]any{"kind": "DockerImage", "name": "builder:1"}}, "strategy", "sourceStrategy")
+			},
+			want: []string{`spec.strategy: Invalid value: type Docker takes dockerStrategy, not sourceStrategy`},
+		},
+		{
+			name: "docker from an image stream",
+			mutate: func(s map[string]any) {
+				set(s, map[string]any{"kind": "ImageStreamTag", "name": "base:1"}, "strategy", "dockerStrategy", "from")
+			},
+			want: []string{`spec.strategy.dockerStrategy.from: Invalid value: kind ImageStreamTag is not supported: use kind DockerImage with an image reference (archway has no image streams)`},
+		},
+		{
+			name: "source from without name",
+			mutate: func(s map[string]any) {
+				s["strategy"] = map[string]any{"type": "Source", "sourceStrategy": map[string]any{"from": map[string]any{"kind": "DockerImage"}}}
+			},
+			want: []string{`spec.strategy.sourceStrategy.from.name: Required value: name must be an image reference, e.g. registry.example.com/team/builder:1.0`},
+		},
+		{
+			name:   "unknown image optimization policy",
+			mutate: func(s map[string]any) { set(s, "Squash", "strategy", "dockerStrategy", "imageOptimizationPolicy") },
+			want: []string{
+				`spec.strategy.dockerStrategy.imageOptimizationPolicy: Unsupported value: "Squash": supported values: "None", "SkipLayers", "SkipLayersAndWarn"`,
+			},
+			schema: true,
+		},
+
+		// Source.
+		{
+			name:   "git type without git",
+			mutate: func(s map[string]any) { s["source"] = map[string]any{"type": "Git"} },
+			want:   []string{`spec.source: Invalid value: type Git needs git (the repository to clone)`},
+		},
+		{
+			name:   "dockerfile type without dockerfile",
+			mutate: func(s map[string]any) { s["source"] = map[string]any{"type": "Dockerfile"} },
+			want:   []string{`spec.source: Invalid value: type Dockerfile needs dockerfile (the Dockerfile's text)`},
+		},
+		{
+			name: "git and binary",
+			mutate: func(s map[string]any) {
+				s["source"] = map[string]any{"git": map[string]any{"uri": "https://example.com/a.git"}, "binary": map[string]any{}}
+			},
+			want: []string{`spec.source: Invalid value: git and binary cannot both be set: a build reads one or the other`},
+		},
+		{
+			name: "git without uri",
+			mutate: func(s map[string]any) {
+				s["source"] = map[string]any{"type": "Git", "git": map[string]any{"ref": "main"}}
+			},
+			want:   []string{`spec.source.git.uri: Required value`},
+			schema: true,
+		},
+		{
+			name:   "image source type",
+			mutate: func(s map[string]any) { set(s, "Image", "source", "type") },
+			want: []string{
+				`spec.source.type: Unsupported value: "Image": supported values: "Git", "Dockerfile", "Binary", "None"`,
+			},
+			schema: true,
+		},
+
+		// Output and the rest of the spec.
+		{
+			name: "output to an image stream tag",
+			mutate: func(s map[string]any) {
+				set(s, map[string]any{"kind": "ImageStreamTag", "name": "app:latest"}, "output", "to")
+			},
+			want: []string{`spec.output.to: Invalid value: kind ImageStreamTag is not supported: use kind DockerImage with an image reference (archway has no image streams)`},
+		},
+		{
+			name: "output without kind",
+			mutate: func(s map[string]any) {
+				set(s, map[string]any{"name": "registry.example.com/app:latest"}, "output", "to")
+			},
+			want: []string{`spec.output.to: Invalid value: kind must be DockerImage`},
+		},
+		{
+			name:   "output without name",
+			mutate: func(s map[string]any) { set(s, map[string]any{"kind": "DockerImage"}, "output", "to") },
+			want:   []string{`spec.output.to.name: Required value: name must be an image reference, e.g. registry.example.com/team/app:latest`},
+		},
+		{
+			name: "duplicate image label",
+			mutate: func(s map[string]any) {
+				set(s, []any{map[string]any{"name": "a", "value": "1"}, map[string]any{"name": "a", "value": "2"}}, "output", "imageLabels")
+			},
+			want: []string{`spec.output.imageLabels[1]: Duplicate value: {"name":"a"}`},
+		},
+		{
+			name:   "post-commit command and script",
+			mutate: func(s map[string]any) { s["postCommit"] = map[string]any{"command": []any{"true"}, "script": "true"} },
+			want:   []string{`spec.postCommit: Invalid value: set command or script, not both`},
+		},
+		{
+			name:   "zero deadline",
+			mutate: func(s map[string]any) { s["completionDeadlineSeconds"] = int64(0) },
+			want:   []string{`spec.completionDeadlineSeconds: Invalid value: 0: spec.completionDeadlineSeconds in body should be greater than or equal to 1`},
+		},
+
+		// BuildConfig only.
+		{
+			name:  "trigger without its field",
+			kinds: []string{"BuildConfig"},
+			mutate: func(s map[string]any) {
+				s["triggers"] = []any{map[string]any{"type": "ConfigChange"}, map[string]any{"type": "GitHub"}}
+			},
+			want: []string{`spec.triggers[1]: Invalid value: type GitHub needs the github field`},
+		},
+		{
+			name:  "webhook without secret",
+			kinds: []string{"BuildConfig"},
+			mutate: func(s map[string]any) {
+				s["triggers"] = []any{map[string]any{"type": "Generic", "generic": map[string]any{"allowEnv": true}}}
+			},
+			want: []string{`spec.triggers[0].generic: Invalid value: set secretReference (a Secret holding the key WebHookSecretKey), or the deprecated secret`},
+		},
+		{
+			name:  "deprecated lowercase trigger type",
+			kinds: []string{"BuildConfig"},
+			mutate: func(s map[string]any) {
+				s["triggers"] = []any{map[string]any{"type": "github", "github": map[string]any{"secret": "x"}}}
+			},
+			want: []string{
+				`spec.triggers[0].type: Unsupported value: "github": supported values: "GitHub", "GitLab", "Bitbucket", "Generic", "ImageChange", "ConfigChange"`,
+			},
+			schema: true,
+		},
+		{
+			name:   "unknown run policy",
+			kinds:  []string{"BuildConfig"},
+			mutate: func(s map[string]any) { s["runPolicy"] = "Whenever" },
+			want: []string{
+				`spec.runPolicy: Unsupported value: "Whenever": supported values: "Serial", "SerialLatestOnly", "Parallel"`,
+			},
+			schema: true,
+		},
+		{
+			name:   "negative history limit",
+			kinds:  []string{"BuildConfig"},
+			mutate: func(s map[string]any) { s["failedBuildsHistoryLimit"] = int64(-1) },
+			want:   []string{`spec.failedBuildsHistoryLimit: Invalid value: -1: spec.failedBuildsHistoryLimit in body should be greater than or equal to 0`},
+		},
+	}
+	ns := newNamespace(t)
+	for i, tc := range cases {
+		kinds := tc.kinds
+		if kinds == nil {
+			kinds = []string{"Build", "BuildConfig"}
+		}
+		for _, kind := range kinds {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				g := NewWithT(t)
+				spec := validSpec()
+				tc.mutate(spec)
+				obj := object(kind, ns, fmt.Sprintf("invalid-%d", i), spec)
+				err := b.Client.Create(context.Background(), obj, client.FieldValidation("Strict"))
+				want := tc.want
+				if tc.schema {
+					want = append(want, rulesSkipped)
+				}
+				g.Expect(fieldErrors(err)).To(ConsistOf(want))
+			})
+		}
+	}
+}
+
+// TestUnsupportedOpenShiftFieldsAreRejected shows what a user applying an
+// OpenShift Build that uses a strategy archway does not have sees with
+// kubectl's strict field validation.
+func TestUnsupportedOpenShiftFieldsAreRejected(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	spec := validSpec()
+	set(spec, map[string]any{"from": map[string]any{"kind": "DockerImage", "name": "x"}}, "strategy", "customStrategy")
+	set(spec, []any{map[string]any{"from": map[string]any{"kind": "DockerImage", "name": "y"}}}, "source", "images")
+	err := b.Client.Create(context.Background(), object("Build", ns, "custom", spec), client.FieldValidation("Strict"))
+	g.Expect(err).To(MatchError(And(
+		ContainSubstring(`unknown field "spec.source.images"`),
+		ContainSubstring(`unknown field "spec.strategy.customStrategy"`),
+	)))
+}
