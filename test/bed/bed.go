@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,7 +187,9 @@ func (b *Bed) LogPath(name string) string {
 func (b *Bed) Addresses() []string {
 	var addrs []string
 	if b.Config != nil {
-		addrs = append(addrs, strings.TrimPrefix(strings.TrimPrefix(b.Config.Host, "https://"), "http://"))
+		if u, err := url.Parse(b.Config.Host); err == nil {
+			addrs = append(addrs, u.Host)
+		}
 	}
 	if b.env != nil && b.env.ControlPlane.Etcd != nil && b.env.ControlPlane.Etcd.URL != nil {
 		addrs = append(addrs, b.env.ControlPlane.Etcd.URL.Host)
