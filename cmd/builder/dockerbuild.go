@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -279,6 +280,9 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 	if err != nil {
 		return report.Result{}, err
 	}
+	if rev := fetched.Revision; rev != nil && rev.Git != nil {
+		fmt.Fprintf(d.log, "Checked out %s (%s)\n", rev.Git.Commit, firstLine(rev.Git.Message))
+	}
 
 	// Build, push, read back.
 	req := imagebuild.Request{
@@ -397,4 +401,9 @@ func outputReference(out buildv1.BuildOutput) (string, error) {
 			err: fmt.Errorf("output %q is not an image reference", out.To.Name)}
 	}
 	return out.To.Name, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -25,6 +25,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/buildah"
 	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/image"
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/types"
@@ -210,3 +211,18 @@ func (r *registryImage) childFile(ctx context.Context, d digest.Digest, path str
 		}
 	}
 }
+
+// labels returns the labels of the image the reference names.
+func (r *registryImage) labels(ctx context.Context) (map[string]string, error) {
+	img, err := image.FromUnparsedImage(ctx, r.reg.SystemContext(), image.UnparsedInstance(r.src, nil))
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.OCIConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Config.Labels, nil
+}
+
+func digestOf(s string) digest.Digest { return digest.Digest(s) }
