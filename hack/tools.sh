@@ -64,7 +64,7 @@ apt_install() {
 }
 
 part_apt() {
-	apt_install git qemu-user-static libsqlite3-dev gcc make ca-certificates
+	apt_install git qemu-user-static libsqlite3-dev gcc make ca-certificates buildah
 }
 
 # part_qemu registers qemu user-mode handlers with binfmt_misc so foreign
