@@ -55,10 +55,10 @@ apt_install() {
 	step "apt-get install ${missing[*]}"
 	local i
 	for i in 1 2 3; do
-		if DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; then
+		if DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}" >/dev/null; then
 			return 0
 		fi
-		apt-get update -q >/dev/null 2>&1 || true
+		apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null 2>&1 || true
 	done
 	fail "apt-get install ${missing[*]}" apt
 }
@@ -108,7 +108,7 @@ part_busybox() {
 	done
 	local i ok=0
 	for i in 1 2 3 4 5 6; do
-		apt-get update -q >/dev/null 2>&1 || true
+		apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null 2>&1 || true
 		ok=1
 		for arch in "${need[@]}"; do
 			compgen -G "$dir/busybox-static_*_$arch.deb" >/dev/null && continue
