@@ -79,8 +79,10 @@ func wantPlatformPods(platforms ...string) step {
 			}
 		}
 		b := h.get()
-		if got := len(b.Status.Platforms); got != len(platforms) {
-			h.t.Errorf("status.platforms has %d entries, want %d", got, len(platforms))
+		for _, p := range platforms {
+			if e, ok := entries(b)[p]; !ok || e.PodName != h.platformPod(p) {
+				h.t.Errorf("status.platforms has no entry for %s naming its pod: %+v", p, b.Status.Platforms)
+			}
 		}
 		if sel := b.Annotations[buildv1.PodSelectorAnnotation]; sel != buildv1.BuildLabel+"=app" {
 			h.t.Errorf("pod-selector annotation %q", sel)
