@@ -40,6 +40,9 @@ type Options struct {
 	WithoutRegistry bool
 	// AuthRegistry starts a second registry that requires htpasswd basic auth.
 	AuthRegistry bool
+	// Runner starts the pod runner with these options once the nodes are
+	// up (see Bed.StartPodRunner); it needs the nodes.
+	Runner *RunnerOptions
 	// CRDDirectoryPaths are installed at start; nil means archway's generated
 	// CRDs in manifests/crd/bases.
 	CRDDirectoryPaths []string
@@ -72,9 +75,14 @@ type Bed struct {
 	// BaseImage is the multi-arch busybox index seeded into Registry, e.g.
 	// "127.0.0.1:40123/archway/busybox:latest".
 	BaseImage string
+	// Runner is the pod runner started by Options.Runner or the latest
+	// StartPodRunner (nil without one).
+	Runner *Runner
 
 	env     *envtest.Environment
 	kwok    *process
+	kubelet *kubeletServer // the nodes' kubelet endpoint (nil without nodes)
+	runners []*Runner
 	procs   []*process // started in order; stopped in reverse
 	ownDir  bool
 	log     io.Writer
@@ -128,6 +136,15 @@ func Start(ctx context.Context, opts Options) (_ *Bed, err error) {
 		}
 		parts = append(parts, fmt.Sprintf("kwok %d nodes", len(nodes)))
 	}
+	if opts.Runner != nil {
+		if opts.WithoutNodes {
+			return nil, errors.New("bed: Options.Runner needs the nodes: WithoutNodes is set")
+		}
+		if _, err := b.StartPodRunner(ctx, *opts.Runner); err != nil {
+			return nil, err
+		}
+		parts = append(parts, "pod runner")
+	}
 	if !opts.WithoutRegistry {
 		if b.Registry, err = startRegistry(ctx, b.Dir, "registry", false); err != nil {
 			return nil, fmt.Errorf("bed: registry: %w", err)
@@ -159,6 +176,11 @@ func (b *Bed) Stop() error {
 		return nil
 	}
 	b.stopped = true
+	// The pods' processes first, while the apiserver still answers.
+	for _, r := range b.runners {
+		r.Stop()
+	}
+	b.kubelet.Close()
 	for i := len(b.procs) - 1; i >= 0; i-- {
 		b.procs[i].Stop()
 	}
@@ -193,6 +215,9 @@ func (b *Bed) Addresses() []string {
 	}
 	if b.env != nil && b.env.ControlPlane.Etcd != nil && b.env.ControlPlane.Etcd.URL != nil {
 		addrs = append(addrs, b.env.ControlPlane.Etcd.URL.Host)
+	}
+	if b.kubelet != nil {
+		addrs = append(addrs, b.kubelet.Addr())
 	}
 	for _, p := range b.procs {
 		if p.addr != "" {

@@ -39,11 +39,17 @@ func (b *Bed) startKwok(ctx context.Context, nodes []Node) error {
 	if err != nil {
 		return err
 	}
+	// The nodes advertise the bed's own kubelet endpoint, which the pod
+	// runner answers: `kubectl logs` of the pods it runs works.
+	if b.kubelet, err = startKubeletServer(); err != nil {
+		return fmt.Errorf("kubelet endpoint: %w", err)
+	}
 	p, err := startProcess("kwok", b.Dir, bin, []string{
 		"--kubeconfig=" + b.Kubeconfig,
 		"--config=" + config,
 		"--manage-all-nodes=true",
 		"--node-ip=127.0.0.1",
+		"--node-port=" + strconv.Itoa(b.kubelet.Port()),
 		"--cidr=10.244.0.0/16",
 		"--server-address=127.0.0.1:" + strconv.Itoa(port),
 	}, nil)
