@@ -43,6 +43,8 @@ type dockerBuildOptions struct {
 	kubeconfig         string
 	workDir            string
 	sourceSecretDir    string
+	buildSecretsDir    string
+	buildConfigMapsDir string
 	binaryArchive      string
 	format             string
 	storageDriver      string
@@ -79,6 +81,8 @@ The exit code is 0 when the image was built (and pushed), else 1.`,
 	f.StringVar(&opts.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's service account)")
 	f.StringVar(&opts.workDir, "work-dir", "", "directory for the source, the container store and caches (default: a temporary directory, removed)")
 	f.StringVar(&opts.sourceSecretDir, "source-secret-dir", source.DefaultSecretDir, "directory the source secret is mounted in, if it exists")
+	f.StringVar(&opts.buildSecretsDir, "build-secrets-dir", source.DefaultBuildSecretsDir, "directory holding the mounts of spec.source.secrets, one per Secret name")
+	f.StringVar(&opts.buildConfigMapsDir, "build-configmaps-dir", source.DefaultBuildConfigMapsDir, "directory holding the mounts of spec.source.configMaps, one per ConfigMap name")
 	f.StringVar(&opts.binaryArchive, "binary-archive", "", "file holding a Binary source's archive (default: standard input)")
 	f.StringVar(&opts.format, "format", string(imagebuild.FormatDocker), "manifest format of the image: docker (as OpenShift's builder) or oci")
 	f.StringVar(&opts.storageDriver, "storage-driver", "", "container store driver: overlay or vfs (default: overlay when it works, else vfs)")
@@ -259,6 +263,8 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 		Source:         spec.Source,
 		Revision:       spec.Revision,
 		DockerfilePath: strategy.DockerfilePath,
+		SecretsDir:     d.opts.buildSecretsDir,
+		ConfigMapsDir:  d.opts.buildConfigMapsDir,
 		Out:            d.log,
 	}
 	if info, err := os.Stat(d.opts.sourceSecretDir); err == nil && info.IsDir() && spec.Source.SourceSecret != nil {
@@ -331,7 +337,14 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 }
 
 // fail records a failure and returns the error that makes the exit code 1.
+// A build stopped by a signal records nothing: the pod is being deleted
+// (the build was cancelled, or the pod evicted), and the controller says
+// what happened to the platform.
 func (d *dockerBuild) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		fmt.Fprintf(d.log, "Interrupted: %v\n", err)
+		return fmt.Errorf("interrupted: %w", err)
+	}
 	reason := statusReason(err)
 	fmt.Fprintf(d.log, "error: %s: %v\n", reason, err)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

@@ -38,6 +38,7 @@ func newRootCommand() *cobra.Command {
 			}
 			logrus.SetLevel(level)
 			logrus.SetOutput(os.Stderr)
+			logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
 			return nil
 		},
 	}

@@ -1,9 +1,14 @@
 package imagebuild
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/archway-build/archway/pkg/build/platform"
 )
 
 func TestBaseImages(t *testing.T) {
@@ -190,5 +195,31 @@ func TestBaseImagePlatformErrorMessage(t *testing.T) {
 	single := &BaseImagePlatformError{Image: "r/base:1", Platform: "linux/arm64", Available: []string{"linux/amd64"}, Single: true}
 	if !strings.Contains(single.Error(), "single-platform image for linux/amd64, not for linux/arm64") {
 		t.Errorf("got %q", single.Error())
+	}
+}
+
+func TestCheckPushedPlatform(t *testing.T) {
+	arm64 := platform.Platform{OS: "linux", Architecture: "arm64"}
+	tests := []struct {
+		want platform.Platform
+		have ocispec.Platform
+		ok   bool
+	}{
+		{arm64, ocispec.Platform{OS: "linux", Architecture: "arm64", Variant: "v8"}, true},
+		{arm64, ocispec.Platform{OS: "linux", Architecture: "arm64"}, true},
+		{arm64, ocispec.Platform{OS: "linux", Architecture: "amd64"}, false},
+		{arm64, ocispec.Platform{OS: "linux", Architecture: "arm64", Variant: "v9"}, false},
+		{platform.Platform{OS: "linux", Architecture: "arm", Variant: "v7"}, ocispec.Platform{OS: "linux", Architecture: "arm", Variant: "v6"}, false},
+		{platform.Platform{OS: "linux", Architecture: "amd64"}, ocispec.Platform{OS: "windows", Architecture: "amd64"}, false},
+	}
+	for _, tt := range tests {
+		err := CheckPushedPlatform(tt.want, Image{Reference: "r/app@sha256:x", Platform: tt.have})
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckPushedPlatform(%s, %+v) = %v, want ok=%v", tt.want, tt.have, err, tt.ok)
+		}
+		var mismatch *PlatformMismatchError
+		if err != nil && (!errors.As(err, &mismatch) || !strings.Contains(err.Error(), "not the target platform "+tt.want.String())) {
+			t.Errorf("error %v does not say the target platform", err)
+		}
 	}
 }

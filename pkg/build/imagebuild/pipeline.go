@@ -58,13 +58,23 @@ func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pu
 	if out.Image, err = b.Inspect(ctx, digestReference(dest, out.Pushed.Digest), pushAuth); err != nil {
 		return out, &StageError{Stage: StageInspect, Err: err}
 	}
-	have := platform.FromOCI(out.Image.Platform)
-	if !platform.Matches(out.Build.Platform, have) {
-		return out, &StageError{Stage: StageInspect, Err: &PlatformMismatchError{
-			Reference: out.Image.Reference, Want: out.Build.Platform, Have: have}}
+	if err := CheckPushedPlatform(out.Build.Platform, out.Image); err != nil {
+		return out, &StageError{Stage: StageInspect, Err: err}
 	}
 	out.Duration = time.Since(start)
 	return out, nil
+}
+
+// CheckPushedPlatform returns a *PlatformMismatchError when the config of
+// img, an image as the registry has it, records another platform than
+// want, the platform it was built for. An image config that leaves the
+// variant out matches any variant of want's architecture.
+func CheckPushedPlatform(want platform.Platform, img Image) error {
+	have := platform.FromOCI(img.Platform)
+	if platform.Matches(want, have) {
+		return nil
+	}
+	return &PlatformMismatchError{Reference: img.Reference, Want: want, Have: have}
 }
 
 // digestReference returns ref's repository with digest instead of its tag.

@@ -55,6 +55,10 @@ type Options struct {
 	// username, password, ssh-privatekey, known_hosts, ca.crt,
 	// .gitconfig). Empty means no secret.
 	SecretDir string
+	// SecretsDir and ConfigMapsDir are where the Build's spec.source.secrets
+	// and spec.source.configMaps are mounted, one directory per name.
+	// Default: DefaultBuildSecretsDir and DefaultBuildConfigMapsDir.
+	SecretsDir, ConfigMapsDir string
 	// Binary is the archive (tar, optionally gzip or bzip2 compressed, or
 	// zip) or file of a Binary source.
 	Binary io.Reader
@@ -132,6 +136,16 @@ func Fetch(ctx context.Context, opts Options, dir string) (Fetched, error) {
 	}
 
 	if fetched.ContextDir, err = contextDir(root, opts.Source.ContextDir); err != nil {
+		return Fetched{}, err
+	}
+	secretsDir, configMapsDir := opts.SecretsDir, opts.ConfigMapsDir
+	if secretsDir == "" {
+		secretsDir = DefaultBuildSecretsDir
+	}
+	if configMapsDir == "" {
+		configMapsDir = DefaultBuildConfigMapsDir
+	}
+	if err := copyInputs(fetched.ContextDir, opts.Source, secretsDir, configMapsDir); err != nil {
 		return Fetched{}, err
 	}
 	if fetched.Dockerfile, err = dockerfile(fetched.ContextDir, root, opts); err != nil {

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
 
@@ -470,5 +472,51 @@ func TestType(t *testing.T) {
 		if got := Type(tt.src); got != tt.want {
 			t.Errorf("Type(%+v) = %s, want %s", tt.src, got, tt.want)
 		}
+	}
+}
+
+func TestFetchCopiesSecretsAndConfigMaps(t *testing.T) {
+	// Mounted the way the kubelet mounts them: keys link into ..data.
+	mount := func(t *testing.T, dir string, files map[string]string) {
+		data := filepath.Join(dir, "..2026_11_22")
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("..2026_11_22", filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(data, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	secrets, configs := t.TempDir(), t.TempDir()
+	mount(t, filepath.Join(secrets, "creds"), map[string]string{"token": "T"})
+	mount(t, filepath.Join(configs, "settings"), map[string]string{"app.conf": "C"})
+	df := "FROM x\n"
+	src := buildv1.BuildSource{
+		Dockerfile: &df,
+		Secrets:    []buildv1.SecretBuildSource{{Secret: corev1.LocalObjectReference{Name: "creds"}, DestinationDir: "secrets"}},
+		ConfigMaps: []buildv1.ConfigMapBuildSource{{ConfigMap: corev1.LocalObjectReference{Name: "settings"}}},
+	}
+	got, err := Fetch(context.Background(), Options{Source: src, SecretsDir: secrets, ConfigMapsDir: configs}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, filepath.Join(got.ContextDir, "secrets/token")) != "T" || readFile(t, filepath.Join(got.ContextDir, "app.conf")) != "C" {
+		t.Error("inputs not copied")
+	}
+	if info, err := os.Lstat(filepath.Join(got.ContextDir, "secrets/token")); err != nil || !info.Mode().IsRegular() {
+		t.Errorf("copy is not a plain file: %v %v", info, err)
+	}
+
+	src.Secrets[0].Secret.Name = "missing"
+	_, err = Fetch(context.Background(), Options{Source: src, SecretsDir: secrets, ConfigMapsDir: configs}, t.TempDir())
+	if reasonOf(err) != buildv1.StatusReasonFetchSourceFailed || !strings.Contains(err.Error(), "secret missing is not mounted") {
+		t.Errorf("err = %v", err)
 	}
 }
