@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -221,7 +220,15 @@ func (h *harness) waitEvent(pod, reason string) string {
 	return note
 }
 
-// events returns the reasons of the events about the pod.
+// placementReasons are the event reasons of the placement components.
+var placementReasons = []string{
+	placement.EventSchedGateAdded, placement.EventPredicateSet, placement.EventPredicatesConflict,
+	placement.EventInspectionError, placement.EventFallbackPredicateSet, placement.EventGatedPodIgnored,
+	placement.EventSchedGateRemovalSuccess, placement.EventSchedGateRemovalFailed, placement.EventNoSupportedArchitectures,
+}
+
+// events returns the reasons of the placement events about the pod, one
+// per occurrence, sorted.
 func (h *harness) events(pod string) []string {
 	h.t.Helper()
 	list := &eventsv1.EventList{}
@@ -230,8 +237,12 @@ func (h *harness) events(pod string) []string {
 	}
 	var reasons []string
 	for _, e := range list.Items {
-		if e.Regarding.Name == pod {
-			for range max(e.DeprecatedCount, 1) {
+		if e.Regarding.Name == pod && slices.Contains(placementReasons, e.Reason) {
+			n := int32(1)
+			if e.Series != nil {
+				n = e.Series.Count
+			}
+			for range max(n, e.DeprecatedCount, 1) {
 				reasons = append(reasons, e.Reason)
 			}
 		}
@@ -279,10 +290,12 @@ func applyConfig(ctx context.Context, spec multiarchv1beta1.ClusterPodPlacementC
 	defer cancel()
 	key := types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}
 	// A config being deleted must be gone before one is created again.
-	if err := bed.WaitFor(ctx, k8s, key, &multiarchv1beta1.ClusterPodPlacementConfig{}, func(c *multiarchv1beta1.ClusterPodPlacementConfig) bool {
-		return c.DeletionTimestamp == nil
-	}); err != nil && !strings.Contains(err.Error(), "not found") {
-		return err
+	if err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		c := &multiarchv1beta1.ClusterPodPlacementConfig{}
+		err := k8s.Get(ctx, key, c)
+		return apierrors.IsNotFound(err) || (err == nil && c.DeletionTimestamp == nil), nil
+	}); err != nil {
+		return fmt.Errorf("waiting for the config being deleted to go: %w", err)
 	}
 	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{}
 	err := k8s.Get(ctx, key, cfg)

@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -81,19 +82,21 @@ func tlsClient(ca []byte, conns int) *http.Client {
 	}
 }
 
-// waitServing waits until url answers over TLS.
-func waitServing(ctx context.Context, url string, ca []byte) error {
-	c := tlsClient(ca, 1)
+// waitServing waits until the server of url completes a TLS handshake
+// with a client trusting ca.
+func waitServing(ctx context.Context, rawURL string, ca []byte) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
 	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := c.Do(req)
+		conn, err := tls.Dial("tcp", u.Host, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 		if err != nil {
 			return false, nil
 		}
-		resp.Body.Close()
+		conn.Close()
 		return true, nil
 	})
 }
