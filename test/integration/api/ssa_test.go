@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -67,6 +71,28 @@ func platformEntry(build, platform string, r int, now metav1.Time) *buildv1ac.Bu
 	return entry
 }
 
+// applyStatus applies obj to the status subresource as field manager owner,
+// forcing ownership, and retries what a writer must retry: server timeouts,
+// conflicts and throttling. Twenty-one writers of one object make the
+// apiserver retry its optimistic writes, and on a loaded machine a request
+// can outlive its 34 s server-side limit; an apply is idempotent, so the
+// writer sends it again. retries counts the retries.
+func applyStatus(ctx context.Context, obj *buildv1ac.BuildApplyConfiguration, owner string, retries *atomic.Int64) error {
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 8, Cap: 5 * time.Second}
+	first := true
+	return retry.OnError(backoff, isTransient, func() error {
+		if !first {
+			retries.Add(1)
+		}
+		first = false
+		return b.Client.Status().Apply(ctx, obj, client.FieldOwner(owner), client.ForceOwnership)
+	})
+}
+
+func isTransient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err)
+}
+
 // TestConcurrentPlatformWriters runs twenty builders, each applying its own
 // status.platforms entry under its own field manager round after round,
 // while a controller-like writer applies the build's phase, reason, message
@@ -81,6 +107,8 @@ func TestConcurrentPlatformWriters(t *testing.T) {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 
 	start := make(chan struct{})
+	began := time.Now()
+	var retries atomic.Int64
 	errs := make(chan error, len(ssaPlatforms)+1)
 	var wg sync.WaitGroup
 	for _, platform := range ssaPlatforms {
@@ -89,7 +117,7 @@ func TestConcurrentPlatformWriters(t *testing.T) {
 			for r := range ssaRounds {
 				obj := buildv1ac.Build(build.Name, ns).
 					WithStatus(buildv1ac.BuildStatus().WithPlatforms(platformEntry(build.Name, platform, r, now)))
-				if err := b.Client.Status().Apply(ctx, obj, client.FieldOwner(builderOwner(platform)), client.ForceOwnership); err != nil {
+				if err := applyStatus(ctx, obj, builderOwner(platform), &retries); err != nil {
 					errs <- fmt.Errorf("builder %s round %d: %w", platform, r, err)
 					return
 				}
@@ -109,7 +137,7 @@ func TestConcurrentPlatformWriters(t *testing.T) {
 				WithMessage(fmt.Sprintf("controller round %d", r)).
 				WithStartTimestamp(now).
 				WithPlatformsSummary(fmt.Sprintf("%d/%d", r, len(ssaPlatforms))))
-			if err := b.Client.Status().Apply(ctx, obj, client.FieldOwner(controllerOwner), client.ForceOwnership); err != nil {
+			if err := applyStatus(ctx, obj, controllerOwner, &retries); err != nil {
 				errs <- fmt.Errorf("controller round %d: %w", r, err)
 				return
 			}
@@ -121,6 +149,8 @@ func TestConcurrentPlatformWriters(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	t.Logf("%d applies in %s, %d retried after a transient error",
+		len(ssaPlatforms)*ssaRounds+controllerRounds, time.Since(began).Round(time.Millisecond), retries.Load())
 
 	got := &buildv1.Build{}
 	g.Expect(b.Client.Get(ctx, client.ObjectKeyFromObject(build), got)).To(Succeed())

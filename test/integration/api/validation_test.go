@@ -318,3 +318,69 @@ func TestUnsupportedOpenShiftFieldsAreRejected(t *testing.T) {
 		ContainSubstring(`unknown field "spec.strategy.customStrategy"`),
 	)))
 }
+
+// TestAdmissionAccepts creates valid objects near the rules' edges.
+func TestAdmissionAccepts(t *testing.T) {
+	sixteen := []any{}
+	for i := range 16 {
+		sixteen = append(sixteen, fmt.Sprintf("linux/arch%d", i))
+	}
+	cases := []struct {
+		name   string
+		kinds  []string // default: both
+		mutate func(spec map[string]any)
+	}{
+		{name: "multi-platform without output (build only)", mutate: func(s map[string]any) { delete(s, "output") }},
+		{name: "no platforms (the controller resolves them)", mutate: func(s map[string]any) { delete(s, "platforms") }},
+		{name: "allowed to fail without platforms", mutate: func(s map[string]any) {
+			delete(s, "platforms")
+			s["platformsAllowedToFail"] = []any{"linux/s390x"}
+		}},
+		{name: "allowed to fail spelled differently", mutate: func(s map[string]any) {
+			s["platforms"] = []any{"linux/amd64", "linux/arm64/v8", "linux/arm"}
+			s["platformsAllowedToFail"] = []any{"linux/arm64", "linux/arm/v7", "linux/amd64/v1"}
+		}},
+		{name: "sixteen platforms", mutate: func(s map[string]any) { s["platforms"] = sixteen }},
+		{name: "variants of one architecture", mutate: func(s map[string]any) {
+			s["platforms"] = []any{"linux/amd64", "linux/amd64/v2", "linux/amd64/v3", "linux/arm/v6", "linux/arm/v7"}
+		}},
+		{name: "source strategy", mutate: func(s map[string]any) {
+			s["strategy"] = map[string]any{"type": "Source", "sourceStrategy": map[string]any{
+				"from": map[string]any{"kind": "DockerImage", "name": "registry.example.com/builders/go:1"},
+			}}
+		}},
+		{name: "docker type without dockerStrategy", mutate: func(s map[string]any) { s["strategy"] = map[string]any{"type": "Docker"} }},
+		{name: "empty node selector", mutate: func(s map[string]any) { s["nodeSelector"] = map[string]any{} }},
+		{name: "git with an inline Dockerfile", mutate: func(s map[string]any) {
+			s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"}, "dockerfile": "FROM x\n"}
+		}},
+		{name: "every trigger", kinds: []string{"BuildConfig"}, mutate: func(s map[string]any) {
+			ref := map[string]any{"secretReference": map[string]any{"name": "hook"}}
+			s["triggers"] = []any{
+				map[string]any{"type": "GitHub", "github": ref},
+				map[string]any{"type": "GitLab", "gitlab": ref},
+				map[string]any{"type": "Bitbucket", "bitbucket": ref},
+				map[string]any{"type": "Generic", "generic": map[string]any{"secret": "s3cr3t", "allowEnv": true}},
+				map[string]any{"type": "ImageChange", "imageChange": map[string]any{}},
+				map[string]any{"type": "ConfigChange"},
+			}
+		}},
+	}
+	ns := newNamespace(t)
+	for i, tc := range cases {
+		kinds := tc.kinds
+		if kinds == nil {
+			kinds = []string{"Build", "BuildConfig"}
+		}
+		for _, kind := range kinds {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				spec := validSpec()
+				tc.mutate(spec)
+				obj := object(kind, ns, fmt.Sprintf("valid-%d", i), spec)
+				if err := b.Client.Create(context.Background(), obj, client.FieldValidation("Strict")); err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+			})
+		}
+	}
+}

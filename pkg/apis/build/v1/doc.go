@@ -39,6 +39,27 @@
 // can only show a field as it is stored). Labels, annotations, phases and
 // reasons are listed in well_known.go.
 //
+// # Status writers
+//
+// Several programs write one Build's status: the controller (phase, reason,
+// message, timestamps, the summaries, conditions) and each platform's
+// builder (its own status.platforms entry). Each writes with server-side
+// apply on the status subresource under a field manager of its own, sending
+// only the fields it owns, for example with the generated apply
+// configurations in package applyconfiguration/build/v1:
+//
+//	entry := buildv1ac.BuildStatusPlatform().WithPlatform("linux/arm64").WithPhase(buildv1.BuildPhaseRunning)
+//	obj := buildv1ac.Build(name, namespace).WithStatus(buildv1ac.BuildStatus().WithPlatforms(entry))
+//	err := c.Status().Apply(ctx, obj, client.FieldOwner("archway-builder-linux-arm64"), client.ForceOwnership)
+//
+// status.platforms is a map keyed by platform, so the apiserver merges the
+// entries instead of replacing the list, and no writer overwrites another's
+// data. Many writers of one object make the apiserver retry its optimistic
+// writes: an apply is idempotent, so a writer retries server timeouts,
+// conflicts and throttling. Typed Update calls (openshift/client-go's
+// UpdateStatus, say) replace the whole status and drop the fields
+// openshift/api does not know, so archway's writers never use them.
+//
 // # Validation
 //
 // All admission rules are CEL rules on the types, so they hold without a
