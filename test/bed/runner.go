@@ -119,6 +119,9 @@ func (b *Bed) StartPodRunner(ctx context.Context, opts RunnerOptions) (*Runner, 
 	if cur := b.kubelet.runner.Load(); cur != nil && !cur.isStopped() {
 		return nil, errors.New("bed: a pod runner is running already: stop it first")
 	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("bed: the pod runner needs root: it gives each container a mount namespace of its own")
+	}
 	if len(opts.Images) == 0 {
 		return nil, errors.New("bed: RunnerOptions.Images maps no image to a binary")
 	}

@@ -141,6 +141,9 @@ exit 3
 		logs, err = kubectl(ctx, b, "logs", "-n", ns, "env", "-c", "main", "--tail", "1", "--timestamps")
 		g.Expect(err).NotTo(HaveOccurred(), logs)
 		g.Expect(logs).To(MatchRegexp(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z (all checks passed|a line on stderr)\n$`))
+		logs, err = kubectl(ctx, b, "logs", "-n", ns, "env", "--limit-bytes=3")
+		g.Expect(err).NotTo(HaveOccurred(), logs)
+		g.Expect(logs).To(HaveLen(3))
 	})
 
 	t.Run("a failing container's message falls back to its log", func(t *testing.T) {
@@ -265,6 +268,65 @@ printf '%s' "$(cat /var/run/secrets/archway/same/name)" >/dev/termination-log`
 		g.Expect(out).To(Equal("started\n"))
 	})
 
+	t.Run("activeDeadlineSeconds ends a pod with DeadlineExceeded", func(t *testing.T) {
+		g := NewWithT(t)
+		pod := runnerPod(ns, "deadline", "amd64", `sleep 604.5`, func(p *corev1.Pod) {
+			p.Spec.ActiveDeadlineSeconds = ptrTo(int64(1))
+			p.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+		})
+		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
+		done := waitPod(t, b, pod, podEnded)
+		g.Expect(done.Status.Phase).To(Equal(corev1.PodFailed))
+		g.Expect(done.Status.Reason).To(Equal("DeadlineExceeded"))
+		g.Expect(done.Status.ContainerStatuses[0].State.Terminated).To(HaveField("ExitCode", int32(143)))
+		g.Expect(processesWith("sleep\x00604.5\x00")).To(BeEmpty())
+	})
+
+	t.Run("a container waits for a missing Secret, then runs", func(t *testing.T) {
+		g := NewWithT(t)
+		pod := runnerPod(ns, "late", "arm64", `printf '%s' "$LATE" >/dev/termination-log`, func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LATE", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "late"}, Key: "value"}}}}
+		})
+		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
+		waiting := waitPod(t, b, pod, func(p *corev1.Pod) bool {
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+				p.Status.ContainerStatuses[0].State.Waiting.Reason == "CreateContainerConfigError"
+		})
+		g.Expect(waiting.Status.Phase).To(Equal(corev1.PodPending))
+		g.Expect(waiting.Status.ContainerStatuses[0].State.Waiting.Message).To(ContainSubstring(`"late" not found`))
+		g.Expect(b.Client.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
+			Data:       map[string][]byte{"value": []byte("here now")},
+		})).To(Succeed())
+		done := waitPod(t, b, pod, podEnded)
+		g.Expect(done.Status.Phase).To(Equal(corev1.PodSucceeded))
+		g.Expect(done.Status.ContainerStatuses[0].State.Terminated.Message).To(Equal("here now"))
+	})
+
+	t.Run("projected volumes hold a service account token", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(b.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "builder"}})).To(Succeed())
+		script := `tok=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)
+printf '%s %s' "$(echo "$tok" | tr -cd . | wc -c)" "$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)" >/dev/termination-log`
+		pod := runnerPod(ns, "token", "amd64", script, func(p *corev1.Pod) {
+			p.Spec.ServiceAccountName = "builder"
+			p.Spec.Volumes = []corev1.Volume{{Name: "api", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptrTo(int64(3600))}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
+						{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
+				},
+			}}}}
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "api", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}}
+		})
+		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
+		done := waitPod(t, b, pod, podEnded)
+		g.Expect(done.Status.Phase).To(Equal(corev1.PodSucceeded), "status: %+v", done.Status)
+		// A JWT has three dot-separated parts.
+		g.Expect(done.Status.ContainerStatuses[0].State.Terminated.Message).To(Equal("2 " + ns))
+	})
+
 	t.Run("pods the runner does not take", func(t *testing.T) {
 		g := NewWithT(t)
 		// No mapped image: left to the test.
@@ -332,14 +394,24 @@ printf '%s' "$(cat /var/run/secrets/archway/same/name)" >/dev/termination-log`
 
 	t.Run("the host's mount table never shows the pods' mounts", func(t *testing.T) {
 		g := NewWithT(t)
+		// Other programs on the machine mount and unmount: look for the
+		// pods' sources (under the bed's directory or the shared one) and
+		// targets (the mountPaths; /var/run is /run).
+		var ours []string
 		for line := range mountTable(t) {
 			if hostMounts[line] {
 				continue
 			}
-			g.Expect(line).NotTo(Or(ContainSubstring(b.Dir), ContainSubstring("/var/run/secrets/archway"),
-				ContainSubstring("archway-bed"), ContainSubstring(shared), ContainSubstring("/work"),
-				ContainSubstring("termination-log")))
+			fields := strings.Fields(line)
+			root, target := fields[1], fields[2]
+			for _, prefix := range []string{b.Dir, shared, "/var/run/secrets/archway", "/run/secrets/archway",
+				"/var/run/archway-bed", "/run/archway-bed", "/work", "/dev/termination-log"} {
+				if root == prefix || strings.HasPrefix(root, prefix+"/") || target == prefix || strings.HasPrefix(target, prefix+"/") {
+					ours = append(ours, line)
+				}
+			}
 		}
+		g.Expect(ours).To(BeEmpty())
 	})
 }
 
