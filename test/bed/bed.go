@@ -4,6 +4,14 @@
 // registries on loopback seeded with a multi-arch busybox base image. Every
 // part is a real program built by hack/tools.sh; a part that cannot start
 // fails the caller with a message naming it and the command that installs it.
+//
+// kwok nodes run nothing: the bed's pod runner (Options.Runner,
+// Bed.StartPodRunner) runs the containers of pods bound to them whose images
+// it maps to local binaries as processes on this machine, each in a mount
+// namespace of its own with the pod's volumes at their mountPaths, reports
+// their status as a kubelet would and serves their logs to `kubectl logs`.
+// It does not enforce resource requests or limits: a build pod may use the
+// whole machine. See Runner for what it does and does not do.
 package bed
 
 import (

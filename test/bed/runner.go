@@ -21,11 +21,30 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// The pod runner runs the pods bound to the bed's kwok nodes that kwok
-// leaves alone (labelled ManualPodLabel or openshift.io/build.name) and
-// whose every container image is one of RunnerOptions.Images: each container
-// is a process on this machine. Pods without a mapped image stay with the
-// test; a pod whose images are only partly mapped fails at once.
+// RunnerOptions configure the bed's pod runner.
+type RunnerOptions struct {
+	// Images maps container image references to local binaries, e.g.
+	// {"quay.io/archway/builder:latest": "/tmp/bin/builder"}. A key without
+	// tag or digest matches every tag and digest of that repository.
+	Images map[string]string
+	// Env ("NAME=value") is added to every container's environment before
+	// the pod's own variables, e.g. KUBECONFIG for programs that talk to
+	// the bed's apiserver.
+	Env []string
+	// Dir holds one directory per pod (volumes, logs, termination
+	// messages); empty means <bed dir>/pods.
+	Dir string
+	// Log receives one line per pod started and ended and per problem; nil
+	// means the bed's log file pod-runner.log.
+	Log io.Writer
+}
+
+// Runner runs the pods bound to the bed's kwok nodes that kwok leaves alone
+// (labelled ManualPodLabel or openshift.io/build.name) and whose every
+// container image is one of RunnerOptions.Images: each container is a
+// process on this machine. Pods without a mapped image stay with the test; a
+// pod whose images are only partly mapped fails at once. The runner needs
+// root (mount namespaces).
 //
 // Per container, the runner:
 //   - runs the container's command and args; a command whose first word is
@@ -70,26 +89,6 @@ import (
 // A pod runs at most once: a pod a runner has started containers of is
 // never started again by another runner (after a restart, say); a new
 // runner reports it Failed with reason RunnerRestarted.
-
-// RunnerOptions configure the bed's pod runner.
-type RunnerOptions struct {
-	// Images maps container image references to local binaries, e.g.
-	// {"quay.io/archway/builder:latest": "/tmp/bin/builder"}. A key without
-	// tag or digest matches every tag and digest of that repository.
-	Images map[string]string
-	// Env ("NAME=value") is added to every container's environment before
-	// the pod's own variables, e.g. KUBECONFIG for programs that talk to
-	// the bed's apiserver.
-	Env []string
-	// Dir holds one directory per pod (volumes, logs, termination
-	// messages); empty means <bed dir>/pods.
-	Dir string
-	// Log receives one line per pod started and ended and per problem; nil
-	// means the bed's log file pod-runner.log.
-	Log io.Writer
-}
-
-// Runner runs pods bound to the bed's nodes as processes; see RunnerOptions.
 type Runner struct {
 	// Dir holds the pods' directories.
 	Dir string
