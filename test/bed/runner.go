@@ -47,8 +47,9 @@ type RunnerOptions struct {
 // root (mount namespaces).
 //
 // Per container, the runner:
-//   - runs the container's command and args; a command whose first word is
-//     the base name of the image's binary (or no command at all) runs that
+//   - runs the container's command and args; a command whose first word's
+//     base name is the binary's or the image's (builder for
+//     quay.io/archway/builder:v1), or no command at all, runs the image's
 //     binary, any other command is looked up in PATH;
 //   - gives it this process's environment (without KUBECONFIG, proxies and
 //     ETCD_*/REGISTRY_* variables), then RunnerOptions.Env, then the

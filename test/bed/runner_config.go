@@ -65,7 +65,7 @@ func (p *podRun) prepare(ctx context.Context, c corev1.Container, binary string)
 	}
 	if len(cfg.argv) == 0 {
 		cfg.argv = []string{binary}
-	} else if filepath.Base(cfg.argv[0]) == filepath.Base(binary) {
+	} else if base := filepath.Base(cfg.argv[0]); base == filepath.Base(binary) || base == path.Base(imageRepository(c.Image)) {
 		cfg.argv[0] = binary
 	}
 	for _, s := range c.Args {

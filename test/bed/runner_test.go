@@ -199,13 +199,13 @@ printf '%s' "$(cat /var/run/secrets/archway/same/name)" >/dev/termination-log`
 
 	t.Run("init containers run first, in order", func(t *testing.T) {
 		g := NewWithT(t)
-		pod := runnerPod(ns, "init", "ppc64le", `echo main >>/work/order; cat /work/order >/dev/termination-log`, func(p *corev1.Pod) {
+		pod := runnerPod(ns, "init", "ppc64le", `echo main >>/var/run/archway-bed/work/order; cat /var/run/archway-bed/work/order >/dev/termination-log`, func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-			mounts := []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+			mounts := []corev1.VolumeMount{{Name: "work", MountPath: "/var/run/archway-bed/work"}}
 			p.Spec.Containers[0].VolumeMounts = mounts
 			for _, name := range []string{"init-1", "init-2"} {
 				p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{
-					Name: name, Image: shImage, Command: []string{"sh", "-c", "sleep 0.2; echo " + name + " >>/work/order"},
+					Name: name, Image: shImage, Command: []string{"sh", "-c", "sleep 0.2; echo " + name + " >>/var/run/archway-bed/work/order"},
 					VolumeMounts: mounts,
 				})
 			}
@@ -405,7 +405,8 @@ printf '%s %s' "$(echo "$tok" | tr -cd . | wc -c)" "$(cat /var/run/secrets/kuber
 			fields := strings.Fields(line)
 			root, target := fields[1], fields[2]
 			for _, prefix := range []string{b.Dir, shared, "/var/run/secrets/archway", "/run/secrets/archway",
-				"/var/run/archway-bed", "/run/archway-bed", "/work", "/dev/termination-log"} {
+				"/var/run/archway-bed", "/run/archway-bed", "/var/run/secrets/kubernetes.io", "/run/secrets/kubernetes.io",
+				"/dev/termination-log"} {
 				if root == prefix || strings.HasPrefix(root, prefix+"/") || target == prefix || strings.HasPrefix(target, prefix+"/") {
 					ours = append(ours, line)
 				}

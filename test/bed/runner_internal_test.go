@@ -1,0 +1,96 @@
+package bed
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// TestExpand follows Kubernetes' $(VAR) rules.
+func TestExpand(t *testing.T) {
+	g := NewWithT(t)
+	vars := map[string]string{"A": "a", "EMPTY": ""}
+	for in, want := range map[string]string{
+		"plain":        "plain",
+		"$(A)-$(A)":    "a-a",
+		"$(MISSING)":   "$(MISSING)",
+		"$$(A)":        "$(A)",
+		"x$(EMPTY)y":   "xy",
+		"cost $5":      "cost $5",
+		"open $(A":     "open $(A",
+		"trailing $":   "trailing $",
+		"$(A)$$$(A)$$": "a$a$",
+	} {
+		g.Expect(expand(in, vars)).To(Equal(want), in)
+	}
+}
+
+// TestImageRepository strips tags and digests but not registry ports.
+func TestImageRepository(t *testing.T) {
+	g := NewWithT(t)
+	for in, want := range map[string]string{
+		"quay.io/archway/builder:v1":         "quay.io/archway/builder",
+		"127.0.0.1:5000/archway/builder":     "127.0.0.1:5000/archway/builder",
+		"127.0.0.1:5000/archway/builder:dev": "127.0.0.1:5000/archway/builder",
+		"builder@sha256:abc":                 "builder",
+		"quay.io/a/b:v1@sha256:abc":          "quay.io/a/b",
+	} {
+		g.Expect(imageRepository(in)).To(Equal(want), in)
+	}
+}
+
+// TestStreamLog: tail, timestamps, limitBytes and partial lines of CRI log
+// files, and following a file until its container ends.
+func TestStreamLog(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "c.log")
+	content := "2026-11-22T10:00:00.1Z stdout F one\n" +
+		"2026-11-22T10:00:01.2Z stderr P tw\n" +
+		"2026-11-22T10:00:01.3Z stderr F o\n" +
+		"2026-11-22T10:00:02.4Z stdout F three\n"
+	g.Expect(os.WriteFile(path, []byte(content), 0o644)).To(Succeed())
+	read := func(opts logOptions, done <-chan struct{}) string {
+		f, err := os.Open(path)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer f.Close()
+		rec := httptest.NewRecorder()
+		err = streamLog(context.Background(), f, done, nil, &logWriter{w: rec, opts: opts})
+		if err != nil {
+			g.Expect(err).To(MatchError(errLimitReached))
+		}
+		return rec.Body.String()
+	}
+	g.Expect(read(logOptions{tailLines: -1}, nil)).To(Equal("one\ntwo\nthree\n"))
+	g.Expect(read(logOptions{tailLines: 2}, nil)).To(Equal("two\nthree\n"))
+	g.Expect(read(logOptions{tailLines: 0}, nil)).To(BeEmpty())
+	g.Expect(read(logOptions{tailLines: 1, timestamps: true}, nil)).To(Equal("2026-11-22T10:00:02.4Z three\n"))
+	g.Expect(read(logOptions{tailLines: -1, limitBytes: 6}, nil)).To(Equal("one\ntw"))
+	since, _ := time.Parse(time.RFC3339, "2026-11-22T10:00:02Z")
+	g.Expect(read(logOptions{tailLines: -1, since: since}, nil)).To(Equal("three\n"))
+	text, err := readLogText(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(text).To(Equal("one\ntwo\nthree\n"))
+
+	// Following: a record written in two pieces shows once it is whole,
+	// and the stream ends when done is closed.
+	done := make(chan struct{})
+	go func() {
+		f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		defer f.Close()
+		time.Sleep(100 * time.Millisecond)
+		_, _ = f.WriteString("2026-11-22T10:00:03.5Z stdout F fo")
+		time.Sleep(100 * time.Millisecond)
+		_, _ = f.WriteString("ur\n")
+		time.Sleep(100 * time.Millisecond)
+		close(done)
+	}()
+	out := read(logOptions{tailLines: 1}, done)
+	g.Expect(out).To(Equal("three\nfour\n"))
+	g.Expect(strings.Count(out, "four")).To(Equal(1))
+}
