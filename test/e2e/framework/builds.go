@@ -1,0 +1,231 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build"
+)
+
+// BuildFromConfig is build number n of a BuildConfig, made the way a user
+// (or `oc start-build`) asks for one: the BuildConfig's CommonSpec, its
+// labels, and the openshift.io/build-config.name label and annotation and
+// the build number. archway has no BuildConfig instantiation yet (the
+// triggers are a separate piece of work), so the e2e suites and the demo
+// create the Build themselves; the controller takes it from there.
+func BuildFromConfig(bc *buildv1.BuildConfig, n int64) *buildv1.Build {
+	labels := maps.Clone(bc.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[buildv1.BuildConfigLabel] = build.LabelValue(bc.Name)
+	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{
+		Namespace: bc.Namespace,
+		Name:      fmt.Sprintf("%s-%d", bc.Name, n),
+		Labels:    labels,
+		Annotations: map[string]string{
+			buildv1.BuildConfigAnnotation: bc.Name,
+			buildv1.BuildNumberAnnotation: strconv.FormatInt(n, 10),
+		},
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: buildv1.GroupVersion.String(), Kind: "BuildConfig", Name: bc.Name, UID: bc.UID,
+		}},
+	}}
+	b.Spec.CommonSpec = *bc.Spec.CommonSpec.DeepCopy()
+	b.Spec.TriggeredBy = []buildv1.BuildTriggerCause{{Message: "Manually triggered"}}
+	return b
+}
+
+// PodTimes are when a watcher first saw a pod in each state.
+type PodTimes struct {
+	Created, Bound, Running, Finished time.Time
+	// Node is the node the pod was bound to; Phase its latest phase.
+	Node  string
+	Phase corev1.PodPhase
+}
+
+// Timeline records, with a watch on the Build and one on its pods, when
+// each step of a build was first seen from outside: the figures of the
+// orchestration benchmark and the demo's progress table. Times are
+// observation times in this process (API timestamps have 1 s resolution).
+type Timeline struct {
+	// Created is when the Build was created (set by the caller just
+	// before the create call).
+	Created time.Time
+
+	mu       sync.Mutex
+	pods     map[string]*PodTimes
+	entries  map[string]time.Time // platform entry first seen terminal
+	build    *buildv1.Build
+	terminal time.Time
+	done     chan struct{}
+}
+
+// WatchBuild starts watching the pods and the Build ns/name until ctx ends
+// or the Build reaches a terminal phase. Call it before creating the Build.
+func WatchBuild(ctx context.Context, c client.WithWatch, ns, name string) (*Timeline, error) {
+	tl := &Timeline{pods: map[string]*PodTimes{}, entries: map[string]time.Time{}, done: make(chan struct{})}
+	pw, err := c.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{buildv1.BuildLabel: build.LabelValue(name)})
+	if err != nil {
+		return nil, err
+	}
+	bw, err := c.Watch(ctx, &buildv1.BuildList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		pw.Stop()
+		return nil, err
+	}
+	go func() {
+		defer pw.Stop()
+		for ev := range pw.ResultChan() {
+			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Error {
+				tl.observePod(pod, time.Now())
+			}
+		}
+	}()
+	go func() {
+		defer bw.Stop()
+		defer close(tl.done)
+		for ev := range bw.ResultChan() {
+			b, ok := ev.Object.(*buildv1.Build)
+			if !ok || ev.Type == watch.Error {
+				continue
+			}
+			tl.mu.Lock()
+			tl.build = b.DeepCopy()
+			for _, e := range b.Status.Platforms {
+				if _, seen := tl.entries[e.Platform]; !seen && e.Phase.IsTerminal() {
+					tl.entries[e.Platform] = time.Now()
+				}
+			}
+			terminal := b.Status.Phase.IsTerminal()
+			if terminal && tl.terminal.IsZero() {
+				tl.terminal = time.Now()
+			}
+			tl.mu.Unlock()
+			if terminal {
+				return
+			}
+		}
+	}()
+	return tl, nil
+}
+
+func (tl *Timeline) observePod(pod *corev1.Pod, now time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	pt := tl.pods[pod.Name]
+	if pt == nil {
+		pt = &PodTimes{Created: now}
+		tl.pods[pod.Name] = pt
+	}
+	pt.Phase = pod.Status.Phase
+	if pod.Spec.NodeName != "" && pt.Bound.IsZero() {
+		pt.Bound, pt.Node = now, pod.Spec.NodeName
+	}
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
+		if pt.Running.IsZero() {
+			pt.Running = now
+		}
+	case corev1.PodSucceeded, corev1.PodFailed:
+		if pt.Running.IsZero() {
+			pt.Running = now
+		}
+		if pt.Finished.IsZero() {
+			pt.Finished = now
+		}
+	}
+}
+
+// Done is closed once the Build is terminal (or the watch ended).
+func (tl *Timeline) Done() <-chan struct{} { return tl.done }
+
+// Build returns the latest Build seen (nil before the first event) and
+// when it was first seen terminal.
+func (tl *Timeline) Build() (*buildv1.Build, time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.build, tl.terminal
+}
+
+// Pod returns what was seen of a pod (ok false if never seen).
+func (tl *Timeline) Pod(name string) (PodTimes, bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	pt, ok := tl.pods[name]
+	if !ok {
+		return PodTimes{}, false
+	}
+	return *pt, true
+}
+
+// Overhead is what archway adds on top of the builds themselves, from one
+// build's Timeline.
+type Overhead struct {
+	// Wall is Build creation to Complete; LongestRun the longest platform
+	// pod's own run (Running to finished).
+	Wall, LongestRun time.Duration
+	// FanOut is creation to all platform pods created; Scheduling to all
+	// bound; PodStart to all running; Noticed is the last platform pod
+	// finishing to the manifest-list pod's creation; ManifestList that pod's
+	// creation to the Build Complete. A platform is finished when its
+	// builder reports it in the Build's status or its pod ends, whichever
+	// is seen first.
+	FanOut, Scheduling, PodStart, Noticed, ManifestList time.Duration
+}
+
+// Total is Wall minus LongestRun.
+func (o Overhead) Total() time.Duration { return o.Wall - o.LongestRun }
+
+// Overhead computes the breakdown for a finished build of platforms with a
+// manifest-list pod.
+func (tl *Timeline) Overhead(buildName string, platforms []string) (Overhead, error) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var o Overhead
+	if tl.terminal.IsZero() {
+		return o, fmt.Errorf("build %s has not finished", buildName)
+	}
+	var created, bound, running, finished time.Time
+	for _, p := range platforms {
+		pt, ok := tl.pods[build.PlatformPodName(buildName, p)]
+		if !ok || pt.Finished.IsZero() {
+			return o, fmt.Errorf("the pod of %s was not seen from start to end", p)
+		}
+		end := pt.Finished
+		if t, ok := tl.entries[p]; ok && t.Before(end) {
+			end = t
+		}
+		created, bound = later(created, pt.Created), later(bound, pt.Bound)
+		running, finished = later(running, pt.Running), later(finished, end)
+		o.LongestRun = max(o.LongestRun, end.Sub(pt.Running))
+	}
+	ml, ok := tl.pods[build.ManifestListPodName(buildName)]
+	if !ok {
+		return o, fmt.Errorf("no manifest-list pod was seen")
+	}
+	o.Wall = tl.terminal.Sub(tl.Created)
+	o.FanOut = created.Sub(tl.Created)
+	o.Scheduling = bound.Sub(created)
+	o.PodStart = running.Sub(bound)
+	o.Noticed = ml.Created.Sub(finished)
+	o.ManifestList = tl.terminal.Sub(ml.Created)
+	return o, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

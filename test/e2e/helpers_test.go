@@ -1,0 +1,294 @@
+package e2e
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/manifest"
+	"go.podman.io/image/v5/pkg/blobinfocache/none"
+	"go.podman.io/image/v5/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/test/e2e/framework"
+)
+
+// buildTimeout bounds one four-platform build: the foreign platforms run
+// under qemu on a shared 2-core machine.
+const buildTimeout = 10 * time.Minute
+
+// machineDockerfile records `uname -m` of the platform's build in /machine.
+func machineDockerfile(base string) string {
+	return "FROM " + base + "\nRUN uname -m > /machine\n"
+}
+
+// failOnS390x fails its RUN step on s390x only.
+func failOnS390x(base string) string {
+	return "FROM " + base + "\nRUN if [ \"$(uname -m)\" = s390x ]; then echo no s390x here >&2; exit 3; fi; uname -m > /machine\n"
+}
+
+// harness is one case: its namespace, its BuildConfig and Build.
+type harness struct {
+	t    *testing.T
+	ctx  context.Context
+	ns   string
+	repo string // the output repository in the bed's registry
+	bc   *buildv1.BuildConfig
+	b    *buildv1.Build
+	tl   *framework.Timeline
+}
+
+func newHarness(t *testing.T, prefix string) *harness {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout+2*time.Minute)
+	t.Cleanup(cancel)
+	ns, err := env.Bed.CreateNamespace(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, ctx: ctx, ns: ns, repo: "e2e/" + ns}
+}
+
+// output is the Build's output reference.
+func (h *harness) output() string { return env.Bed.Registry.Host + "/" + h.repo + ":v1" }
+
+// buildConfig creates a BuildConfig whose git source (a repository made
+// here, served over file://) holds the Dockerfile.
+func (h *harness) buildConfig(dockerfile string, platforms, allowedToFail []string) *buildv1.BuildConfig {
+	h.t.Helper()
+	uri, err := framework.GitRepo(filepath.Join(h.t.TempDir(), "repo"), map[string]string{"Dockerfile": dockerfile})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "hello", Labels: map[string]string{"app": "hello"}}}
+	bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: uri, Ref: "main"}}
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
+	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: h.output()}
+	bc.Spec.Platforms = platforms
+	bc.Spec.PlatformsAllowedToFail = allowedToFail
+	if err := env.Bed.Client.Create(h.ctx, bc); err != nil {
+		h.t.Fatalf("creating the BuildConfig: %v", err)
+	}
+	h.bc = bc
+	return bc
+}
+
+// startBuild creates build 1 of the BuildConfig, watching its timeline.
+func (h *harness) startBuild() *buildv1.Build {
+	h.t.Helper()
+	b := framework.BuildFromConfig(h.bc, 1)
+	tl, err := framework.WatchBuild(h.ctx, watcher, h.ns, b.Name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	tl.Created = time.Now()
+	if err := env.Bed.Client.Create(h.ctx, b); err != nil {
+		h.t.Fatalf("creating the Build: %v", err)
+	}
+	h.b, h.tl = b, tl
+	return b
+}
+
+// waitTerminal waits until the Build is Complete, Failed, Error or
+// Cancelled and returns it.
+func (h *harness) waitTerminal() *buildv1.Build {
+	h.t.Helper()
+	select {
+	case <-h.tl.Done():
+	case <-time.After(buildTimeout):
+	}
+	b := h.get()
+	if !b.Status.Phase.IsTerminal() {
+		h.t.Fatalf("build %s did not finish in %v: phase %s, platforms %+v", b.Name, buildTimeout, b.Status.Phase, b.Status.Platforms)
+	}
+	return b
+}
+
+func (h *harness) get() *buildv1.Build {
+	h.t.Helper()
+	b := &buildv1.Build{}
+	if err := env.Bed.Client.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: h.b.Name}, b); err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}
+
+// pods lists the Build's pods by name.
+func (h *harness) pods() map[string]*corev1.Pod {
+	h.t.Helper()
+	var list corev1.PodList
+	if err := env.Bed.Client.List(h.ctx, &list, client.InNamespace(h.ns), client.MatchingLabels{buildv1.BuildLabel: build.LabelValue(h.b.Name)}); err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out
+}
+
+// nodeArch is the kubernetes.io/arch label of a node.
+func nodeArch(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := env.Bed.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		t.Fatal(err)
+	}
+	return n.Labels[corev1.LabelArchStable]
+}
+
+// events returns the reasons of the Build's events.
+func (h *harness) events() []string {
+	h.t.Helper()
+	var list corev1.EventList
+	if err := env.Bed.Client.List(h.ctx, &list, client.InNamespace(h.ns)); err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "Build" && e.InvolvedObject.Name == h.b.Name {
+			out = append(out, e.Reason)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tags lists the tags of the case's repository.
+func (h *harness) tags() []string {
+	h.t.Helper()
+	tags, err := env.Bed.Registry.Tags(h.ctx, h.repo)
+	if err != nil && !strings.Contains(err.Error(), "NAME_UNKNOWN") && !strings.Contains(err.Error(), "404") {
+		h.t.Fatalf("listing tags of %s: %v", h.repo, err)
+	}
+	slices.Sort(tags)
+	return tags
+}
+
+// entries returns the Build's platform entries by platform.
+func entries(b *buildv1.Build) map[string]buildv1.BuildStatusPlatform {
+	out := map[string]buildv1.BuildStatusPlatform{}
+	for _, e := range b.Status.Platforms {
+		out[e.Platform] = e
+	}
+	return out
+}
+
+// indexChildren reads the index at ref and, for each child, its platform
+// ("os/arch") and the content of file in its top layer.
+func indexChildren(ctx context.Context, ref, file string) (map[string]string, error) {
+	imgRef, err := docker.ParseReference("//" + ref)
+	if err != nil {
+		return nil, err
+	}
+	sys := env.Bed.Registry.SystemContext()
+	src, err := imgRef.NewImageSource(ctx, sys)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	raw, mt, err := src.GetManifest(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !manifest.MIMETypeIsMultiImage(mt) {
+		return nil, fmt.Errorf("%s is a %s, not an index", ref, mt)
+	}
+	list, err := manifest.ListFromBlob(raw, mt)
+	if err != nil {
+		return nil, err
+	}
+	oci, err := manifest.ConvertListToMIMEType(list, ocispec.MediaTypeImageIndex)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, m := range oci.(*manifest.OCI1Index).Manifests {
+		content, err := topLayerFile(ctx, src, m.Digest, file)
+		if err != nil {
+			return nil, err
+		}
+		out[m.Platform.OS+"/"+m.Platform.Architecture] = strings.TrimSpace(content)
+	}
+	return out, nil
+}
+
+// topLayerFile is the content of path in the top layer of image d: what the
+// last build step wrote, read from the layer itself.
+func topLayerFile(ctx context.Context, src types.ImageSource, d digest.Digest, path string) (string, error) {
+	raw, mt, err := src.GetManifest(ctx, &d)
+	if err != nil {
+		return "", err
+	}
+	m, err := manifest.FromBlob(raw, mt)
+	if err != nil {
+		return "", err
+	}
+	layers := m.LayerInfos()
+	if len(layers) == 0 {
+		return "", fmt.Errorf("image %s has no layers", d)
+	}
+	top := layers[len(layers)-1]
+	blob, _, err := src.GetBlob(ctx, top.BlobInfo, none.NoCache)
+	if err != nil {
+		return "", err
+	}
+	defer blob.Close()
+	var rd io.Reader = blob
+	if strings.Contains(top.MediaType, "gzip") {
+		gz, err := gzip.NewReader(blob)
+		if err != nil {
+			return "", err
+		}
+		defer gz.Close()
+		rd = gz
+	}
+	tr := tar.NewReader(rd)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("no %s in the top layer of %s", path, d)
+		}
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimPrefix(hdr.Name, "./") == strings.TrimPrefix(path, "/") {
+			data, err := io.ReadAll(tr)
+			return string(data), err
+		}
+	}
+}
+
+// processesOf lists the PIDs of processes whose environment says they run
+// in pod ns/name (the pod's POD_NAME and POD_NAMESPACE).
+func processesOf(ns, name string) []string {
+	var pids []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, f := range dirs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		vars := strings.Split(string(data), "\x00")
+		if slices.Contains(vars, "POD_NAME="+name) && slices.Contains(vars, "POD_NAMESPACE="+ns) {
+			pids = append(pids, filepath.Base(filepath.Dir(f)))
+		}
+	}
+	return pids
+}
