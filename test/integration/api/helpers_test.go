@@ -84,16 +84,6 @@ func set(obj map[string]any, value any, path ...string) {
 	obj[path[len(path)-1]] = value
 }
 
-// toUnstructured converts a typed object.
-func toUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
-	t.Helper()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: m}
-}
-
 // typedBuild returns a valid Build for linux/amd64 and linux/arm64.
 func typedBuild(namespace, name string) *buildv1.Build {
 	return &buildv1.Build{

@@ -31,6 +31,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer b.Stop()
-	return m.Run()
+	code := m.Run()
+	if err := b.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the bed:", err)
+	}
+	return code
 }

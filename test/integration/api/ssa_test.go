@@ -193,7 +193,7 @@ func TestConcurrentPlatformWriters(t *testing.T) {
 	for _, mf := range got.ManagedFields {
 		if mf.Subresource == "status" && mf.Operation == metav1.ManagedFieldsOperationApply {
 			var fields map[string]any
-			g.Expect(json.Unmarshal(mf.FieldsV1.Raw, &fields)).To(Succeed())
+			g.Expect(json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields)).To(Succeed())
 			owners[mf.Manager] = fields
 		}
 	}
