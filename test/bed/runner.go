@@ -213,7 +213,7 @@ func (r *Runner) isStopped() bool {
 }
 
 func (r *Runner) logf(format string, args ...any) {
-	fmt.Fprintf(r.log, "%s pod-runner: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	_, _ = fmt.Fprintf(r.log, "%s pod-runner: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
 // PodDir is the directory of a pod: volumes/<volume>, logs/<container>.log

@@ -3,6 +3,7 @@ package bed
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -349,7 +350,7 @@ func (s *logSink) pump(r io.Reader, stream string) {
 			_, _ = fmt.Fprintf(s.f, "%s %s %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), stream, tag, line)
 			s.mu.Unlock()
 		}
-		if err == bufio.ErrBufferFull {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		if err != nil {

@@ -58,7 +58,7 @@ func TestStreamLog(t *testing.T) {
 	read := func(opts logOptions, done <-chan struct{}) string {
 		f, err := os.Open(path)
 		g.Expect(err).NotTo(HaveOccurred())
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		rec := httptest.NewRecorder()
 		err = streamLog(context.Background(), f, done, nil, &logWriter{w: rec, opts: opts})
 		if err != nil {
@@ -82,7 +82,7 @@ func TestStreamLog(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		time.Sleep(100 * time.Millisecond)
 		_, _ = f.WriteString("2026-11-22T10:00:03.5Z stdout F fo")
 		time.Sleep(100 * time.Millisecond)

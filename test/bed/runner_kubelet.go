@@ -178,7 +178,7 @@ func (k *kubeletServer) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	w.Header().Set("Content-Type", "text/plain")
 	out := &logWriter{w: w, opts: opts}
 	if !opts.follow {
