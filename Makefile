@@ -50,10 +50,20 @@ test-integration: tools ## Integration tests on the bed (apiserver, scheduler, k
 	go test $(GO_BUILD_FLAGS) -p 1 -timeout 30m $(TEST_FLAGS) ./test/bed/... ./test/integration/...
 
 .PHONY: test-e2e
-test-e2e: tools ## End-to-end tests on the full bed.
-	@if compgen -G "test/e2e/*_test.go" >/dev/null; then \
-		go test $(GO_BUILD_FLAGS) -p 1 -timeout 40m $(TEST_FLAGS) ./test/e2e/...; \
-	else echo "test-e2e: no end-to-end suites yet"; fi
+test-e2e: tools ## End-to-end tests on the full bed: four-platform builds through build-controller and build pods.
+	go test $(GO_BUILD_FLAGS) -p 1 -timeout 40m $(TEST_FLAGS) ./test/e2e/...
+
+# KEEP=1 leaves the bed running after the demo, until Ctrl-C.
+KEEP ?=
+
+.PHONY: demo
+demo: ## Build an image for four architectures on a one-machine cluster, live (KEEP=1 keeps the bed).
+	@echo "==> Installing the tools the demo needs (kube-apiserver, kube-scheduler, kwok, registry, qemu...; cached after the first run)"
+	@$(MAKE) --no-print-directory tools
+	@echo "==> Building builder and build-controller into $(BIN_DIR)/"
+	@$(MAKE) --no-print-directory build
+	@go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/demo ./test/e2e/cmd/demo
+	@$(BIN_DIR)/demo --bin-dir $(BIN_DIR) $(if $(KEEP),--keep)
 
 .PHONY: generate
 generate: ## Generate deepcopy code, apply configurations, CRDs and RBAC with controller-gen.
