@@ -113,7 +113,7 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 		if workDir, err = os.MkdirTemp("", "archway-build-"); err != nil {
 			return err
 		}
-		defer os.RemoveAll(workDir)
+		defer func() { _ = os.RemoveAll(workDir) }()
 	}
 	b, err := imagebuild.New(imagebuild.Config{
 		WorkDir:            workDir,
@@ -123,14 +123,14 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer closeBuilder(b, stdout)
 	// buildah writes some temporary files to $TMPDIR.
 	if err := os.Setenv("TMPDIR", b.TempDir()); err != nil {
 		return err
 	}
 
 	out := &lockedWriter{w: stdout}
-	fmt.Fprintf(out, "Building %s for %s (%d at once, %s store in %s)\n",
+	printf(out, "Building %s for %s (%d at once, %s store in %s)\n",
 		filepath.Clean(contextDir), strings.Join(plan.platforms, ", "), plan.jobs, b.StorageDriver(), workDir)
 	results := buildPlatforms(ctx, b, plan, opts, contextDir, auth, out)
 
@@ -148,7 +148,7 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 		if !opts.keepPlatformTags && len(pushed) > 0 {
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			if err := manifestlist.Untag(uctx, access, pushed...); err != nil {
-				fmt.Fprintf(out, "Warning: removing the per-platform tags: %v\n", err)
+				printf(out, "Warning: removing the per-platform tags: %v\n", err)
 			}
 			cancel()
 		}
@@ -291,7 +291,7 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 	defer func() { res.took = time.Since(start) }()
 	target, _ := platform.Parse(p) // checked by planLocalBuild
 	log := newPrefixWriter(out, "["+p+"] ")
-	defer log.Flush()
+	defer func() { _ = log.Flush() }()
 	if plan.output != "" {
 		res.tag, _ = manifestlist.PlatformTag(plan.output, p) // checked by planLocalBuild
 	}
@@ -314,12 +314,12 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 	}
 	switch {
 	case res.err != nil:
-		fmt.Fprintf(log, "FAILED (%s): %v\n", report.Reason(res.err), res.err)
+		printf(log, "FAILED (%s): %v\n", report.Reason(res.err), res.err)
 	case res.tag != "":
-		fmt.Fprintf(log, "Done in %s: pushed %s as %s\n", time.Since(start).Round(100*time.Millisecond),
+		printf(log, "Done in %s: pushed %s as %s\n", time.Since(start).Round(100*time.Millisecond),
 			res.out.Pushed.Digest, res.tag)
 	default:
-		fmt.Fprintf(log, "Done in %s: built %s\n", time.Since(start).Round(100*time.Millisecond), shortID(res.out.Build.ImageID))
+		printf(log, "Done in %s: built %s\n", time.Since(start).Round(100*time.Millisecond), shortID(res.out.Build.ImageID))
 	}
 	return res
 }
@@ -361,13 +361,13 @@ func pushIndex(ctx context.Context, plan localPlan, results []platformResult, ac
 }
 
 func printSummary(w io.Writer, plan localPlan, results []platformResult, index *manifestlist.Result, took time.Duration) {
-	fmt.Fprintln(w)
+	printf(w, "\n")
 	if index != nil {
-		fmt.Fprintf(w, "Manifest list %s pushed to %s\n", index.Digest, plan.output)
-		fmt.Fprintf(w, "  %s\n", index.Reference)
+		printf(w, "Manifest list %s pushed to %s\n", index.Digest, plan.output)
+		printf(w, "  %s\n", index.Reference)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLATFORM\tSTATUS\tDIGEST\tBUILD\tPUSH\tTOTAL")
+	printf(tw, "PLATFORM\tSTATUS\tDIGEST\tBUILD\tPUSH\tTOTAL\n")
 	for _, r := range results {
 		status := "Complete"
 		if r.err != nil {
@@ -380,16 +380,16 @@ func printSummary(w io.Writer, plan localPlan, results []platformResult, index *
 		if digest == "" {
 			digest = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.platform, status, digest,
+		printf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.platform, status, digest,
 			seconds(r.out.Build.Duration), seconds(r.out.Pushed.Duration), seconds(r.took))
 	}
 	_ = tw.Flush()
 	for _, r := range results {
 		if r.err != nil {
-			fmt.Fprintf(w, "%s: %s: %v\n", r.platform, report.Reason(r.err), r.err)
+			printf(w, "%s: %s: %v\n", r.platform, report.Reason(r.err), r.err)
 		}
 	}
-	fmt.Fprintf(w, "Total %s\n", took.Round(100*time.Millisecond))
+	printf(w, "Total %s\n", took.Round(100*time.Millisecond))
 }
 
 func samePlatform(a, b string) bool {

@@ -117,7 +117,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 		return err
 	}
 	if err := d.reporter.Running(ctx); err != nil {
-		fmt.Fprintf(d.log, "Warning: %v\n", err)
+		printf(d.log, "Warning: %v\n", err)
 	}
 	res, buildErr := d.run(ctx, stdin)
 	if buildErr != nil {
@@ -242,7 +242,7 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 		if workDir, err = os.MkdirTemp("", "archway-docker-build-"); err != nil {
 			return report.Result{}, err
 		}
-		defer os.RemoveAll(workDir)
+		defer func() { _ = os.RemoveAll(workDir) }()
 	}
 	b, err := imagebuild.New(imagebuild.Config{
 		WorkDir:            filepath.Join(workDir, "buildah"),
@@ -252,7 +252,7 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 	if err != nil {
 		return report.Result{}, err
 	}
-	defer b.Close()
+	defer closeBuilder(b, d.log)
 	if err := os.Setenv("TMPDIR", b.TempDir()); err != nil {
 		return report.Result{}, err
 	}
@@ -277,7 +277,7 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 			if err != nil {
 				return report.Result{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: err}
 			}
-			defer f.Close()
+			defer func() { _ = f.Close() }()
 			srcOpts.Binary = f
 		}
 	}
@@ -287,7 +287,7 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 		return report.Result{}, err
 	}
 	if rev := fetched.Revision; rev != nil && rev.Git != nil {
-		fmt.Fprintf(d.log, "Checked out %s (%s)\n", rev.Git.Commit, firstLine(rev.Git.Message))
+		printf(d.log, "Checked out %s (%s)\n", rev.Git.Commit, firstLine(rev.Git.Message))
 	}
 
 	// Build, push, read back.
@@ -310,7 +310,7 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 	if d.target == (platform.Platform{}) {
 		req.Platform = imagebuild.HostPlatform()
 	}
-	fmt.Fprintf(d.log, "Building %s/%s for %s\n", d.build.Namespace, d.build.Name, req.Platform)
+	printf(d.log, "Building %s/%s for %s\n", d.build.Namespace, d.build.Name, req.Platform)
 	out, err := b.BuildAndPush(ctx, req, dest, pushAuth)
 	if out.Build.Duration > 0 || err != nil {
 		d.stageDuration(buildv1.StageBuild, buildv1.StepDockerBuild, out.Build.Duration)
@@ -323,16 +323,16 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 	}
 	res := report.Result{Stages: d.stages}
 	if dest == "" {
-		fmt.Fprintf(d.log, "Built %s; the Build has no output, so nothing was pushed\n", shortID(out.Build.ImageID))
+		printf(d.log, "Built %s; the Build has no output, so nothing was pushed\n", shortID(out.Build.ImageID))
 		return res, nil
 	}
 	res.OutputReference = dest
 	res.Image = &out.Image
-	fmt.Fprintf(d.log, "Pushed %s (%s/%s", out.Image.Reference, out.Image.Platform.OS, out.Image.Platform.Architecture)
+	printf(d.log, "Pushed %s (%s/%s", out.Image.Reference, out.Image.Platform.OS, out.Image.Platform.Architecture)
 	if out.Image.Platform.Variant != "" {
-		fmt.Fprintf(d.log, "/%s", out.Image.Platform.Variant)
+		printf(d.log, "/%s", out.Image.Platform.Variant)
 	}
-	fmt.Fprintln(d.log, ")")
+	printf(d.log, ")\n")
 	return res, nil
 }
 
@@ -342,21 +342,21 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 // what happened to the platform.
 func (d *dockerBuild) fail(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		fmt.Fprintf(d.log, "Interrupted: %v\n", err)
+		printf(d.log, "Interrupted: %v\n", err)
 		return fmt.Errorf("interrupted: %w", err)
 	}
 	reason := statusReason(err)
-	fmt.Fprintf(d.log, "error: %s: %v\n", reason, err)
+	printf(d.log, "error: %s: %v\n", reason, err)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if rerr := d.reporter.Failed(rctx, report.Failure{
 		Reason: reason, Message: err.Error(), LogSnippet: d.tail.String(), Stages: d.stages,
 	}); rerr != nil {
-		fmt.Fprintf(d.log, "Warning: %v\n", rerr)
+		printf(d.log, "Warning: %v\n", rerr)
 	}
 	if d.opts.terminationLog != "" {
 		if _, serr := os.Stat(d.opts.terminationLog); serr == nil {
-			_ = os.WriteFile(d.opts.terminationLog, []byte(string(reason)+": "+err.Error()), 0o644) //nolint:gosec // the kubelet reads it
+			_ = os.WriteFile(d.opts.terminationLog, []byte(string(reason)+": "+err.Error()), 0o644)
 		}
 	}
 	return fmt.Errorf("%s: %w", reason, err)

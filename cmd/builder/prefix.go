@@ -2,9 +2,26 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"sync"
+
+	"github.com/archway-build/archway/pkg/build/imagebuild"
 )
+
+// printf writes to a build's log, ignoring write errors: the log goes to a
+// terminal or a pod log, and failing to write there must not fail a build.
+func printf(w io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(w, format, args...)
+}
+
+// closeBuilder shuts the builder's container store down, saying so in the
+// log when that fails (layers may stay mounted).
+func closeBuilder(b *imagebuild.Builder, log io.Writer) {
+	if err := b.Close(); err != nil {
+		printf(log, "Warning: %v\n", err)
+	}
+}
 
 // lockedWriter serializes writes to w from the builds that run at once.
 type lockedWriter struct {

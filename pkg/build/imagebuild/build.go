@@ -133,7 +133,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = osName, arch, variant
 	for _, base := range bases {
 		if err := checkBaseImage(ctx, &choice, base.Ref, target); err != nil {
-			fmt.Fprintf(out, "error: %v\n", err)
+			_, _ = fmt.Fprintf(out, "error: %v\n", err)
 			return Result{}, &StageError{Stage: StageBuild, Err: err}
 		}
 	}

@@ -51,7 +51,7 @@ func inspect(ctx context.Context, sys *types.SystemContext, ref string) (Image, 
 	if err != nil {
 		return Image{}, fmt.Errorf("reading %s: %w", ref, err)
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }()
 	raw, mediaType, err := src.GetManifest(ctx, nil)
 	if err != nil {
 		return Image{}, fmt.Errorf("reading the manifest of %s: %w", ref, err)
@@ -94,7 +94,7 @@ func checkBaseImage(ctx context.Context, sys *types.SystemContext, ref string, t
 	if err != nil {
 		return nil
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }()
 	raw, mediaType, err := src.GetManifest(ctx, nil)
 	if err != nil {
 		return nil

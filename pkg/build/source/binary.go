@@ -27,7 +27,7 @@ func extractBinary(r io.Reader, asFile, dir string) error {
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer func() { _ = root.Close() }()
 	if asFile != "" {
 		if asFile != filepath.Base(asFile) || asFile == "." || asFile == ".." {
 			return fmt.Errorf("asFile %q must be a file name, without directories", asFile)
@@ -37,7 +37,7 @@ func extractBinary(r io.Reader, asFile, dir string) error {
 			return err
 		}
 		if _, err := io.Copy(f, r); err != nil {
-			f.Close()
+			_ = f.Close()
 			return err
 		}
 		return f.Close()
@@ -50,7 +50,7 @@ func extractBinary(r io.Reader, asFile, dir string) error {
 		if err != nil {
 			return err
 		}
-		defer gz.Close()
+		defer func() { _ = gz.Close() }()
 		return extractTar(gz, root)
 	case bytes.HasPrefix(magic, []byte("BZh")):
 		return extractTar(bzip2.NewReader(br), root)
@@ -91,7 +91,7 @@ func extractTar(r io.Reader, root *os.Root) error {
 		if !ok {
 			continue
 		}
-		mode := fs.FileMode(hdr.Mode).Perm()
+		mode := fs.FileMode(hdr.Mode & 0o777)
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if err := root.MkdirAll(name, 0o755); err != nil {
@@ -131,8 +131,10 @@ func extractZip(r io.Reader, root *os.Root) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
+	defer func() {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
+	}()
 	size, err := io.Copy(tmp, r)
 	if err != nil {
 		return err
@@ -160,7 +162,7 @@ func extractZip(r io.Reader, root *os.Root) error {
 			return err
 		}
 		err = writeEntry(root, name, rc, f.Mode().Perm())
-		rc.Close()
+		_ = rc.Close()
 		if err != nil {
 			return err
 		}
@@ -180,8 +182,8 @@ func writeEntry(root *os.Root, name string, r io.Reader, mode fs.FileMode) error
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, r); err != nil { //nolint:gosec // a build context is as large as the user makes it
-		f.Close()
+	if _, err := io.Copy(f, r); err != nil {
+		_ = f.Close()
 		return err
 	}
 	return f.Close()

@@ -41,7 +41,7 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 	if err != nil {
 		return nil, fetchFailed("preparing git credentials: %w", err)
 	}
-	defer os.RemoveAll(credDir)
+	defer func() { _ = os.RemoveAll(credDir) }()
 	cfg, err := gitCredentials(opts.SecretDir, credDir)
 	if err != nil {
 		return nil, fetchFailed("reading the source secret: %w", err)
@@ -52,11 +52,11 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 	if opts.Revision != nil && opts.Revision.Git != nil && opts.Revision.Git.Commit != "" {
 		ref = opts.Revision.Git.Commit
 	}
-	fmt.Fprintf(out, "Cloning %q", git.URI)
+	at := ""
 	if ref != "" {
-		fmt.Fprintf(out, " at %s", ref)
+		at = " at " + ref
 	}
-	fmt.Fprintln(out)
+	_, _ = fmt.Fprintf(out, "Cloning %q%s\n", git.URI, at)
 
 	if _, err := g.run(ctx, "init", "-q"); err != nil {
 		return nil, fetchFailed("git init: %w", err)
@@ -204,7 +204,7 @@ func gitCredentials(secretDir, dir string) (gitConfig, error) {
 			user = u
 		}
 		askpass := filepath.Join(dir, "askpass")
-		if err := os.WriteFile(askpass, []byte(askpassScript(user, pw)), 0o700); err != nil { //nolint:gosec // git must run it
+		if err := os.WriteFile(askpass, []byte(askpassScript(user, pw)), 0o700); err != nil {
 			return gitConfig{}, err
 		}
 		cfg.env = append(cfg.env, "GIT_ASKPASS="+askpass)
@@ -216,7 +216,7 @@ func gitCredentials(secretDir, dir string) (gitConfig, error) {
 		}
 		// ssh refuses a key others can read; mounted secrets often are.
 		keyCopy := filepath.Join(dir, "ssh-privatekey")
-		if err := os.WriteFile(keyCopy, data, 0o600); err != nil {
+		if err := os.WriteFile(keyCopy, data, 0o600); err != nil { //nolint:gosec // keyCopy is in the builder's own temporary directory
 			return gitConfig{}, err
 		}
 		hostCheck := "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"

@@ -14,7 +14,7 @@ import (
 // The directories OpenShift mounts a build's spec.source.secrets and
 // spec.source.configMaps in, one subdirectory per Secret or ConfigMap name.
 const (
-	DefaultBuildSecretsDir    = "/var/run/secrets/openshift.io/build"
+	DefaultBuildSecretsDir    = "/var/run/secrets/openshift.io/build" //nolint:gosec // a mount path, not a credential
 	DefaultBuildConfigMapsDir = "/var/run/configs/openshift.io/build"
 )
 
@@ -45,7 +45,7 @@ func copyInputs(ctxDir string, src buildv1.BuildSource, secretsDir, configMapsDi
 	if err != nil {
 		return fetchFailed("opening the context directory: %w", err)
 	}
-	defer root.Close()
+	defer func() { _ = root.Close() }()
 	for _, in := range inputs(src) {
 		from := filepath.Join(secretsDir, in.name)
 		if in.kind == "configMap" {
@@ -83,14 +83,14 @@ func copyFile(root *os.Root, from, to string, mode fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }()
 	_ = root.Remove(to)
 	out, err := root.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode|0o400)
 	if err != nil {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+		_ = out.Close()
 		return err
 	}
 	if err := out.Close(); err != nil {

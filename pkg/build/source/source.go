@@ -21,7 +21,7 @@ import (
 
 // DefaultSecretDir is where OpenShift mounts a build's source secret in the
 // build pod.
-const DefaultSecretDir = "/var/run/secrets/openshift.io/source"
+const DefaultSecretDir = "/var/run/secrets/openshift.io/source" //nolint:gosec // a mount path, not a credential
 
 // Error is a source failure with the reason a Build's status records.
 type Error struct {
@@ -169,7 +169,7 @@ func contextDir(root, rel string) (string, error) {
 	if err != nil {
 		return "", fetchFailed("opening the source: %w", err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	name := strings.TrimPrefix(clean, "/")
 	if name == "" {
 		name = "."
@@ -210,7 +210,7 @@ func dockerfile(ctxDir, root string, opts Options) (string, error) {
 	if err != nil {
 		return "", manage("opening the context directory: %v", err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	if opts.Source.Dockerfile != nil {
 		if err := r.MkdirAll(filepath.Dir(clean), 0o755); err != nil {
 			return "", manage("writing the Dockerfile: %v", err)

@@ -65,7 +65,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer b.Stop()
+	defer func() { _ = b.Stop() }()
 	theBed = b
 	return m.Run()
 }
@@ -143,7 +143,7 @@ func openImage(ctx context.Context, reg *bed.Registry, ref string) (*registryIma
 	return &registryImage{reg: reg, ref: ref, src: src}, nil
 }
 
-func (r *registryImage) Close() { r.src.Close() }
+func (r *registryImage) Close() { _ = r.src.Close() }
 
 // index returns the image index the reference names.
 func (r *registryImage) index(ctx context.Context) (*manifest.OCI1Index, string, error) {
@@ -186,14 +186,14 @@ func (r *registryImage) childFile(ctx context.Context, d digest.Digest, path str
 	if err != nil {
 		return "", err
 	}
-	defer blob.Close()
+	defer func() { _ = blob.Close() }()
 	var rd io.Reader = blob
 	if strings.Contains(top.MediaType, "gzip") {
 		gz, err := gzip.NewReader(blob)
 		if err != nil {
 			return "", err
 		}
-		defer gz.Close()
+		defer func() { _ = gz.Close() }()
 		rd = gz
 	}
 	tr := tar.NewReader(rd)
