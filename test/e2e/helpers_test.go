@@ -45,7 +45,7 @@ func failOnS390x(base string) string {
 
 // harness is one case: its namespace, its BuildConfig and Build.
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	ns   string
 	repo string // the output repository in the bed's registry
@@ -54,7 +54,7 @@ type harness struct {
 	tl   *framework.Timeline
 }
 
-func newHarness(t *testing.T, prefix string) *harness {
+func newHarness(t testing.TB, prefix string) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout+2*time.Minute)
 	t.Cleanup(cancel)
@@ -291,4 +291,18 @@ func processesOf(ns, name string) []string {
 		}
 	}
 	return pids
+}
+
+func allPIDs() []string {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	pids := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		pids = append(pids, filepath.Base(d))
+	}
+	return pids
+}
+
+func cmdline(pid string) string {
+	data, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+	return string(data)
 }

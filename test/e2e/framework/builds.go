@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -167,6 +168,13 @@ func (tl *Timeline) Pod(name string) (PodTimes, bool) {
 		return PodTimes{}, false
 	}
 	return *pt, true
+}
+
+// PodNames lists the pods seen.
+func (tl *Timeline) PodNames() []string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return slices.Sorted(maps.Keys(tl.pods))
 }
 
 // Overhead is what archway adds on top of the builds themselves, from one
