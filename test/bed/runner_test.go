@@ -236,7 +236,7 @@ printf '%s' "$(cat /var/run/secrets/archway/same/name)" >/dev/termination-log`
 
 	t.Run("kubectl logs -f follows the container to its end", func(t *testing.T) {
 		g := NewWithT(t)
-		pod := runnerPod(ns, "follow", "arm64", `echo "line 1"; sleep 2; echo "line 2"`)
+		pod := runnerPod(ns, "follow", "arm64", `echo "line 1"; sleep 3; echo "line 2"`)
 		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
 		waitPod(t, b, pod, podRunning)
 		start := time.Now()
