@@ -81,13 +81,16 @@ func TestSchedulingOnArchNodes(t *testing.T) {
 			return reasons
 		}).WithTimeout(bed.DefaultTimeout).Should(ContainElement(And(
 			HavePrefix("FailedScheduling"), ContainSubstring("didn't match Pod's node affinity/selector"))))
+		// The scheduler may publish the event before it writes the condition.
 		p := &corev1.Pod{}
-		g.Expect(b.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "riscv"}, p)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(b.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "riscv"}, p)).To(Succeed())
+			g.Expect(p.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", corev1.PodScheduled),
+				HaveField("Reason", corev1.PodReasonUnschedulable))))
+		}).WithTimeout(bed.DefaultTimeout).Should(Succeed())
 		g.Expect(p.Spec.NodeName).To(BeEmpty())
 		g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
-		g.Expect(p.Status.Conditions).To(ContainElement(And(
-			HaveField("Type", corev1.PodScheduled),
-			HaveField("Reason", corev1.PodReasonUnschedulable))))
 	})
 
 	t.Run("a gated pod waits until its gate is removed", func(t *testing.T) {
