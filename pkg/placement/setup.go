@@ -96,13 +96,14 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 		return err
 	}
 	wh := &gateWebhook{
+		decoder:      admission.NewDecoder(mgr.GetScheme()),
 		cache:        mgr.GetCache(),
 		ownNamespace: opts.Namespace,
 		events:       events,
 		metrics:      metrics,
 		log:          mgr.GetLogger().WithName("placement-webhook"),
 	}
-	mgr.GetWebhookServer().Register(WebhookPath, admission.WithDefaulter[*corev1.Pod](mgr.GetScheme(), wh))
+	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: wh})
 	return mgr.AddReadyzCheck("placement-webhook-cache", func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
 		defer cancel()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,7 +19,12 @@ import (
 // gateWebhook adds the scheduling gate to new pods. It reads only
 // informer caches (the config and namespaces) and never fails admission:
 // whatever goes wrong, the pod is admitted ungated.
+//
+// Default is the typed defaulter that decides and gates; Handle serves it
+// over admission, answering with a patch of exactly the gate and the label
+// (gatePatch) rather than a diff of the re-encoded pod.
 type gateWebhook struct {
+	decoder      admission.Decoder
 	cache        client.Reader
 	ownNamespace string
 	events       *gateEvents
@@ -26,7 +32,34 @@ type gateWebhook struct {
 	log          logr.Logger
 }
 
-var _ admission.Defaulter[*corev1.Pod] = (*gateWebhook)(nil)
+var (
+	_ admission.Defaulter[*corev1.Pod] = (*gateWebhook)(nil)
+	_ admission.Handler                = (*gateWebhook)(nil)
+)
+
+// Handle decodes the pod, lets Default decide, and patches the raw pod
+// with the gate and the label when Default gated it. It never denies: a
+// pod it cannot read is admitted as it is.
+func (w *gateWebhook) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("")
+	}
+	pod := &corev1.Pod{}
+	if err := w.decoder.Decode(req, pod); err != nil {
+		w.log.Error(err, "decoding the pod; admitting it ungated", "namespace", req.Namespace)
+		return admission.Allowed("")
+	}
+	wasGated := hasGate(pod)
+	if err := w.Default(admission.NewContextWithRequest(ctx, req), pod); err != nil || wasGated || !hasGate(pod) {
+		return admission.Allowed("")
+	}
+	patch, err := gatePatch(req.Object.Raw)
+	if err != nil {
+		w.log.Error(err, "patching the pod; admitting it ungated", "namespace", req.Namespace)
+		return admission.Allowed("")
+	}
+	return admission.Patched("", patch...)
+}
 
 // Default gates the pod when shouldGate says so.
 func (w *gateWebhook) Default(ctx context.Context, pod *corev1.Pod) error {

@@ -1,0 +1,56 @@
+package placement
+
+import (
+	"encoding/json"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	kjson "sigs.k8s.io/json"
+)
+
+// gatePatch is the JSON patch that adds the scheduling gate and the gated
+// label to the pod as the apiserver sent it (raw), and nothing else. A
+// patch computed by diffing the raw pod with a re-encoded typed pod (what
+// controller-runtime's defaulters do) would also rewrite every field the
+// typed encoding spells differently; this one touches only what the
+// webhook owns, and costs no diff.
+func gatePatch(raw []byte) ([]jsonpatch.Operation, error) {
+	var probe struct {
+		Metadata *struct {
+			Labels map[string]json.RawMessage `json:"labels"`
+		} `json:"metadata"`
+		Spec *struct {
+			SchedulingGates []json.RawMessage `json:"schedulingGates"`
+		} `json:"spec"`
+	}
+	// Case-sensitive, as the apiserver reads JSON: a "Metadata" key is not
+	// where a patch path "/metadata" points.
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &probe); err != nil {
+		return nil, err
+	}
+	var ops []jsonpatch.Operation
+	label := map[string]string{SchedulingGateLabel: SchedulingGateLabelGated}
+	switch {
+	case probe.Metadata == nil:
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata", map[string]any{"labels": label}))
+	case probe.Metadata.Labels == nil:
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels", label))
+	default:
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels/"+escapePointer(SchedulingGateLabel), SchedulingGateLabelGated))
+	}
+	g := map[string]string{"name": SchedulingGate}
+	switch {
+	case probe.Spec == nil:
+		ops = append(ops, jsonpatch.NewOperation("add", "/spec", map[string]any{"schedulingGates": []any{g}}))
+	case len(probe.Spec.SchedulingGates) == 0:
+		ops = append(ops, jsonpatch.NewOperation("add", "/spec/schedulingGates", []any{g}))
+	default:
+		ops = append(ops, jsonpatch.NewOperation("add", "/spec/schedulingGates/-", g))
+	}
+	return ops, nil
+}
+
+// escapePointer escapes a JSON pointer reference token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
