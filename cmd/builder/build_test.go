@@ -248,3 +248,15 @@ func TestTargetPlatform(t *testing.T) {
 		t.Error("two platforms accepted")
 	}
 }
+
+func TestIsMountPoint(t *testing.T) {
+	if !isMountPoint("/proc") {
+		t.Error("/proc is not a mount point")
+	}
+	if isMountPoint(t.TempDir()) {
+		t.Error("a temporary directory is a mount point")
+	}
+	if isMountPoint("/nonexistent/archway") {
+		t.Error("a missing directory is a mount point")
+	}
+}

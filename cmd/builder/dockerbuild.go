@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +36,19 @@ const (
 	podNamespaceEnv = "POD_NAMESPACE"
 )
 
+// The emptyDir volumes the build controller mounts in a build pod for the
+// builder's scratch files and its container store (pkg/build's
+// BuildWorkDir and ContainerStorageDir). The builder uses them when they
+// are mount points, and a temporary directory otherwise (on a machine,
+// where /var/lib/containers/storage may be another tool's store).
+const (
+	podWorkDir    = "/tmp/build"
+	podStorageDir = "/var/lib/containers/storage"
+	// sourceSecretPathEnv names the directory of the mounted source
+	// secret (pkg/build's SourceSecretPathEnv).
+	sourceSecretPathEnv = "SOURCE_SECRET_PATH"
+)
+
 // logTailBytes is how much of the end of the build's output a failure
 // records as its log snippet.
 const logTailBytes = 4000
@@ -42,6 +56,7 @@ const logTailBytes = 4000
 type dockerBuildOptions struct {
 	kubeconfig         string
 	workDir            string
+	storageDir         string
 	sourceSecretDir    string
 	buildSecretsDir    string
 	buildConfigMapsDir string
@@ -79,8 +94,9 @@ The exit code is 0 when the image was built (and pushed), else 1.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's service account)")
-	f.StringVar(&opts.workDir, "work-dir", "", "directory for the source, the container store and caches (default: a temporary directory, removed)")
-	f.StringVar(&opts.sourceSecretDir, "source-secret-dir", source.DefaultSecretDir, "directory the source secret is mounted in, if it exists")
+	f.StringVar(&opts.workDir, "work-dir", "", "directory for the source, caches and temporary files (default: "+podWorkDir+" when it is a mount, as in a build pod, else a temporary directory, removed)")
+	f.StringVar(&opts.storageDir, "storage-dir", "", "container store root (default: "+podStorageDir+" when it is a mount, as in a build pod, else in the work directory)")
+	f.StringVar(&opts.sourceSecretDir, "source-secret-dir", source.DefaultSecretDir, "directory the source secret is mounted in, if it exists (default: $"+sourceSecretPathEnv+" when set)")
 	f.StringVar(&opts.buildSecretsDir, "build-secrets-dir", source.DefaultBuildSecretsDir, "directory holding the mounts of spec.source.secrets, one per Secret name")
 	f.StringVar(&opts.buildConfigMapsDir, "build-configmaps-dir", source.DefaultBuildConfigMapsDir, "directory holding the mounts of spec.source.configMaps, one per ConfigMap name")
 	f.StringVar(&opts.binaryArchive, "binary-archive", "", "file holding a Binary source's archive (default: standard input)")
@@ -237,7 +253,13 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 		return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
 	}
 
-	workDir := d.opts.workDir
+	workDir, storageDir := d.opts.workDir, d.opts.storageDir
+	if workDir == "" && isMountPoint(podWorkDir) {
+		workDir = podWorkDir
+	}
+	if storageDir == "" && isMountPoint(podStorageDir) {
+		storageDir = podStorageDir
+	}
 	if workDir == "" {
 		if workDir, err = os.MkdirTemp("", "archway-docker-build-"); err != nil {
 			return report.Result{}, err
@@ -246,6 +268,7 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 	}
 	b, err := imagebuild.New(imagebuild.Config{
 		WorkDir:            filepath.Join(workDir, "buildah"),
+		StorageDir:         storageDir,
 		StorageDriver:      d.opts.storageDriver,
 		InsecureRegistries: d.opts.insecureRegistries,
 	})
@@ -267,8 +290,12 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 		ConfigMapsDir:  d.opts.buildConfigMapsDir,
 		Out:            d.log,
 	}
-	if info, err := os.Stat(d.opts.sourceSecretDir); err == nil && info.IsDir() && spec.Source.SourceSecret != nil {
-		srcOpts.SecretDir = d.opts.sourceSecretDir
+	secretDir := d.opts.sourceSecretDir
+	if env := os.Getenv(sourceSecretPathEnv); env != "" && secretDir == source.DefaultSecretDir {
+		secretDir = env
+	}
+	if info, err := os.Stat(secretDir); err == nil && info.IsDir() && spec.Source.SourceSecret != nil {
+		srcOpts.SecretDir = secretDir
 	}
 	if source.Type(spec.Source) == buildv1.BuildSourceBinary {
 		srcOpts.Binary = stdin
@@ -419,4 +446,11 @@ func outputReference(out buildv1.BuildOutput) (string, error) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// isMountPoint reports whether path is a mount point, as the emptyDir
+// volumes of a build pod are.
+func isMountPoint(path string) bool {
+	mounted, err := mountinfo.Mounted(path)
+	return err == nil && mounted
 }

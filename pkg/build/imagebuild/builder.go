@@ -49,6 +49,11 @@ type Config struct {
 	// overlayfs when StorageDriver is overlay.
 	WorkDir string
 
+	// StorageDir is the container store's root (its images and layers).
+	// Default: a directory in WorkDir. The store's run root is always in
+	// WorkDir.
+	StorageDir string
+
 	// StorageDriver is the container store's driver: "overlay", "vfs", or
 	// empty for overlay when the work directory supports it, else vfs.
 	StorageDriver string
@@ -111,26 +116,30 @@ func New(cfg Config) (*Builder, error) {
 			return nil, fmt.Errorf("imagebuild: %w", err)
 		}
 	}
-	if b.store, err = openStore(workDir, cfg.StorageDriver); err != nil {
+	graphRoot := cfg.StorageDir
+	if graphRoot == "" {
+		graphRoot = filepath.Join(workDir, "storage", "root")
+	}
+	if b.store, err = openStore(graphRoot, filepath.Join(workDir, "storage", "run"), cfg.StorageDriver); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// openStore opens the container store under workDir with driver, or with
-// overlay falling back to vfs when driver is empty.
-func openStore(workDir, driver string) (storage.Store, error) {
+// openStore opens the container store in graphRoot and runRoot with
+// driver, or with overlay falling back to vfs when driver is empty.
+func openStore(graphRoot, runRoot, driver string) (storage.Store, error) {
 	open := func(driver string) (storage.Store, error) {
 		return storage.GetStore(storage.StoreOptions{
-			RunRoot:         filepath.Join(workDir, "storage", "run"),
-			GraphRoot:       filepath.Join(workDir, "storage", "root"),
+			RunRoot:         runRoot,
+			GraphRoot:       graphRoot,
 			GraphDriverName: driver,
 		})
 	}
 	if driver != "" {
 		store, err := open(driver)
 		if err != nil {
-			return nil, fmt.Errorf("imagebuild: opening the %s container store in %s: %w", driver, workDir, err)
+			return nil, fmt.Errorf("imagebuild: opening the %s container store in %s: %w", driver, graphRoot, err)
 		}
 		return store, nil
 	}
@@ -140,7 +149,7 @@ func openStore(workDir, driver string) (storage.Store, error) {
 	}
 	store, vfsErr := open("vfs")
 	if vfsErr != nil {
-		return nil, fmt.Errorf("imagebuild: opening a container store in %s: overlay: %w; vfs: %w", workDir, err, vfsErr)
+		return nil, fmt.Errorf("imagebuild: opening a container store in %s: overlay: %w; vfs: %w", graphRoot, err, vfsErr)
 	}
 	return store, nil
 }
