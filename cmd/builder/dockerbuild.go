@@ -294,7 +294,7 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 	if env := os.Getenv(sourceSecretPathEnv); env != "" && secretDir == source.DefaultSecretDir {
 		secretDir = env
 	}
-	if info, err := os.Stat(secretDir); err == nil && info.IsDir() && spec.Source.SourceSecret != nil {
+	if info, err := os.Stat(secretDir); err == nil && info.IsDir() && spec.Source.SourceSecret != nil { //nolint:gosec // the pod spec names the directory
 		srcOpts.SecretDir = secretDir
 	}
 	if source.Type(spec.Source) == buildv1.BuildSourceBinary {
