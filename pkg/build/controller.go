@@ -161,6 +161,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		b = fresh
 	}
+	for _, name := range ExpectedPods(b, platforms, pods) {
+		pod := &corev1.Pod{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, pod)
+		switch {
+		case err == nil:
+			if ref := metav1.GetControllerOf(pod); ref != nil && ref.UID == b.UID {
+				pods[name] = pod
+			}
+		case !apierrors.IsNotFound(err):
+			return ctrl.Result{}, fmt.Errorf("reading pod %s: %w", name, err)
+		}
+	}
 	pl := PodPlan{Config: r.Config, Platforms: platforms}
 	in := PlanInput{Build: b, Platforms: platforms, ManifestList: pl.ManifestList(b), Pods: pods, Now: now}
 	plan := Decide(in)

@@ -85,6 +85,30 @@ func NeedsFreshBuild(b *buildv1.Build, platforms []string, pods map[string]*core
 	return false
 }
 
+// ExpectedPods returns the pods the Build's status says exist (a platform
+// Pending or Running, a classic build Pending or Running) that are missing
+// from pods. The pods come from an informer that may lag behind the Build's:
+// the reconciler reads these from the apiserver before Decide calls them
+// deleted.
+func ExpectedPods(b *buildv1.Build, platforms []string, pods map[string]*corev1.Pod) []string {
+	var out []string
+	started := func(p buildv1.BuildPhase) bool {
+		return p == buildv1.BuildPhasePending || p == buildv1.BuildPhaseRunning
+	}
+	if len(platforms) == 0 {
+		if name := ClassicPodName(b.Name); started(b.Status.Phase) && pods[name] == nil {
+			out = append(out, name)
+		}
+		return out
+	}
+	for _, p := range platforms {
+		if name := PlatformPodName(b.Name, p); started(entryOf(b, p).Phase) && pods[name] == nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 func entryOf(b *buildv1.Build, p string) buildv1.BuildStatusPlatform {
 	for _, e := range b.Status.Platforms {
 		if e.Platform == p {

@@ -303,3 +303,15 @@ func TestNeedsFreshBuild(t *testing.T) {
 		t.Error("no fresh read for a pod that ended while its entry says Running")
 	}
 }
+
+func TestExpectedPods(t *testing.T) {
+	b := makeBuild("app").entry(amd, pendingP, "").entry(arm, newP, "").entry(ppc, runningP, "").entry(s390x, failedP, "").obj()
+	got := ExpectedPods(b, four, podsOf(makePod(podPpc).obj()))
+	if diff := cmp.Diff([]string{podAmd}, got); diff != "" {
+		t.Errorf("expected pods (-want +got):\n%s", diff)
+	}
+	classic := makeBuild("app").phase(runningP).obj()
+	if got := ExpectedPods(classic, nil, nil); !cmp.Equal(got, []string{"app-build"}) {
+		t.Errorf("classic: %v", got)
+	}
+}

@@ -18,6 +18,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 
 	"github.com/archway-build/archway/test/bed"
 )
@@ -50,7 +55,7 @@ func BenchmarkFanOut(b *testing.B) {
 	}
 	defer logFile.Close()
 	proc := exec.Command(bin, "--config="+config, "--kubeconfig="+testBed.Kubeconfig, "--leader-elect=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=error")
+		"--controllers=build", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info")
 	proc.Stdout, proc.Stderr = logFile, logFile
 	proc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := proc.Start(); err != nil {
@@ -88,35 +93,41 @@ func BenchmarkFanOut(b *testing.B) {
 	// Watch the pods: when each was first seen, and first seen bound.
 	var mu sync.Mutex
 	created, bound := map[string]time.Time{}, map[string]time.Time{}
-	w, err := testBed.Clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
+	allBound := make(chan struct{})
+	record := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if _, seen := created[pod.Name]; !seen {
+			created[pod.Name] = now
+		}
+		if _, seen := bound[pod.Name]; !seen && pod.Spec.NodeName != "" {
+			bound[pod.Name] = now
+			if len(bound) == 4*builds {
+				close(allBound)
+			}
+		}
+	}
+	// An informer, not a bare watch: it lists again if the watch ends.
+	factory := informers.NewSharedInformerFactoryWithOptions(testBed.Clientset, 0, informers.WithNamespace(ns))
+	podInformer := factory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
+	}); err != nil {
 		b.Fatal(err)
 	}
-	defer w.Stop()
-	allBound := make(chan struct{})
-	go func() {
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			now := time.Now()
-			mu.Lock()
-			if _, seen := created[pod.Name]; !seen {
-				created[pod.Name] = now
-			}
-			if _, seen := bound[pod.Name]; !seen && pod.Spec.NodeName != "" {
-				bound[pod.Name] = now
-				if len(bound) == 4*builds {
-					close(allBound)
-				}
-			}
-			mu.Unlock()
-		}
-	}()
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	factory.WaitForCacheSync(ctx.Done())
 
 	cpuBefore := cpuSeconds(b, proc.Process.Pid)
 	start := map[string]time.Time{}
+	var createCalls []time.Duration
 	var wg sync.WaitGroup
 	var startMu sync.Mutex
 	b.ResetTimer()
@@ -130,14 +141,43 @@ func BenchmarkFanOut(b *testing.B) {
 			}
 			startMu.Lock()
 			start[name] = t0
+			createCalls = append(createCalls, time.Since(t0))
 			startMu.Unlock()
 		})
 	}
 	wg.Wait()
 	select {
 	case <-allBound:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("not every pod was bound in 5 minutes (%d bound)", len(bound))
+	case <-time.After(2 * time.Minute):
+		mu.Lock()
+		nCreated, nBound := len(created), len(bound)
+		mu.Unlock()
+		var list buildv1.BuildList
+		_ = k8s.List(ctx, &list, client.InNamespace(ns))
+		phases := map[string]int{}
+		var pods corev1.PodList
+		_ = k8s.List(ctx, &pods, client.InNamespace(ns))
+		perBuild := map[string]int{}
+		unbound := 0
+		for _, p := range pods.Items {
+			perBuild[p.Labels[buildv1.BuildLabel]]++
+			if p.Spec.NodeName == "" {
+				unbound++
+			}
+		}
+		for _, bl := range list.Items {
+			phases[string(bl.Status.Phase)+"/"+string(bl.Status.Reason)+"/"+bl.Status.PlatformsSummary]++
+			if perBuild[bl.Name] != 4 {
+				var es []string
+				for _, e := range bl.Status.Platforms {
+					es = append(es, e.Platform+"="+string(e.Phase))
+				}
+				b.Logf("build %s has %d pods; entries %v", bl.Name, perBuild[bl.Name], es)
+			}
+		}
+		b.Logf("the apiserver has %d pods in the namespace, %d unbound", len(pods.Items), unbound)
+		b.Fatalf("not every pod was bound in 2 minutes: %d pods created, %d bound; builds by phase %v; controller log:\n%s",
+			nCreated, nBound, phases, tailOf(readFile(logFile.Name()), 40))
 	}
 	b.StopTimer()
 	cpu := cpuSeconds(b, proc.Process.Pid) - cpuBefore
@@ -163,7 +203,9 @@ func BenchmarkFanOut(b *testing.B) {
 		b.ReportMetric(ms(p50), "ms-p50-"+strings.ReplaceAll(what, " ", "-"))
 		b.ReportMetric(ms(p99), "ms-p99-"+strings.ReplaceAll(what, " ", "-"))
 	}
-	fmt.Printf("fan-out: %d Builds x %d platforms created at once (%d pods)\n", builds, len(fourPlatforms), 4*builds)
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("fan-out: %d Builds x %d platforms created at once (%d pods); load average %s", builds, len(fourPlatforms), 4*builds, load)
+	report("Build create call (apiserver)", createCalls)
 	report("creation to all pods created", toCreated)
 	report("creation to all pods bound", toBound)
 	fmt.Printf("fan-out controller: %.2f CPU seconds, peak RSS %.1f MiB\n", cpu, float64(rss)/(1<<20))
@@ -212,6 +254,14 @@ func peakRSS(b *testing.B, pid int) int64 {
 	}
 	b.Fatal("no VmHWM")
 	return 0
+}
+
+func tailOf(s string, lines int) string {
+	all := strings.Split(s, "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
 }
 
 func readFile(path string) string {
