@@ -34,6 +34,7 @@ type localBuildOptions struct {
 	file               string
 	buildArgs          []string
 	labels             []string
+	volumes            []string
 	allowFail          []string
 	jobs               int
 	noCache            bool
@@ -75,6 +76,7 @@ pushed), else 1.`,
 	f.StringVarP(&opts.file, "file", "f", "", "Dockerfile, relative to CONTEXT or absolute (default: CONTEXT/Dockerfile)")
 	f.StringArrayVar(&opts.buildArgs, "build-arg", nil, "ARG value, NAME=VALUE (or NAME, from the environment); repeatable")
 	f.StringArrayVar(&opts.labels, "label", nil, "image label, NAME=VALUE; repeatable")
+	f.StringArrayVarP(&opts.volumes, "volume", "v", nil, "bind mount for RUN steps, SOURCE:DESTINATION[:ro], left out of the image; repeatable")
 	f.StringSliceVar(&opts.allowFail, "allow-fail", nil, "platforms that may fail without failing the build; comma-separated or repeated")
 	f.IntVarP(&opts.jobs, "jobs", "j", 0, fmt.Sprintf("platforms built at once (default: all, at most %d)", maxDefaultJobs))
 	f.BoolVar(&opts.noCache, "no-cache", false, "do not use cached layers")
@@ -301,6 +303,7 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 		Platform:   target,
 		Args:       plan.buildArgs,
 		Labels:     plan.labels,
+		RunMounts:  opts.volumes,
 		NoCache:    opts.noCache,
 		ForcePull:  opts.pull,
 		Layers:     opts.layers,

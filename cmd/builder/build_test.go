@@ -260,3 +260,14 @@ func TestIsMountPoint(t *testing.T) {
 		t.Error("a missing directory is a mount point")
 	}
 }
+
+func TestRunMounts(t *testing.T) {
+	volumes := []buildv1.BuildVolume{
+		{Name: "certs", Mounts: []buildv1.BuildVolumeMount{{DestinationPath: "/etc/pki/extra"}, {DestinationPath: "/certs"}}},
+		{Name: "settings", Mounts: []buildv1.BuildVolumeMount{{DestinationPath: "/etc/app"}}},
+	}
+	want := []string{"/v/certs:/etc/pki/extra:ro", "/v/certs:/certs:ro", "/v/settings:/etc/app:ro"}
+	if got := runMounts(volumes, "/v"); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

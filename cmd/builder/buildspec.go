@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -86,4 +87,22 @@ func buildEnv(vars []corev1.EnvVar) ([]string, error) {
 		out = append(out, v.Name+"="+v.Value)
 	}
 	return out, nil
+}
+
+// buildVolumeMountDir is where the build controller mounts a Docker
+// strategy's volumes in the build pod, one directory per volume name
+// (pkg/build's BuildVolumeMountDir).
+const buildVolumeMountDir = "/var/run/openshift.io/volumes"
+
+// runMounts returns the bind mounts that give RUN steps a Docker strategy's
+// volumes, read-only, at their destination paths: the volumes are mounted
+// in the pod under dir, one directory per volume name.
+func runMounts(volumes []buildv1.BuildVolume, dir string) []string {
+	var out []string
+	for _, v := range volumes {
+		for _, m := range v.Mounts {
+			out = append(out, filepath.Join(dir, v.Name)+":"+m.DestinationPath+":ro")
+		}
+	}
+	return out
 }

@@ -53,6 +53,10 @@ type Request struct {
 	// Env are KEY=VALUE environment variables set for the build's steps
 	// and in the image.
 	Env []string
+	// RunMounts are "source:destination[:options]" bind mounts given to
+	// every RUN step and left out of the image (a Docker strategy's
+	// volumes).
+	RunMounts []string
 	// NoCache builds every step again.
 	NoCache bool
 	// ForcePull pulls base images even when the store has them.
@@ -149,6 +153,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		Args:             args,
 		Labels:           formatLabels(req.Labels),
 		Envs:             req.Env,
+		TransientMounts:  req.RunMounts,
 		NoCache:          req.NoCache,
 		Layers:           req.Layers && !req.NoCache,
 		// Only the final image is kept: intermediate containers go at once.

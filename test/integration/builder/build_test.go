@@ -2,6 +2,8 @@ package builder_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -120,4 +122,26 @@ func sortedBasePlatforms() []string {
 	ps := bed.BaseImagePlatforms()
 	slices.Sort(ps)
 	return ps
+}
+
+// TestBuildRunMounts gives a RUN step a directory of the machine: the step
+// reads it, and the image does not carry it.
+func TestBuildRunMounts(t *testing.T) {
+	g := NewWithT(t)
+	data := t.TempDir()
+	g.Expect(os.WriteFile(filepath.Join(data, "hello"), []byte("from the volume\n"), 0o644)).To(Succeed())
+	out := theBed.Registry.Host + "/it/volume:v1"
+	ctxDir := writeContext(t, "FROM "+theBed.BaseImage+"\nRUN cat /mnt/data/hello > /out && ls /mnt/data > /listing\n")
+	log, code := runBuilder(t, nil, "build", "--platform", "linux/amd64", "-v", data+":/mnt/data:ro", "-t", out, ctxDir)
+	g.Expect(code).To(Equal(0), log)
+	img, err := openImage(t.Context(), theBed.Registry, out)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	index, _, err := img.index(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	got, err := img.childFile(t.Context(), index.Manifests[0].Digest, "/out")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal("from the volume\n"))
+	_, err = img.childFile(t.Context(), index.Manifests[0].Digest, "/mnt/data/hello")
+	g.Expect(err).To(MatchError(ContainSubstring("no /mnt/data/hello in the top layer")))
 }
