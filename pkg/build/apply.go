@@ -162,7 +162,7 @@ func OwnedPlatformFields(managed []metav1.ManagedFieldsEntry, manager string) ma
 				Platforms map[string]map[string]json.RawMessage `json:"f:platforms"`
 			} `json:"f:status"`
 		}
-		if err := json.Unmarshal(m.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(m.FieldsV1.GetRawBytes(), &fields); err != nil {
 			continue
 		}
 		for key, entry := range fields.Status.Platforms {

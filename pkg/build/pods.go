@@ -30,18 +30,18 @@ const (
 
 	// PushSecretMountPath is where spec.output.pushSecret is mounted; the
 	// BUILD pod's PUSH_DOCKERCFG_PATH names it.
-	PushSecretMountPath = "/var/run/secrets/openshift.io/push"
+	PushSecretMountPath = "/var/run/secrets/openshift.io/push" //nolint:gosec // G101: a mount path, not a credential.
 	// PullSecretMountPath is where dockerStrategy.pullSecret is mounted;
 	// PULL_DOCKERCFG_PATH names it.
-	PullSecretMountPath = "/var/run/secrets/openshift.io/pull"
+	PullSecretMountPath = "/var/run/secrets/openshift.io/pull" //nolint:gosec // G101: a mount path, not a credential.
 	// SourceSecretMountPath is where source.sourceSecret is mounted;
 	// SOURCE_SECRET_PATH names it.
-	SourceSecretMountPath = "/var/run/secrets/openshift.io/source"
+	SourceSecretMountPath = "/var/run/secrets/openshift.io/source" //nolint:gosec // G101: a mount path, not a credential.
 	// SourceSecretPathEnv names the directory of the mounted source secret.
 	SourceSecretPathEnv = "SOURCE_SECRET_PATH"
 	// InputSecretMountDir holds one directory per source.secrets entry,
 	// named after the Secret.
-	InputSecretMountDir = "/var/run/secrets/openshift.io/build"
+	InputSecretMountDir = "/var/run/secrets/openshift.io/build" //nolint:gosec // G101: a mount path, not a credential.
 	// InputConfigMapMountDir holds one directory per source.configMaps
 	// entry, named after the ConfigMap.
 	InputConfigMapMountDir = "/var/run/configs/openshift.io/build"

@@ -35,7 +35,7 @@ func (w *nodeWrapper) taint(key string, effect corev1.TaintEffect) *nodeWrapper 
 	w.Spec.Taints = append(w.Spec.Taints, corev1.Taint{Key: key, Effect: effect})
 	return w
 }
-func (w *nodeWrapper) obj() corev1.Node { return *w.Node.DeepCopy() }
+func (w *nodeWrapper) obj() corev1.Node { return *w.DeepCopy() }
 
 // fourArches is the bed's default cluster: one node per architecture plus
 // a tainted control-plane node.
@@ -90,7 +90,7 @@ func (w *buildWrapper) entry(p string, phase buildv1.BuildPhase, reason buildv1.
 	w.Status.Platforms = append(w.Status.Platforms, buildv1.BuildStatusPlatform{Platform: p, Phase: phase, Reason: reason})
 	return w
 }
-func (w *buildWrapper) obj() *buildv1.Build { return w.Build.DeepCopy() }
+func (w *buildWrapper) obj() *buildv1.Build { return w.DeepCopy() }
 
 // podWrapper builds test pods: makePod("app-linux-amd64-build").running().obj().
 type podWrapper struct{ corev1.Pod }
@@ -121,7 +121,7 @@ func (w *podWrapper) deleting() *podWrapper {
 	w.DeletionTimestamp = &now
 	return w
 }
-func (w *podWrapper) obj() *corev1.Pod { return w.Pod.DeepCopy() }
+func (w *podWrapper) obj() *corev1.Pod { return w.DeepCopy() }
 
 func podsOf(pods ...*corev1.Pod) map[string]*corev1.Pod {
 	m := map[string]*corev1.Pod{}

@@ -268,7 +268,7 @@ func TestBuildController(t *testing.T) {
 				wantPhase(buildv1.BuildPhaseRunning, ""),
 				wantEvents(buildv1.EventReasonBuildStarted),
 				succeed(amd64, arm64, ppc64le),
-				step{"no manifest list while a platform runs", func(h *harness) {
+				{"no manifest list while a platform runs", func(h *harness) {
 					time.Sleep(200 * time.Millisecond)
 					if _, ok := h.pods()[build.ManifestListPodName(h.build)]; ok {
 						h.t.Error("manifest-list pod created before every platform ended")
@@ -279,7 +279,7 @@ func TestBuildController(t *testing.T) {
 				finishManifestList(0, ""),
 				wantPhase(buildv1.BuildPhaseComplete, ""),
 				wantEvents(buildv1.EventReasonBuildStarted, buildv1.EventReasonBuildCompleted),
-				step{"status: every builder's entry kept, summaries, output, pod-name annotation", func(h *harness) {
+				{"status: every builder's entry kept, summaries, output, pod-name annotation", func(h *harness) {
 					b := h.get()
 					for _, p := range fourPlatforms {
 						e := entries(b)[p]
@@ -307,7 +307,7 @@ func TestBuildController(t *testing.T) {
 				wantManifestListPod(fourPlatforms...),
 				finishManifestList(0, ""),
 				wantPhase(buildv1.BuildPhaseComplete, ""),
-				step{"summary 3/4", func(h *harness) {
+				{"summary 3/4", func(h *harness) {
 					if got := h.get().Status.PlatformsSummary; got != "3/4" {
 						h.t.Errorf("platformsSummary %q", got)
 					}
@@ -327,10 +327,10 @@ func TestBuildController(t *testing.T) {
 				wantEntry(arm64, buildv1.BuildPhaseCancelled, buildv1.StatusReasonCancelledBuild),
 				wantEntry(amd64, buildv1.BuildPhaseComplete, ""),
 				wantEvents(buildv1.EventReasonBuildFailed),
-				step{"the running pods are deleted", func(h *harness) {
+				{"the running pods are deleted", func(h *harness) {
 					wantPodsDeleted(names(h, arm64, ppc64le)...).do(h)
 				}},
-				step{"no manifest-list pod", func(h *harness) {
+				{"no manifest-list pod", func(h *harness) {
 					if _, ok := h.pods()[build.ManifestListPodName(h.build)]; ok {
 						h.t.Error("manifest-list pod created for a failed build")
 					}
@@ -385,7 +385,7 @@ func TestBuildController(t *testing.T) {
 				wantEntry(s390x, buildv1.BuildPhaseCancelled, buildv1.StatusReasonCancelledBuild),
 				wantEntry(amd64, buildv1.BuildPhaseComplete, ""),
 				wantEvents(buildv1.EventReasonBuildCancelled),
-				step{"pods deleted", func(h *harness) { wantPodsDeleted(names(h, arm64, ppc64le, s390x)...).do(h) }},
+				{"pods deleted", func(h *harness) { wantPodsDeleted(names(h, arm64, ppc64le, s390x)...).do(h) }},
 			},
 		},
 		{
@@ -394,7 +394,7 @@ func TestBuildController(t *testing.T) {
 				createBuild(nil, fourPlatforms...),
 				wantPlatformPods(fourPlatforms...),
 				startPlatforms(fourPlatforms...),
-				step{"someone deletes the arm64 pod", func(h *harness) {
+				{"someone deletes the arm64 pod", func(h *harness) {
 					if err := k8s.Delete(h.ctx, h.pod(h.platformPod(arm64))); err != nil {
 						h.t.Fatal(err)
 					}
@@ -402,7 +402,7 @@ func TestBuildController(t *testing.T) {
 				wantEntry(arm64, buildv1.BuildPhaseError, buildv1.StatusReasonBuildPodDeleted),
 				wantPhase(buildv1.BuildPhaseError, buildv1.StatusReasonPlatformBuildFailed),
 				wantMessage("BuildPodDeleted"),
-				step{"pods deleted", func(h *harness) { wantPodsDeleted(names(h, fourPlatforms...)...).do(h) }},
+				{"pods deleted", func(h *harness) { wantPodsDeleted(names(h, fourPlatforms...)...).do(h) }},
 			},
 		},
 		{
@@ -411,7 +411,7 @@ func TestBuildController(t *testing.T) {
 				createBuild(func(b *buildv1.Build) {
 					b.Spec.NodeSelector = buildv1.OptionalNodeSelector{corev1.LabelArchStable: "arm64"}
 				}),
-				step{"one pod app-build on the arm64 node", func(h *harness) {
+				{"one pod app-build on the arm64 node", func(h *harness) {
 					h.waitPodNames("app-build")
 					node, err := testBed.WaitPodBound(h.ctx, h.ns, "app-build")
 					if err != nil {
@@ -425,15 +425,15 @@ func TestBuildController(t *testing.T) {
 						h.t.Errorf("BUILD %+v", pb.Spec)
 					}
 				}},
-				step{"the pod runs", func(h *harness) {
+				{"the pod runs", func(h *harness) {
 					if err := testBed.SetPodRunning(h.ctx, h.pod("app-build")); err != nil {
 						h.t.Fatal(err)
 					}
 				}},
 				wantPhase(buildv1.BuildPhaseRunning, ""),
-				step{"the pod succeeds", func(h *harness) { h.finishPod("app-build", 0, "") }},
+				{"the pod succeeds", func(h *harness) { h.finishPod("app-build", 0, "") }},
 				wantPhase(buildv1.BuildPhaseComplete, ""),
-				step{"no platforms, no manifest list", func(h *harness) {
+				{"no platforms, no manifest list", func(h *harness) {
 					b := h.get()
 					if len(b.Status.Platforms) != 0 || b.Status.PlatformsSummary != "" || len(h.pods()) != 1 ||
 						b.Annotations[buildv1.BuildPodNameAnnotation] != "app-build" {
@@ -451,7 +451,7 @@ func TestBuildController(t *testing.T) {
 				startPlatforms(fourPlatforms...),
 				succeed(fourPlatforms...),
 				wantPhase(buildv1.BuildPhaseComplete, ""),
-				step{"no manifest-list pod", func(h *harness) {
+				{"no manifest-list pod", func(h *harness) {
 					if _, ok := h.pods()[build.ManifestListPodName(h.build)]; ok {
 						h.t.Error("manifest-list pod created with manifestList=false")
 					}
@@ -463,7 +463,7 @@ func TestBuildController(t *testing.T) {
 			config: func(c *configv1alpha1.BuildControllerConfig) { c.BuildOverrides.ArchNodeSelector = ptr.To(false) },
 			steps: []step{
 				createBuild(nil, amd64, riscv64),
-				step{"two pods without an arch selector, both scheduled", func(h *harness) {
+				{"two pods without an arch selector, both scheduled", func(h *harness) {
 					pods := h.waitPodNames(names(h, amd64, riscv64)...)
 					for _, pod := range pods {
 						if _, ok := pod.Spec.NodeSelector[corev1.LabelArchStable]; ok {
@@ -500,7 +500,7 @@ func TestBuildController(t *testing.T) {
 				createBuild(func(b *buildv1.Build) { b.Spec.PlatformsAllowedToFail = []string{arm64} }, amd64, arm64),
 				wantPlatformPods(amd64, arm64),
 				startPlatforms(amd64, arm64),
-				step{"the arm64 container is OOM-killed", func(h *harness) {
+				{"the arm64 container is OOM-killed", func(h *harness) {
 					if err := testBed.SetPodFinished(h.ctx, h.pod(h.platformPod(arm64)), 137, "OOMKilled", ""); err != nil {
 						h.t.Fatal(err)
 					}

@@ -53,7 +53,7 @@ func BenchmarkFanOut(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }()
 	proc := exec.Command(bin, "--config="+config, "--kubeconfig="+testBed.Kubeconfig, "--leader-elect=false",
 		"--controllers=build", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info")
 	proc.Stdout, proc.Stderr = logFile, logFile
@@ -244,7 +244,7 @@ func peakRSS(b *testing.B, pid int) int64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {

@@ -59,7 +59,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer testBed.Stop()
+	defer func() { _ = testBed.Stop() }()
 	scheme = bed.NewScheme()
 	utilruntime.Must(buildv1.AddToScheme(scheme))
 	if k8s, err = client.New(testBed.Config, client.Options{Scheme: scheme}); err != nil {
@@ -129,7 +129,9 @@ func (c *controller) stop() {
 		return
 	}
 	c.cancel()
-	<-c.done
+	if err := <-c.done; err != nil {
+		fmt.Fprintln(os.Stderr, "build controller stopped:", err)
+	}
 	c.cancel = nil
 }
 
