@@ -49,7 +49,8 @@ type Options struct {
 	// CacheSize bounds the digest and tag caches (LRU); default 10,000.
 	CacheSize int
 
-	// Workers is how many gated pods are handled at once; default 16.
+	// Workers is how many gated pods are handled at once; default 32
+	// (each mostly waits for its one pod update).
 	Workers int
 	// ImageParallelism is how many of one pod's images are inspected at
 	// once; default 8.
@@ -71,7 +72,7 @@ func DefaultOptions() Options {
 		DigestCacheTTL:           24 * time.Hour,
 		TagCacheTTL:              time.Minute,
 		CacheSize:                10000,
-		Workers:                  16,
+		Workers:                  32,
 		ImageParallelism:         8,
 		ReleaseParallelism:       16,
 	}

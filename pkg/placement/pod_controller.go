@@ -123,7 +123,9 @@ func (r *podReconciler) write(ctx context.Context, pod *corev1.Pod, d decision) 
 	err := r.writer.Update(ctx, d.pod)
 	switch {
 	case apierrors.IsConflict(err):
-		return ctrl.Result{Requeue: true}, nil
+		// The pod changed: its newer version is on its way through the
+		// informer and will be handled afresh.
+		return ctrl.Result{}, nil
 	case apierrors.IsNotFound(err):
 		r.retries.forget(client.ObjectKeyFromObject(pod))
 		return ctrl.Result{}, nil

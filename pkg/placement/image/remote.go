@@ -59,7 +59,7 @@ func (r *Remote) Architectures(ctx context.Context, ref Reference, auth Auth) (P
 		if err != nil {
 			return err
 		}
-		defer src.Close()
+		defer func() { _ = src.Close() }()
 		blob, mime, err := src.GetManifest(ctx, nil)
 		if err != nil {
 			return err

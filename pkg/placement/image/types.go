@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/opencontainers/go-digest"
@@ -52,9 +52,9 @@ type Reference struct {
 
 // Credential is one set of registry credentials from a docker config.
 type Credential struct {
-	Username      string `json:"u,omitempty"`
-	Password      string `json:"p,omitempty"`
-	IdentityToken string `json:"t,omitempty"`
+	Username      string
+	Password      string
+	IdentityToken string
 }
 
 // Auth is the credentials to try for one image, in the order a kubelet
@@ -67,9 +67,14 @@ func (a Auth) Key() string {
 	if len(a) == 0 {
 		return ""
 	}
-	data, _ := json.Marshal(a) // a struct of strings always marshals
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
+	h := sha256.New()
+	for _, c := range a {
+		for _, field := range []string{c.Username, c.Password, c.IdentityToken} {
+			// Length-prefixed, so that no two lists hash the same input.
+			_, _ = fmt.Fprintf(h, "%d:%s", len(field), field) // a hash never fails to write
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // Inspector tells which platforms an image exists for and the digest of the

@@ -128,15 +128,6 @@ func (h *harness) create(pod *corev1.Pod) *corev1.Pod {
 	return pod
 }
 
-func (h *harness) get(name string) *corev1.Pod {
-	h.t.Helper()
-	pod := &corev1.Pod{}
-	if err := k8s.Get(h.ctx, types.NamespacedName{Namespace: h.ns, Name: name}, pod); err != nil {
-		h.t.Fatal(err)
-	}
-	return pod
-}
-
 func gated(p *corev1.Pod) bool {
 	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == placement.SchedulingGate })
 }

@@ -146,7 +146,7 @@ func (p *pusher) pushBlob(ctx context.Context, repo, mediaType string, data []by
 	if err != nil {
 		return desc, err
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
 		return desc, nil
 	}
@@ -154,7 +154,7 @@ func (p *pusher) pushBlob(ctx context.Context, repo, mediaType string, data []by
 	if err != nil {
 		return desc, err
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		return desc, fmt.Errorf("starting an upload to %s: %s", repo, resp.Status)
 	}
@@ -169,7 +169,7 @@ func (p *pusher) pushBlob(ctx context.Context, repo, mediaType string, data []by
 	if err != nil {
 		return desc, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusCreated {
 		body, _ := io.ReadAll(resp.Body)
 		return desc, fmt.Errorf("uploading a blob to %s: %s: %s", repo, resp.Status, body)
@@ -182,7 +182,7 @@ func (p *pusher) putManifest(ctx context.Context, repo, ref, mediaType string, d
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusCreated {
 		body, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("putting manifest %s:%s: %s: %s", repo, ref, resp.Status, body)

@@ -74,7 +74,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer testBed.Stop()
+	defer func() { _ = testBed.Stop() }()
 	scheme = bed.NewScheme()
 	k8s = testBed.Client
 	if err := setup(ctx); err != nil {
@@ -273,6 +273,8 @@ func (r *controllerRun) stop() {
 		return
 	}
 	r.cancel()
-	<-r.done
+	if err := <-r.done; err != nil {
+		fmt.Fprintln(os.Stderr, "controller manager:", err)
+	}
 	r.cancel = nil
 }

@@ -229,10 +229,10 @@ func blackholeRegistry(t *testing.T) string {
 		}
 	}()
 	t.Cleanup(func() {
-		l.Close()
+		_ = l.Close()
 		<-done
 		for _, c := range conns {
-			c.Close()
+			_ = c.Close()
 		}
 	})
 	return l.Addr().String()

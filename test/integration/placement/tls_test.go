@@ -96,7 +96,7 @@ func waitServing(ctx context.Context, rawURL string, ca []byte) error {
 		if err != nil {
 			return false, nil
 		}
-		conn.Close()
+		_ = conn.Close()
 		return true, nil
 	})
 }
@@ -106,6 +106,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -39,7 +39,7 @@ type PlacementConfig struct {
 	Cache PlacementCacheConfig `json:"cache,omitempty"`
 
 	// workers is how many gated pods the controller handles at once.
-	// Default: 16.
+	// Default: 32.
 	// +optional
 	Workers int32 `json:"workers,omitempty"`
 }
