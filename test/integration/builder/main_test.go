@@ -30,6 +30,7 @@ import (
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/types"
 
+	"github.com/archway-build/archway/pkg/build/dockercfg"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -226,3 +227,7 @@ func (r *registryImage) labels(ctx context.Context) (map[string]string, error) {
 }
 
 func digestOf(s string) digest.Digest { return digest.Digest(s) }
+
+// noAuth is no registry credentials: containers/image looks in its default
+// places (there are none on the bed's machines).
+var noAuth = dockercfg.File{}

@@ -1,0 +1,77 @@
+package builder_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/platform"
+)
+
+// mountsUnder returns the mount points below dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir) {
+			out = append(out, f[1])
+		}
+	}
+	return out
+}
+
+// TestLibraryInProcess uses package imagebuild in the test process, as
+// the builder does: a build and a failing build, with TARGET* args, then
+// Close leaves nothing mounted in the work directory.
+func TestLibraryInProcess(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	work := t.TempDir()
+	b, err := imagebuild.New(imagebuild.Config{WorkDir: work})
+	g.Expect(err).NotTo(HaveOccurred())
+	closed := false
+	defer func() {
+		if !closed {
+			_ = b.Close()
+		}
+	}()
+	arm64, _ := platform.Parse("linux/arm64")
+	ctxDir := writeContext(t, "FROM "+theBed.BaseImage+"\nARG TARGETPLATFORM\nARG TARGETARCH\nARG GREETING\n"+
+		"RUN echo \"$GREETING $TARGETPLATFORM $TARGETARCH $(uname -m)\" > /out\n")
+	var log strings.Builder
+	dest := theBed.Registry.Host + "/it/library:arm64"
+	out, err := b.BuildAndPush(ctx, imagebuild.Request{
+		ContextDir: ctxDir, Platform: arm64, Args: map[string]string{"GREETING": "hi"},
+		Labels: map[string]string{"team": "blue"}, Out: &log,
+	}, dest, noAuth)
+	g.Expect(err).NotTo(HaveOccurred(), log.String())
+	g.Expect(out.Image.Platform.Architecture).To(Equal("arm64"))
+	g.Expect(out.Image.Digest).To(Equal(out.Pushed.Digest))
+	g.Expect(log.String()).To(ContainSubstring("STEP 4/6: ARG GREETING"))
+
+	img, err := openImage(ctx, theBed.Registry, dest)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	got, err := img.childFile(ctx, digestOf(out.Image.Digest), "/out")
+	g.Expect(err).NotTo(HaveOccurred())
+	// Asked for linux/arm64, buildah says linux/arm64 too (as buildkit).
+	g.Expect(strings.TrimSpace(got)).To(Equal("hi linux/arm64 arm64 aarch64"))
+	labels, err := img.labels(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(labels).To(HaveKeyWithValue("team", "blue"))
+
+	_, err = b.Build(ctx, imagebuild.Request{ContextDir: writeContext(t, "FROM "+theBed.BaseImage+"\nRUN exit 3\n"), Out: &log})
+	g.Expect(err).To(MatchError(ContainSubstring("exit status 3")))
+	g.Expect(mountsUnder(t, work)).NotTo(BeEmpty(), "the store has overlay mounts while open")
+
+	g.Expect(b.Close()).To(Succeed())
+	closed = true
+	g.Expect(mountsUnder(t, work)).To(BeEmpty(), "Close unmounts everything")
+}
