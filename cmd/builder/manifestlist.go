@@ -285,7 +285,9 @@ func (r *manifestListRun) wait(ctx context.Context, timeout time.Duration) (*bui
 			client.MatchingFields{"metadata.name": r.key.Name},
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
 		if err == nil {
-			rv, err = r.consume(ctx, w, &build, rv, done)
+			// Whatever ended the watch, the loop below lists again and
+			// resumes from the list's resource version.
+			_, err = r.consume(ctx, w, &build, rv, done)
 			w.Stop()
 		}
 		switch {
@@ -294,7 +296,7 @@ func (r *manifestListRun) wait(ctx context.Context, timeout time.Duration) (*bui
 		case ctx.Err() != nil:
 			return build, fmt.Errorf("platforms still not finished after %s: %s", timeout.Round(time.Second), waitingFor(build))
 		case apierrors.IsNotFound(err):
-			return build, fmt.Errorf("Build %s was deleted while waiting for its platforms", r.key)
+			return build, fmt.Errorf("the Build %s was deleted while waiting for its platforms", r.key)
 		}
 		// The watch ended or its resource version is too old: list again.
 		if rv, err = get(ctx); err != nil {
@@ -339,7 +341,7 @@ func (r *manifestListRun) consume(ctx context.Context, w watch.Interface, build 
 			case watch.Deleted:
 				return rv, apierrors.NewNotFound(buildv1.Resource("builds"), r.key.Name)
 			case watch.Error:
-				return rv, fmt.Errorf("%w: %v", errWatchEnded, apierrors.FromObject(ev.Object))
+				return rv, fmt.Errorf("%w: %w", errWatchEnded, apierrors.FromObject(ev.Object))
 			}
 		}
 	}
@@ -471,7 +473,7 @@ func (r *manifestListRun) fail(ctx context.Context, build *buildv1.Build, reason
 	}
 	if r.terminationLog != "" {
 		if _, serr := os.Stat(r.terminationLog); serr == nil {
-			_ = os.WriteFile(r.terminationLog, []byte(string(reason)+": "+err.Error()), 0o644) //nolint:gosec // the kubelet reads it
+			_ = os.WriteFile(r.terminationLog, []byte(string(reason)+": "+err.Error()), 0o644)
 		}
 	}
 	return fmt.Errorf("%s: %w", reason, err)

@@ -86,7 +86,7 @@ func (p *process) exited() bool {
 
 // failure describes an early exit with the tail of the process's log.
 func (p *process) failure() error {
-	return fmt.Errorf("%s exited early (%v); last lines of %s:\n%s", p.name, p.waitErr, p.logPath, tail(p.logPath, 15))
+	return fmt.Errorf("%s exited early (%w); last lines of %s:\n%s", p.name, p.waitErr, p.logPath, tail(p.logPath, 15))
 }
 
 // Stop ends the process and its process group, politely first.

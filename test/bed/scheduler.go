@@ -73,7 +73,7 @@ func waitHealthy(ctx context.Context, p *process, port int) error {
 	hc := &http.Client{
 		Timeout: 2 * time.Second,
 		// The component's serving certificate is self-signed.
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // loopback health check of a child process
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
 	return waitFor(ctx, p, p.name+" /healthz", func(ctx context.Context) error {

@@ -162,7 +162,7 @@ func (e *Env) StartController(ctx context.Context) error {
 		select {
 		case err := <-e.done:
 			e.done <- err
-			return fmt.Errorf("build-controller exited at start (%v); its log %s ends:\n%s", err, e.ControllerLog, tailFile(e.ControllerLog, 20))
+			return fmt.Errorf("build-controller exited at start (%w); its log %s ends:\n%s", err, e.ControllerLog, tailFile(e.ControllerLog, 20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):

@@ -137,7 +137,7 @@ func serve(dir string, args []string) error {
 		_ = writeState(dir, &state{PID: os.Getpid(), Error: err.Error()})
 		return err
 	}
-	defer b.Stop() //nolint:errcheck // best effort on the way out
+	defer b.Stop()
 	st := &state{
 		PID: os.Getpid(), Kubeconfig: b.Kubeconfig, Registry: b.Registry.Host, BaseImage: b.BaseImage, Dir: b.Dir,
 		AuthRegistry: b.AuthRegistry.Host, AuthUser: b.AuthRegistry.Username, AuthPassword: b.AuthRegistry.Password,

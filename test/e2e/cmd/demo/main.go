@@ -238,9 +238,10 @@ func (t *table) draw(tl *framework.Timeline) {
 				}
 				dur = fmt.Sprintf("%.1fs", end.Sub(pt.Running).Seconds())
 			}
-			if pt.Phase == corev1.PodSucceeded {
+			switch pt.Phase {
+			case corev1.PodSucceeded:
 				ph = "Complete"
-			} else if pt.Phase == corev1.PodFailed {
+			case corev1.PodFailed:
 				ph = "Failed"
 			}
 		}
