@@ -328,3 +328,8 @@ func deleteConfig(ctx context.Context) error {
 }
 
 func metav1ObjectMeta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
+
+// dryRunAll makes a create validated and admitted but not stored.
+type dryRunAll struct{}
+
+func (dryRunAll) ApplyToCreate(o *client.CreateOptions) { o.DryRun = []string{metav1.DryRunAll} }

@@ -43,14 +43,14 @@ type NodeAffinityScoring struct {
 	Enabled bool `json:"enabled"`
 
 	// platforms are the weights, one entry per architecture. Required: at
-	// least one and at most 16 entries, each architecture at most once.
+	// least one and at most 16 entries, each architecture at most once (a
+	// second entry is rejected as a duplicate key of the list).
 	// Only architectures a pod's images support get a preferred term.
 	// +required
 	// +listType=map
 	// +listMapKey=architecture
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.architecture == x.architecture))",message="each architecture may appear only once in platforms"
 	Platforms []NodeAffinityScoringPlatformTerm `json:"platforms"`
 }
 
