@@ -24,9 +24,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -103,12 +105,29 @@ type controller struct {
 // namespace ns.
 func startController(t testing.TB, ns string, cfg *configv1alpha1.BuildControllerConfig) *controller {
 	t.Helper()
-	mgr, err := ctrl.NewManager(testBed.Config, ctrl.Options{
+	return startControllerWith(t, ns, cfg, nil)
+}
+
+// startControllerWith is startController with the controller's client
+// wrapped by funcs (nil: not wrapped), to inject failures.
+func startControllerWith(t testing.TB, ns string, cfg *configv1alpha1.BuildControllerConfig, funcs *interceptor.Funcs) *controller {
+	t.Helper()
+	opts := ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-	})
+	}
+	if funcs != nil {
+		opts.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(config, options)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, *funcs), nil
+		}
+	}
+	mgr, err := ctrl.NewManager(testBed.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

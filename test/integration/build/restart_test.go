@@ -2,7 +2,9 @@ package build
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,35 +12,51 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/test/bed"
 )
 
-// TestControllerRestartMidFanOut stops the controller as soon as the first
-// pod of ten four-platform builds exists, starts a new one, and checks that
-// every build ends with exactly its four pods (the ones created before the
-// restart kept: no pod was made twice) and completes.
+// TestControllerRestartMidFanOut plays a controller that dies in the middle
+// of fanning out ten four-platform builds: its client creates 13 pods and
+// then fails every create, as if the process had been killed. A new
+// controller must finish the job: every build ends with exactly its four
+// pods (the 13 kept: no pod is made twice) and completes.
 func TestControllerRestartMidFanOut(t *testing.T) {
 	h := newHarness(t, "restart")
 	cfg := testConfig(nil)
-	first := startController(t, h.ns, cfg)
+	var mu sync.Mutex
+	allowed := 13
+	first := startControllerWith(t, h.ns, cfg, &interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*corev1.Pod); ok {
+				mu.Lock()
+				defer mu.Unlock()
+				if allowed == 0 {
+					return errors.New("injected: the controller died")
+				}
+				allowed--
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
 	const n = 10
 	for i := range n {
 		h.create(h.buildObj(fmt.Sprintf("app-%d", i), fourPlatforms...))
 	}
 	var before []corev1.Pod
-	err := wait.PollUntilContextTimeout(h.ctx, 2*time.Millisecond, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
 		var list corev1.PodList
 		if err := k8s.List(ctx, &list, client.InNamespace(h.ns)); err != nil {
 			return false, nil
 		}
 		before = list.Items
-		return len(list.Items) > 0, nil
+		return len(list.Items) == 13, nil
 	})
 	if err != nil {
-		t.Fatal("no pod was created")
+		t.Fatalf("the first controller did not create 13 pods: %d", len(before))
 	}
 	first.stop()
 	var list corev1.PodList
