@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-
-	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 )
 
 // Outcomes of handling one gated pod, for metrics and tests.
@@ -74,24 +72,17 @@ func podOS(pod *corev1.Pod) string {
 	return "linux"
 }
 
-func scoring(spec *multiarchv1beta1.ClusterPodPlacementConfigSpec) []multiarchv1beta1.NodeAffinityScoringPlatformTerm {
-	if spec == nil || spec.Plugins == nil || spec.Plugins.NodeAffinityScoring == nil || !spec.Plugins.NodeAffinityScoring.Enabled {
-		return nil
-	}
-	return spec.Plugins.NodeAffinityScoring.Platforms
-}
-
 // preflight decides what needs no inspection: a pod that now pins
 // kubernetes.io/arch in its nodeSelector is released as it is; a pod whose
 // every required term constrains the architecture is released as it is
 // unless preferences are to be added. ok is false when the pod's images
 // must be inspected.
-func preflight(pod *corev1.Pod, spec *multiarchv1beta1.ClusterPodPlacementConfigSpec) (decision, bool) {
+func preflight(pod *corev1.Pod, pol policy) (decision, bool) {
 	if pinsArch(pod) {
 		return release(pod, outcomeIgnored, corev1.EventTypeNormal, EventGatedPodIgnored,
 			"The gated pod now pins "+ArchLabel+" in its nodeSelector and no longer needs architecture-aware placement; scheduling gate removed"), true
 	}
-	if allTermsConstrainArch(pod) && len(scoring(spec)) == 0 {
+	if allTermsConstrainArch(pod) && len(pol.weights) == 0 {
 		return release(pod, outcomeConflict, corev1.EventTypeNormal, EventPredicatesConflict,
 			"All the required node selector terms already constrain "+ArchLabel+"; left unchanged and scheduling gate removed"), true
 	}
@@ -110,9 +101,9 @@ func release(pod *corev1.Pod, outcome, eventType, reason, message string) decisi
 // decide places a pod from the inspection of all its images. Any error
 // means the retries are over: the pod goes to the fallback architecture
 // when one is configured, else it is released unchanged.
-func decide(pod *corev1.Pod, spec *multiarchv1beta1.ClusterPodPlacementConfigSpec, results []imageResult) decision {
+func decide(pod *corev1.Pod, pol policy, results []imageResult) decision {
 	if err := inspectionError(results); err != nil {
-		return decideAfterError(pod, spec, err)
+		return decideAfterError(pod, pol, err)
 	}
 	var archs sets.Set[string]
 	for _, r := range results {
@@ -136,7 +127,7 @@ func decide(pod *corev1.Pod, spec *multiarchv1beta1.ClusterPodPlacementConfigSpe
 		}
 	}
 	affinity, changed := withRequirement(out.Spec.Affinity, archRequirement(archs))
-	affinity, preferred := withPreferences(affinity, scoring(spec), archs)
+	affinity, preferred := withPreferences(affinity, pol.weights, archs)
 	if changed || preferred {
 		out.Spec.Affinity = affinity
 	}
@@ -156,24 +147,24 @@ func decide(pod *corev1.Pod, spec *multiarchv1beta1.ClusterPodPlacementConfigSpe
 		d.message = "All the required node selector terms already constrain " + ArchLabel + "; left unchanged"
 	}
 	if preferred {
-		d.message += "; added preferred architectures from nodeAffinityScoring"
+		d.message += "; added the preferred architectures of nodeAffinityScoring"
 	}
 	d.message = truncate(d.message + "; scheduling gate removed")
 	return d
 }
 
-func decideAfterError(pod *corev1.Pod, spec *multiarchv1beta1.ClusterPodPlacementConfigSpec, err error) decision {
-	if spec != nil && spec.FallbackArchitecture != "" {
+func decideAfterError(pod *corev1.Pod, pol policy, err error) decision {
+	if pol.fallback != "" {
 		out := pod.DeepCopy()
 		removeGate(out)
-		affinity, changed := withRequirement(out.Spec.Affinity, archRequirement(sets.New(spec.FallbackArchitecture)))
+		affinity, changed := withRequirement(out.Spec.Affinity, archRequirement(sets.New(pol.fallback)))
 		out.Spec.Affinity = affinity
 		setLabel(out, SchedulingGateLabel, SchedulingGateLabelRemoved)
 		setLabel(out, NodeAffinityLabel, valueSet(changed))
-		setLabel(out, FallbackArchLabel, spec.FallbackArchitecture)
+		setLabel(out, FallbackArchLabel, pol.fallback)
 		setLabel(out, ImageInspectionErrorLabel, "")
 		return decision{outcome: outcomeFallback, pod: out, eventType: corev1.EventTypeWarning, reason: EventFallbackPredicateSet,
-			message: truncate("Image inspection failed; set the node affinity to the fallback architecture " + spec.FallbackArchitecture +
+			message: truncate("Image inspection failed; set the node affinity to the fallback architecture " + pol.fallback +
 				" and removed the scheduling gate. Registry error: " + err.Error())}
 	}
 	d := release(pod, outcomeInspectionError, corev1.EventTypeWarning, EventInspectionError,

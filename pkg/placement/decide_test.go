@@ -27,20 +27,16 @@ func ok(image string, archs ...string) imageResult {
 }
 
 func TestDecide(t *testing.T) {
-	scoringSpec := &multiarchv1beta1.ClusterPodPlacementConfigSpec{Plugins: &multiarchv1beta1.Plugins{
-		NodeAffinityScoring: &multiarchv1beta1.NodeAffinityScoring{Enabled: true, Platforms: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{
-			{Architecture: "arm64", Weight: 40}, {Architecture: "amd64", Weight: 20},
-		}},
+	scoring := policy{weights: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{
+		{Architecture: "arm64", Weight: 40}, {Architecture: "amd64", Weight: 20},
 	}}
-	disabledScoring := scoringSpec.DeepCopy()
-	disabledScoring.Plugins.NodeAffinityScoring.Enabled = false
-	fallback := &multiarchv1beta1.ClusterPodPlacementConfigSpec{FallbackArchitecture: "amd64"}
+	fallback := policy{fallback: "amd64"}
 	registryDown := errors.New("pinging container registry: connection refused")
 
 	tests := []struct {
 		name       string
 		pod        *corev1.Pod
-		spec       *multiarchv1beta1.ClusterPodPlacementConfigSpec
+		pol        policy
 		results    []imageResult
 		outcome    string
 		reason     string
@@ -69,7 +65,7 @@ func TestDecide(t *testing.T) {
 			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", NoSupportedArchLabel: ""},
 		},
 		{
-			name: "scoring adds compatible preferences", pod: gatedPod(), spec: scoringSpec,
+			name: "scoring adds compatible preferences", pod: gatedPod(), pol: scoring,
 			results: []imageResult{ok("a", "amd64", "s390x")},
 			outcome: outcomePlaced, reason: EventPredicateSet, message: "preferred",
 			affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
@@ -83,7 +79,7 @@ func TestDecide(t *testing.T) {
 			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", PreferredNodeAffinityLabel: "set", MultiArchLabel: ""},
 		},
 		{
-			name: "disabled scoring adds nothing", pod: gatedPod(), spec: disabledScoring,
+			name: "no weights, no preferences", pod: gatedPod(),
 			results: []imageResult{ok("a", "amd64", "s390x")},
 			outcome: outcomePlaced, reason: EventPredicateSet,
 			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64", "s390x"))),
@@ -97,7 +93,7 @@ func TestDecide(t *testing.T) {
 			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", MultiArchLabel: ""},
 		},
 		{
-			name: "inspection failed, fallback configured", pod: gatedPod(), spec: fallback,
+			name: "inspection failed, fallback configured", pod: gatedPod(), pol: fallback,
 			results: []imageResult{ok("a", "arm64"), {image: "b", err: registryDown}},
 			outcome: outcomeFallback, reason: EventFallbackPredicateSet, message: "b: pinging container registry: connection refused",
 			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))),
@@ -114,7 +110,7 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.pod.DeepCopy()
-			d := decide(tt.pod, tt.spec, tt.results)
+			d := decide(tt.pod, tt.pol, tt.results)
 			if d.outcome != tt.outcome || d.reason != tt.reason {
 				t.Errorf("outcome %q reason %q, want %q %q", d.outcome, d.reason, tt.outcome, tt.reason)
 			}
@@ -142,20 +138,18 @@ func TestDecide(t *testing.T) {
 
 func TestPreflight(t *testing.T) {
 	pinned := gatedPod(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{ArchLabel: "arm64"} })
-	if d, done := preflight(pinned, nil); !done || d.reason != EventGatedPodIgnored || hasGate(d.pod) {
+	if d, done := preflight(pinned, policy{}); !done || d.reason != EventGatedPodIgnored || hasGate(d.pod) {
 		t.Errorf("a pod pinning arch: done=%v reason=%q", done, d.reason)
 	}
 	allArch := gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(userArch), term(userNotS)) })
-	if d, done := preflight(allArch, nil); !done || d.reason != EventPredicatesConflict || d.pod.Labels[NodeAffinityLabel] != "not-set" {
+	if d, done := preflight(allArch, policy{}); !done || d.reason != EventPredicatesConflict || d.pod.Labels[NodeAffinityLabel] != "not-set" {
 		t.Errorf("all terms with arch: done=%v reason=%q", done, d.reason)
 	}
-	withScoring := &multiarchv1beta1.ClusterPodPlacementConfigSpec{Plugins: &multiarchv1beta1.Plugins{
-		NodeAffinityScoring: &multiarchv1beta1.NodeAffinityScoring{Enabled: true, Platforms: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{{Architecture: "arm64", Weight: 1}}},
-	}}
+	withScoring := policy{weights: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{{Architecture: "arm64", Weight: 1}}}
 	if _, done := preflight(allArch, withScoring); done {
 		t.Error("with scoring on, the images must be inspected for preferences")
 	}
-	if _, done := preflight(gatedPod(), nil); done {
+	if _, done := preflight(gatedPod(), policy{}); done {
 		t.Error("a plain pod must be inspected")
 	}
 }

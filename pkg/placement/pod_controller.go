@@ -24,7 +24,7 @@ import (
 // records one event.
 type podReconciler struct {
 	pods      client.Reader // the gated-pod cache
-	configs   client.Reader // the manager's cache
+	configs   client.Reader // the manager's cache: cluster and namespace configs
 	writer    client.Client
 	secrets   pullSecrets
 	inspector image.Inspector
@@ -61,7 +61,12 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return r.write(ctx, pod, releaseWithoutConfig(pod, "the ClusterPodPlacementConfig is being deleted"))
 	}
 
-	if d, done := preflight(pod, &cfg.Spec); done {
+	local := &multiarchv1beta1.PodPlacementConfigList{}
+	if err := r.configs.List(ctx, local, client.InNamespace(pod.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	pol := policyFor(pod, &cfg.Spec, local.Items)
+	if d, done := preflight(pod, pol); done {
 		return r.write(ctx, pod, d)
 	}
 	results, err := r.inspect(ctx, pod)
@@ -76,7 +81,7 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			return ctrl.Result{RequeueAfter: delay}, nil
 		}
 	}
-	return r.write(ctx, pod, decide(pod, &cfg.Spec, results))
+	return r.write(ctx, pod, decide(pod, pol, results))
 }
 
 // releaseWithoutConfig releases a pod when placement is off.

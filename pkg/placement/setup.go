@@ -38,6 +38,7 @@ import (
 // +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=podplacementconfigs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
 
 // gatedSelector selects the pods the webhook gated and the controller has
@@ -51,8 +52,9 @@ func gatedSelector() labels.Selector {
 // persisted before it stops expecting it.
 const gateEventTTL = time.Minute
 
-// SetupWebhook registers the gate webhook at WebhookPath on mgr's webhook
-// server. It runs on every replica (no leader election) and reads only the
+// SetupWebhook registers the gate webhook at WebhookPath, and the
+// validation of PodPlacementConfigs and of the ClusterPodPlacementConfig's
+// deletion, on mgr's webhook server. It runs on every replica (no leader election) and reads only the
 // manager's informer cache, whose informers it starts up front so that no
 // admission ever waits for one; a readiness check named
 // "placement-webhook-cache" fails until they have synced. Metrics are
@@ -64,7 +66,7 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 	if err != nil {
 		return fmt.Errorf("placement webhook metrics: %w", err)
 	}
-	for _, obj := range []client.Object{&multiarchv1beta1.ClusterPodPlacementConfig{}, &corev1.Namespace{}} {
+	for _, obj := range []client.Object{&multiarchv1beta1.ClusterPodPlacementConfig{}, &multiarchv1beta1.PodPlacementConfig{}, &corev1.Namespace{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("placement webhook: informer for %T: %w", obj, err)
 		}
@@ -104,6 +106,10 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 		log:          mgr.GetLogger().WithName("placement-webhook"),
 	}
 	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: wh})
+	mgr.GetWebhookServer().Register(PodPlacementConfigValidationPath,
+		admission.WithValidator[*multiarchv1beta1.PodPlacementConfig](mgr.GetScheme(), podPlacementConfigValidator{cache: mgr.GetCache()}))
+	mgr.GetWebhookServer().Register(ClusterPodPlacementConfigValidationPath,
+		admission.WithValidator[*multiarchv1beta1.ClusterPodPlacementConfig](mgr.GetScheme(), clusterConfigValidator{cache: mgr.GetCache()}))
 	return mgr.AddReadyzCheck("placement-webhook-cache", func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
 		defer cancel()
@@ -143,6 +149,9 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		if _, err := placementCache.GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("placement controller: informer for %T: %w", obj, err)
 		}
+	}
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &multiarchv1beta1.PodPlacementConfig{}); err != nil {
+		return fmt.Errorf("placement controller: informer for PodPlacementConfigs: %w", err)
 	}
 	remote := image.NewRemote(image.RemoteOptions{
 		InsecureRegistries: opts.InsecureRegistries,

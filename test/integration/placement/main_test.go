@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,10 +209,11 @@ func startWebhook(ctx context.Context) (context.CancelFunc, error) {
 	return cancel, waitServing(syncCtx, webhookURL, webhookCA)
 }
 
-// registerWebhook creates the MutatingWebhookConfiguration from
+// registerWebhook creates the webhook configurations of
 // manifests/placement, pointed at this process.
 func registerWebhook(ctx context.Context) error {
-	data, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "manifests", "placement", "mutating_webhook_configuration.yaml"))
+	dir := filepath.Join(bed.RepoRoot(), "manifests", "placement")
+	data, err := os.ReadFile(filepath.Join(dir, "mutating_webhook_configuration.yaml"))
 	if err != nil {
 		return err
 	}
@@ -221,7 +223,23 @@ func registerWebhook(ctx context.Context) error {
 	}
 	mwc.Annotations = nil
 	mwc.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: webhookCA}
-	return k8s.Create(ctx, mwc)
+	if err := k8s.Create(ctx, mwc); err != nil {
+		return err
+	}
+	if data, err = os.ReadFile(filepath.Join(dir, "validating_webhook_configuration.yaml")); err != nil {
+		return err
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(data, vwc); err != nil {
+		return err
+	}
+	vwc.Annotations = nil
+	base := strings.TrimSuffix(webhookURL, placement.WebhookPath)
+	for i := range vwc.Webhooks {
+		url := base + *vwc.Webhooks[i].ClientConfig.Service.Path
+		vwc.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: webhookCA}
+	}
+	return k8s.Create(ctx, vwc)
 }
 
 // controllerRun is a running manager with the placement controllers.

@@ -24,6 +24,7 @@ var (
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&ClusterPodPlacementConfig{}, &ClusterPodPlacementConfigList{},
+		&PodPlacementConfig{}, &PodPlacementConfigList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
