@@ -37,8 +37,10 @@ type component struct {
 func components() []component {
 	return []component{
 		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild},
-		{name: "placement-webhook", help: "gates new pods for arch-aware placement (serves on every replica)", setup: setupPlacementWebhook},
-		{name: "pod-placement", help: "places gated pods on nodes of their images' architectures (leader only)", setup: setupPodPlacement},
+		// Arch-aware placement is opt-in (--controllers=*,placement-webhook,pod-placement):
+		// the webhook needs a serving certificate (--webhook-cert-dir).
+		{name: "placement-webhook", help: "gates new pods for arch-aware placement (serves on every replica)", disabledByDefault: true, setup: setupPlacementWebhook},
+		{name: "pod-placement", help: "places gated pods on nodes of their images' architectures (leader only)", disabledByDefault: true, setup: setupPodPlacement},
 	}
 }
 
