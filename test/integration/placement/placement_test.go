@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
@@ -209,5 +210,42 @@ func TestPinnedPodsAndReservedNamespacesAreNotGated(t *testing.T) {
 	plain := h.create(makePod(h.ns, "plain").image(imgAMD64Only).obj())
 	if !gated(plain) || plain.Labels[placement.SchedulingGateLabel] != placement.SchedulingGateLabelGated {
 		t.Errorf("a plain pod was not gated: %v %v", plain.Spec.SchedulingGates, plain.Labels)
+	}
+}
+
+// TestPodsThatNeedNoPlacement: a pod whose every required term already
+// constrains kubernetes.io/arch is released as it is; a gated pod that
+// comes to pin kubernetes.io/arch in its nodeSelector while gated is
+// released as it is.
+func TestPodsThatNeedNoPlacement(t *testing.T) {
+	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
+	h := newHarness(t, "noplacement", nil)
+	h.create(makePod(h.ns, "user-arch").image(imgAll).requiredTerms(
+		corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{archIn("s390x")}},
+	).obj())
+	pod := h.waitReleased("user-arch")
+	h.expectLabels(pod, map[string]string{placement.NodeAffinityLabel: placement.LabelValueNotSet})
+	h.waitEvent("user-arch", placement.EventPredicatesConflict)
+	if arch := h.waitBound("user-arch"); arch != "s390x" {
+		t.Errorf("user-arch: bound to %s, want s390x", arch)
+	}
+
+	// Inspections of this registry hang (5 s in this suite), so the pod
+	// is still gated when the user pins it to arm64 (KEP-3838 allows adding
+	// a nodeSelector key to a gated pod).
+	h.create(makePod(h.ns, "pinned-later").image(blackholeRegistry(t) + "/placement/hangs:1").obj())
+	pinned := &corev1.Pod{}
+	if err := k8s.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: "pinned-later"}, pinned); err != nil {
+		t.Fatal(err)
+	}
+	pinned.Spec.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64"}
+	if err := k8s.Update(h.ctx, pinned); err != nil {
+		t.Fatal(err)
+	}
+	pod = h.waitReleased("pinned-later")
+	h.expectLabels(pod, map[string]string{placement.NodeAffinityLabel: placement.LabelValueNotSet})
+	h.waitEvent("pinned-later", placement.EventGatedPodIgnored)
+	if arch := h.waitBound("pinned-later"); arch != "arm64" {
+		t.Errorf("pinned-later: bound to %s, want arm64", arch)
 	}
 }
