@@ -57,6 +57,9 @@ type options struct {
 	kubeAPIBurst         int
 	// config is the configuration file, loaded and validated by run.
 	config *configv1alpha1.BuildControllerConfiguration
+	// logLevel is the process's log level, which a component may raise at
+	// run time (placement follows ClusterPodPlacementConfig.spec.logVerbosity).
+	logLevel *logLevel
 }
 
 func newRootCommand() *cobra.Command {
@@ -69,6 +72,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.logLevel = adjustableLogLevel(&zapOpts)
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 			return run(cmd, opts)
 		},

@@ -4,14 +4,54 @@ import (
 	"os"
 	"time"
 
+	uzap "go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/placement"
 )
+
+// logLevel is the process's zap level, adjustable at run time without
+// going below what --zap-log-level asked for.
+type logLevel struct {
+	level uzap.AtomicLevel
+	base  zapcore.Level
+}
+
+// adjustableLogLevel makes the logger's level an atomic one the
+// components can change, keeping --zap-log-level as its floor.
+func adjustableLogLevel(o *zap.Options) *logLevel {
+	var lvl uzap.AtomicLevel
+	switch l := o.Level.(type) {
+	case uzap.AtomicLevel:
+		lvl = l
+	case *uzap.AtomicLevel:
+		lvl = *l
+	default:
+		base := zapcore.InfoLevel
+		if o.Development {
+			base = zapcore.DebugLevel
+		}
+		lvl = uzap.NewAtomicLevelAt(base)
+		o.Level = lvl
+	}
+	return &logLevel{level: lvl, base: lvl.Level()}
+}
+
+// setVerbosity logs up to logr V(v) (zap level -v), or more when the flags
+// asked for more.
+func (l *logLevel) setVerbosity(v int) {
+	if l == nil {
+		return
+	}
+	v = min(max(v, 0), 10) // logr verbosities in zap's int8 range
+	l.level.SetLevel(min(l.base, zapcore.Level(-int8(v))))
+}
 
 // setupPlacementWebhook serves the scheduling-gate webhook (pkg/placement)
 // on every replica.
@@ -22,7 +62,9 @@ func setupPlacementWebhook(mgr ctrl.Manager, opts *options) error {
 // setupPodPlacement runs the pod placement and config controllers
 // (pkg/placement) on the leader.
 func setupPodPlacement(mgr ctrl.Manager, opts *options) error {
-	return placement.SetupController(mgr, placementOptions(&opts.config.Placement), metrics.Registry)
+	o := placementOptions(&opts.config.Placement)
+	o.SetLogVerbosity = opts.logLevel.setVerbosity
+	return placement.SetupController(mgr, o, metrics.Registry)
 }
 
 // placementOptions maps the placement section of --config onto

@@ -35,6 +35,20 @@ type configReconciler struct {
 	ownNamespace      string
 	releasePar        int
 	now               func() time.Time
+	setVerbosity      func(v int)
+}
+
+// verbosity maps spec.logVerbosity to a logr verbosity.
+func verbosity(level multiarchv1beta1.LogVerbosityLevel) int {
+	switch level {
+	case multiarchv1beta1.LogVerbosityDebug:
+		return 1
+	case multiarchv1beta1.LogVerbosityTrace:
+		return 2
+	case multiarchv1beta1.LogVerbosityTraceAll:
+		return 3
+	}
+	return 0
 }
 
 func (r *configReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -43,9 +57,15 @@ func (r *configReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
+		if r.setVerbosity != nil {
+			r.setVerbosity(0)
+		}
 		// Gone without our finalizer (removed by hand, or the controller
 		// was not running): pods gated meanwhile must not wait forever.
 		return ctrl.Result{}, r.releaseAll(ctx, "no ClusterPodPlacementConfig exists")
+	}
+	if r.setVerbosity != nil {
+		r.setVerbosity(verbosity(cfg.Spec.LogVerbosity))
 	}
 	if cfg.DeletionTimestamp != nil {
 		return r.deprovision(ctx, cfg)

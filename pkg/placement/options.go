@@ -58,6 +58,11 @@ type Options struct {
 	// ReleaseParallelism is how many pods are released at once when the
 	// config is deleted; default 16.
 	ReleaseParallelism int
+
+	// SetLogVerbosity, when set, is called with the logr verbosity the
+	// ClusterPodPlacementConfig asks for (Normal 0, Debug 1, Trace 2,
+	// TraceAll 3; 0 when there is no config).
+	SetLogVerbosity func(v int)
 }
 
 // DefaultOptions returns the defaults.

@@ -195,6 +195,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		ownNamespace:      opts.Namespace,
 		releasePar:        opts.ReleaseParallelism,
 		now:               time.Now,
+		setVerbosity:      opts.SetLogVerbosity,
 	}
 	toConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}}}
