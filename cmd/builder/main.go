@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/sirupsen/logrus"
@@ -22,7 +23,8 @@ import (
 )
 
 func newRootCommand() *cobra.Command {
-	var logLevel string
+	var logLevel, cpuProfile string
+	var stopProfile func()
 	cmd := &cobra.Command{
 		Use:           "builder",
 		Short:         "Build container images for every platform of an archway Build",
@@ -39,10 +41,27 @@ func newRootCommand() *cobra.Command {
 			logrus.SetLevel(level)
 			logrus.SetOutput(os.Stderr)
 			logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() }
+			}
 			return nil
+		},
+		PersistentPostRun: func(*cobra.Command, []string) {
+			if stopProfile != nil {
+				stopProfile()
+			}
 		},
 	}
 	cmd.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "level of buildah's and containers/image's own log lines (debug, info, warn, error)")
+	cmd.PersistentFlags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the builder process (not of build steps) to this file")
+	_ = cmd.PersistentFlags().MarkHidden("cpu-profile")
 	cmd.AddCommand(newDockerBuildCommand(), newBuildCommand(), newManifestListCommand())
 	return cmd
 }
