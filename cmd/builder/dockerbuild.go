@@ -14,10 +14,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/dockercfg"
@@ -186,7 +183,7 @@ func (d *dockerBuild) newReporter() (report.Reporter, error) {
 	if d.opts.noReport {
 		return report.Discard{}, nil
 	}
-	c, err := newStatusClient(d.opts.kubeconfig)
+	c, err := report.NewClient(d.opts.kubeconfig, "archway-builder-docker-build")
 	if err != nil {
 		return nil, err
 	}
@@ -202,23 +199,6 @@ func (d *dockerBuild) newReporter() (report.Reporter, error) {
 		podName, _ = os.Hostname()
 	}
 	return report.NewPlatformReporter(c, key, d.build.Spec.Platforms[0], podName), nil
-}
-
-// newStatusClient connects to the apiserver with a kubeconfig or, in a pod,
-// the service account.
-func newStatusClient(kubeconfig string) (client.Client, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the apiserver: %w", err)
-	}
-	cfg.UserAgent = "archway-builder-docker-build"
-	scheme := runtime.NewScheme()
-	if err := buildv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 // run fetches, builds and pushes.

@@ -20,12 +20,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/imagebuild"
@@ -84,6 +82,12 @@ type Reporter interface {
 	Failed(ctx context.Context, f Failure) error
 }
 
+// StatusApplier server-side applies fields of a Build's status as a field
+// manager, forcing ownership; *Client is one.
+type StatusApplier interface {
+	ApplyStatus(ctx context.Context, build types.NamespacedName, manager string, status map[string]any) error
+}
+
 // Discard is a Reporter that records nothing, for builds outside a cluster.
 type Discard struct{}
 
@@ -99,7 +103,7 @@ func (Discard) Failed(context.Context, Failure) error { return nil }
 // PlatformReporter writes one platform's entry of a Build's
 // status.platforms.
 type PlatformReporter struct {
-	client   client.Client
+	client   StatusApplier
 	build    types.NamespacedName
 	platform string
 	podName  string
@@ -109,7 +113,7 @@ type PlatformReporter struct {
 
 // NewPlatformReporter returns a Reporter for the entry of platform (spelled
 // as the Build's spec.platforms spells it) written by pod podName.
-func NewPlatformReporter(c client.Client, build types.NamespacedName, platform, podName string) *PlatformReporter {
+func NewPlatformReporter(c StatusApplier, build types.NamespacedName, platform, podName string) *PlatformReporter {
 	return &PlatformReporter{client: c, build: build, platform: platform, podName: podName, now: time.Now}
 }
 
@@ -179,12 +183,12 @@ func PlatformStatus(e buildv1.BuildStatusPlatform) (map[string]any, error) {
 // BuildReporter writes a classic build's output and failure into the
 // Build's own status.
 type BuildReporter struct {
-	client client.Client
+	client StatusApplier
 	build  types.NamespacedName
 }
 
 // NewBuildReporter returns a Reporter for a classic (single-pod) build.
-func NewBuildReporter(c client.Client, build types.NamespacedName) *BuildReporter {
+func NewBuildReporter(c StatusApplier, build types.NamespacedName) *BuildReporter {
 	return &BuildReporter{client: c, build: build}
 }
 
@@ -267,20 +271,12 @@ func truncateLog(s string) string {
 	return s[len(s)-maxLogSnippet:]
 }
 
-// applyStatus server-side applies status to the Build's status
-// subresource as manager, forcing ownership of those fields (the builder is
-// their authority while it runs), and retries what may pass: conflicts,
-// throttling, timeouts and dropped connections.
-func applyStatus(ctx context.Context, c client.Client, build types.NamespacedName, manager string, status map[string]any) error {
-	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
-	u.SetAPIVersion(buildv1.GroupVersion.String())
-	u.SetKind("Build")
-	u.SetNamespace(build.Namespace)
-	u.SetName(build.Name)
+// applyStatus applies status to the Build as manager, and retries what may
+// pass: conflicts, throttling, timeouts and dropped connections.
+func applyStatus(ctx context.Context, c StatusApplier, build types.NamespacedName, manager string, status map[string]any) error {
 	backoff := wait.Backoff{Steps: 6, Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2}
 	err := retry.OnError(backoff, retriable, func() error {
-		return c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()),
-			client.FieldOwner(manager), client.ForceOwnership)
+		return c.ApplyStatus(ctx, build, manager, status)
 	})
 	if err != nil {
 		return fmt.Errorf("writing the status of Build %s as %s: %w", build, manager, err)

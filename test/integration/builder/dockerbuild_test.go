@@ -20,6 +20,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/manifestlist"
 )
 
@@ -325,4 +326,47 @@ func gitRepo(t *testing.T, files map[string]string) (string, string) {
 	commit := git("rev-parse", "HEAD")
 	git("checkout", "-q", "main")
 	return dir, commit
+}
+
+// TestReportClient reads, watches and applies Build status with the
+// dynamic client the builder uses instead of controller-runtime's.
+func TestReportClient(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns, err := theBed.CreateNamespace(ctx, "report-client")
+	g.Expect(err).NotTo(HaveOccurred())
+	b := newBuild(ns, "rc-1", "FROM x\n", "", []string{"linux/amd64", "linux/arm64"}, nil)
+	g.Expect(theBed.Client.Create(ctx, b)).To(Succeed())
+	c, err := report.NewClientForConfig(theBed.Config, "report-client-test")
+	g.Expect(err).NotTo(HaveOccurred())
+	key := client.ObjectKeyFromObject(b)
+
+	got, err := c.Get(ctx, key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Spec.Platforms).To(Equal([]string{"linux/amd64", "linux/arm64"}))
+
+	w, err := c.Watch(ctx, key, got.ResourceVersion)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+	for _, p := range []string{"linux/amd64", "linux/arm64"} {
+		r := report.NewPlatformReporter(c, key, p, "pod-"+p)
+		g.Expect(r.Running(ctx)).To(Succeed())
+	}
+	select {
+	case ev := <-w.ResultChan():
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		g.Expect(ok).To(BeTrue(), "event object %T", ev.Object)
+		seen, err := report.BuildFromUnstructured(u)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(seen.Name).To(Equal("rc-1"))
+	case <-time.After(30 * time.Second):
+		t.Fatal("no watch event")
+	}
+	got, err = c.Get(ctx, key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Status.Platforms).To(HaveLen(2))
+	for _, e := range got.Status.Platforms {
+		g.Expect(e.Phase).To(Equal(buildv1.BuildPhaseRunning))
+		g.Expect(e.PodName).To(Equal("pod-" + e.Platform))
+	}
 }

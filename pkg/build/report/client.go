@@ -1,0 +1,100 @@
+package report
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+)
+
+// buildsResource is the Build resource.
+var buildsResource = buildv1.GroupVersion.WithResource("builds")
+
+// Client reads, watches and writes the status of Builds with client-go's
+// dynamic client.
+//
+// It exists so that the builder binary links neither controller-runtime's
+// client nor client-go's typed clientsets: those register every Kubernetes
+// API type at init, and every build step runs the builder binary again
+// (buildah's chroot isolation, copier and untar helpers re-execute it, after
+// copying it into memory), so their init time and size are paid dozens of
+// times per build.
+type Client struct {
+	builds dynamic.NamespaceableResourceInterface
+}
+
+// NewClient connects with a kubeconfig file, or with $KUBECONFIG,
+// ~/.kube/config, or in a pod its service account, in that order when
+// kubeconfig is empty. userAgent names the program in the apiserver's logs.
+func NewClient(kubeconfig, userAgent string) (*Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the apiserver: %w", err)
+	}
+	return NewClientForConfig(cfg, userAgent)
+}
+
+// NewClientForConfig returns a Client for a rest.Config.
+func NewClientForConfig(cfg *rest.Config, userAgent string) (*Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = userAgent
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the apiserver: %w", err)
+	}
+	return &Client{builds: dyn.Resource(buildsResource)}, nil
+}
+
+// Get reads a Build.
+func (c *Client) Get(ctx context.Context, key types.NamespacedName) (*buildv1.Build, error) {
+	u, err := c.builds.Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return BuildFromUnstructured(u)
+}
+
+// Watch watches one Build from resourceVersion on ("" for its current
+// state first). Events carry *unstructured.Unstructured objects (see
+// BuildFromUnstructured), or *metav1.Status for errors.
+func (c *Client) Watch(ctx context.Context, key types.NamespacedName, resourceVersion string) (watch.Interface, error) {
+	return c.builds.Namespace(key.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector:   "metadata.name=" + key.Name,
+		ResourceVersion: resourceVersion,
+	})
+}
+
+// ApplyStatus server-side applies status (the fields to own, as JSON
+// values) to the Build's status subresource as manager, forcing ownership
+// of those fields.
+func (c *Client) ApplyStatus(ctx context.Context, key types.NamespacedName, manager string, status map[string]any) error {
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetAPIVersion(buildv1.GroupVersion.String())
+	u.SetKind("Build")
+	u.SetNamespace(key.Namespace)
+	u.SetName(key.Name)
+	_, err := c.builds.Namespace(key.Namespace).ApplyStatus(ctx, key.Name, u,
+		metav1.ApplyOptions{FieldManager: manager, Force: true})
+	return err
+}
+
+// BuildFromUnstructured converts an object the dynamic client returned
+// into a Build.
+func BuildFromUnstructured(u *unstructured.Unstructured) (*buildv1.Build, error) {
+	b := &buildv1.Build{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, b); err != nil {
+		return nil, fmt.Errorf("reading Build %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return b, nil
+}
