@@ -158,6 +158,9 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 		_, listErr = manifestlist.Select(platformStatuses(results), plan.allowFail)
 	}
 	printSummary(stdout, plan, results, index, time.Since(start))
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
 	if listErr != nil {
 		return fmt.Errorf("%s: %w", manifestlist.ReasonOf(listErr), listErr)
 	}

@@ -72,7 +72,9 @@ func main() {
 	if buildah.InitReexec() {
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A closed output pipe (builder build ... | head) stops the build like
+	// a signal does, rather than killing the process with layers mounted.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 	err := newRootCommand().ExecuteContext(ctx)
 	stop()
 	if err != nil {
