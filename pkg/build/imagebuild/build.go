@@ -179,11 +179,30 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	if req.ForcePull {
 		opts.PullPolicy = define.PullAlways
 	}
-	id, _, err := imagebuildah.BuildDockerfiles(ctx, b.store, opts, dockerfile)
+	watch := newWatchWriter(out, reexecSealBusy)
+	opts.Out, opts.Err, opts.ReportWriter = watch, watch, watch
+	id, err := buildRetryingReexec(ctx, watch, func() (string, error) {
+		id, _, err := imagebuildah.BuildDockerfiles(ctx, b.store, opts, dockerfile)
+		return id, err
+	})
 	if err != nil {
 		return Result{}, &StageError{Stage: StageBuild, Err: contextErr(ctx, err)}
 	}
 	return Result{ImageID: id, Platform: target, Duration: time.Since(start)}, nil
+}
+
+// buildRetryingReexec runs build, and runs it again, up to maxBuildAttempts
+// times in all, while it fails having printed reexecSealBusy.
+func buildRetryingReexec(ctx context.Context, watch *watchWriter, build func() (string, error)) (string, error) {
+	for attempt := 1; ; attempt++ {
+		watch.Reset()
+		id, err := build()
+		if err == nil || !watch.Seen() || attempt == maxBuildAttempts || ctx.Err() != nil {
+			return id, err
+		}
+		_, _ = fmt.Fprintf(watch.w, "builder: a RUN step could not start: the kernel refused to seal the re-executed builder's memfd copy (EBUSY), "+
+			"a passing condition of this machine; building again (attempt %d of %d)\n", attempt+1, maxBuildAttempts)
+	}
 }
 
 // prepareDockerfile finds req's Dockerfile and, with req.From, writes a
