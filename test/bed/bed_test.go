@@ -43,8 +43,26 @@ func TestSchedulingOnArchNodes(t *testing.T) {
 	b, err := bed.Start(ctx, bed.Options{WithoutRegistry: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = b.Stop() })
+	requestsBefore, err := b.APIRequests(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	cpuBefore, err := bed.ProcessCPU()
+	g.Expect(err).NotTo(HaveOccurred())
 	ns, err := b.CreateNamespace(ctx, "smoke")
 	g.Expect(err).NotTo(HaveOccurred())
+
+	t.Run("the apiserver's request counters and the bed's CPU seconds are read", func(t *testing.T) {
+		g := NewWithT(t)
+		requests, err := b.APIRequests(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		requests = requests.Sub(requestsBefore)
+		g.Expect(requests).To(HaveKeyWithValue("POST namespaces", 1.0), "%s", requests)
+		g.Expect(requests.Writes()).To(BeNumerically(">=", 1))
+		cpu, err := bed.ProcessCPU()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cpu).To(HaveKey("kube-apiserver"))
+		g.Expect(cpu).To(HaveKey("etcd"))
+		g.Expect(cpu["kube-apiserver"]).To(BeNumerically(">", cpuBefore["kube-apiserver"]))
+	})
 
 	t.Run("pinned pods land on the node of their architecture", func(t *testing.T) {
 		g := NewWithT(t)

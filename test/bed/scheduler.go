@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -19,11 +21,27 @@ func (b *Bed) startScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The configuration file rather than the deprecated flags. Its client
+	// may send 500 requests a second: the default 50 would make binding
+	// (one request a pod, plus an event) the slowest part of any test
+	// that creates pods by the hundred, as a busy cluster's scheduler is
+	// configured not to be.
+	config := filepath.Join(b.Dir, "kube-scheduler.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %q
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+`, b.Kubeconfig)), 0o600); err != nil {
+		return err
+	}
 	p, err := startProcess("kube-scheduler", b.Dir, bin, []string{
-		"--kubeconfig=" + b.Kubeconfig,
+		"--config=" + config,
 		"--authentication-kubeconfig=" + b.Kubeconfig,
 		"--authorization-kubeconfig=" + b.Kubeconfig,
-		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		"--v=2",
