@@ -134,12 +134,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if !res.Classic() {
 			// The platforms go into the status before any pod exists, so a
-			// user sees what will be built; the pods come next reconcile.
-			if res.Failure == nil {
-				if err := r.annotate(ctx, b, res.Platforms); err != nil {
-					return ctrl.Result{}, err
-				}
-			}
+			// user sees what will be built, and a restarted controller
+			// builds the same ones; the pods come next reconcile.
 			return r.write(ctx, b, res.Platforms, ResolutionPlan(b, res, now), now)
 		}
 		if err := r.annotate(ctx, b, nil); err != nil {
@@ -191,10 +187,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			plan.Reason, plan.Message = buildv1.StatusReasonMissingPushSecret, missing
 			result.RequeueAfter = missingSecretRetry
 		} else {
+			// The annotations naming the build's pods go on with the
+			// pods, at the same time: neither waits for the other.
+			annotated := make(chan error, 1)
+			annotatedBuild := b.DeepCopy()
+			go func() { annotated <- r.annotate(ctx, annotatedBuild, platforms) }()
 			created, createErrs, err := r.createPods(ctx, b, pl, plan)
+			if annotateErr := <-annotated; err == nil {
+				err = annotateErr
+			}
 			if err != nil {
 				return ctrl.Result{}, err
 			}
+			b.Annotations, b.ResourceVersion = annotatedBuild.Annotations, annotatedBuild.ResourceVersion
 			for _, p := range created {
 				pods[p.Name] = p
 			}
@@ -248,8 +253,9 @@ func (r *Reconciler) resolve(ctx context.Context, b *buildv1.Build) (Resolution,
 	}), nil
 }
 
-// annotate sets the Build's pod-selector and pod-name annotations, before
-// its first pod exists.
+// annotate sets the Build's pod-selector and pod-name annotations (for a
+// classic build before its pod exists; for a multi-platform build with its
+// pods).
 func (r *Reconciler) annotate(ctx context.Context, b *buildv1.Build, platforms []string) error {
 	podName := ClassicPodName(b.Name)
 	switch {
