@@ -52,6 +52,17 @@ func verbosity(level multiarchv1beta1.LogVerbosityLevel) int {
 }
 
 func (r *configReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// The config changed while we worked: its newer version is on its
+		// way through the informer and is handled afresh. Not an error.
+		log.FromContext(ctx).V(1).Info("the config changed while reconciling; handling its newer version", "error", err.Error())
+		return ctrl.Result{}, nil
+	}
+	return res, err
+}
+
+func (r *configReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{}
 	if err := r.client.Get(ctx, req.NamespacedName, cfg); err != nil {
 		if !apierrors.IsNotFound(err) {

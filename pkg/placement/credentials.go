@@ -17,13 +17,17 @@ import (
 // ServiceAccount admission plugin would have copied into the pod when the
 // pod named none), then the global pull secret. Secrets that do not exist
 // or are not docker configs are skipped, as the kubelet skips them.
+//
+// Everything is read from informer caches: a gated pod costs the apiserver
+// no read, however many pods name the same secret (or a global secret that
+// does not exist).
 type pullSecrets struct {
-	// cached reads secrets and service accounts from an informer cache that
-	// holds kubernetes.io/dockerconfigjson secrets only.
+	// cached reads service accounts and kubernetes.io/dockerconfigjson
+	// secrets.
 	cached client.Reader
-	// direct reads what the cache does not hold (legacy
-	// kubernetes.io/dockercfg secrets).
-	direct client.Reader
+	// legacy reads kubernetes.io/dockercfg secrets (a cache of its own: an
+	// informer watches one secret type).
+	legacy client.Reader
 	global types.NamespacedName
 }
 
@@ -78,12 +82,13 @@ func (p pullSecrets) keyring(ctx context.Context, pod *corev1.Pod) (*image.Keyri
 	return k, nil
 }
 
-// secret reads one secret, nil when it does not exist.
+// secret reads one docker config secret, nil when none exists (or the
+// secret is of another type).
 func (p pullSecrets) secret(ctx context.Context, ref types.NamespacedName) (*corev1.Secret, error) {
 	secret := &corev1.Secret{}
 	err := p.cached.Get(ctx, ref, secret)
-	if apierrors.IsNotFound(err) && p.direct != nil {
-		err = p.direct.Get(ctx, ref, secret)
+	if apierrors.IsNotFound(err) && p.legacy != nil {
+		err = p.legacy.Get(ctx, ref, secret)
 	}
 	switch {
 	case apierrors.IsNotFound(err):

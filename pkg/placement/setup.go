@@ -142,13 +142,29 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(placementCache); err != nil {
+	// Legacy kubernetes.io/dockercfg pull secrets, which kubelets still
+	// honour, in a second cache: a cache has one selector per type.
+	legacySecrets, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockercfg))},
+		},
+	})
+	if err != nil {
 		return err
+	}
+	for _, c := range []cache.Cache{placementCache, legacySecrets} {
+		if err := mgr.Add(c); err != nil {
+			return err
+		}
 	}
 	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Secret{}, &corev1.ServiceAccount{}} {
 		if _, err := placementCache.GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("placement controller: informer for %T: %w", obj, err)
 		}
+	}
+	if _, err := legacySecrets.GetInformer(context.Background(), &corev1.Secret{}); err != nil {
+		return fmt.Errorf("placement controller: informer for dockercfg secrets: %w", err)
 	}
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &multiarchv1beta1.PodPlacementConfig{}); err != nil {
 		return fmt.Errorf("placement controller: informer for PodPlacementConfigs: %w", err)
@@ -165,7 +181,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		pods:      placementCache,
 		configs:   mgr.GetCache(),
 		writer:    mgr.GetClient(),
-		secrets:   pullSecrets{cached: placementCache, direct: mgr.GetAPIReader(), global: opts.GlobalPullSecret},
+		secrets:   pullSecrets{cached: placementCache, legacy: legacySecrets, global: opts.GlobalPullSecret},
 		inspector: inspector,
 		recorder:  mgr.GetEventRecorder("pod-placement-controller"),
 		metrics:   metrics,

@@ -98,10 +98,14 @@ func (r Counts) String() string {
 	return sb.String()
 }
 
+// SelfCPU is the key of this test process in ProcessCPU's readings.
+const SelfCPU = "(this test process)"
+
 // ProcessCPU is the CPU seconds (user+system) each child process of this
 // test binary has used so far, by command name: the bed's apiserver, etcd,
-// scheduler, kwok, registries, and any program the test started. Two
-// readings subtracted (Sub) tell who paid for a stretch of a benchmark.
+// scheduler, kwok, registries, and any program the test started; and this
+// process's own, under SelfCPU. Two readings subtracted (Sub) tell who paid
+// for a stretch of a benchmark.
 func ProcessCPU() (Counts, error) {
 	self := os.Getpid()
 	entries, err := os.ReadDir("/proc")
@@ -126,13 +130,17 @@ func ProcessCPU() (Counts, error) {
 		if len(fields) < 13 {
 			continue
 		}
-		if ppid, _ := strconv.Atoi(fields[1]); ppid != self {
+		name := s[open+1 : closing]
+		pid, _ := strconv.Atoi(e.Name())
+		if ppid, _ := strconv.Atoi(fields[1]); pid == self {
+			name = SelfCPU
+		} else if ppid != self {
 			continue
 		}
 		utime, _ := strconv.ParseFloat(fields[11], 64)
 		stime, _ := strconv.ParseFloat(fields[12], 64)
 		// Clock ticks of 1/100 s, as on every Linux we run on.
-		out[s[open+1:closing]] += (utime + stime) / 100
+		out[name] += (utime + stime) / 100
 	}
 	return out, nil
 }

@@ -78,31 +78,35 @@ func run(m *testing.M) int {
 	defer func() { _ = testBed.Stop() }()
 	scheme = bed.NewScheme()
 	k8s = testBed.Client
-	if err := setup(ctx); err != nil {
+	stopWebhook, err := setup(ctx)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "placement suite:", err)
 		return 1
 	}
+	// Before the bed goes with the webhook's certificates.
+	defer stopWebhook()
 	defer suiteController.stop()
 	return m.Run()
 }
 
-func setup(ctx context.Context) error {
+// setup pushes the suite's images, starts and registers the webhook and
+// starts the controller; the webhook serves until stopWebhook.
+func setup(ctx context.Context) (stopWebhook func(), err error) {
+	stopWebhook = func() {}
 	if err := pushSuiteImages(ctx); err != nil {
-		return fmt.Errorf("pushing images: %w", err)
+		return stopWebhook, fmt.Errorf("pushing images: %w", err)
 	}
-	stopWebhook, err := startWebhook(ctx)
-	if err != nil {
-		return fmt.Errorf("starting the webhook: %w", err)
+	if stopWebhook, err = startWebhook(ctx); err != nil {
+		return func() {}, fmt.Errorf("starting the webhook: %w", err)
 	}
-	_ = stopWebhook // runs until the process ends
 	if err := registerWebhook(ctx); err != nil {
-		return fmt.Errorf("registering the webhook: %w", err)
+		return stopWebhook, fmt.Errorf("registering the webhook: %w", err)
 	}
 	suiteController, err = startController(suiteOptions())
 	if err != nil {
-		return fmt.Errorf("starting the controller: %w", err)
+		return stopWebhook, fmt.Errorf("starting the controller: %w", err)
 	}
-	return nil
+	return stopWebhook, nil
 }
 
 // zapLevel logs errors only, unless ARCHWAY_TEST_VERBOSE is set.
@@ -167,8 +171,8 @@ func suiteOptions() placement.Options {
 }
 
 // startWebhook serves the gate webhook over TLS on loopback with a
-// certificate made for the run.
-func startWebhook(ctx context.Context) (context.CancelFunc, error) {
+// certificate made for the run; stop ends it and waits.
+func startWebhook(ctx context.Context) (stop func(), err error) {
 	dir, err := os.MkdirTemp(testBed.Dir, "webhook-certs-")
 	if err != nil {
 		return nil, err
@@ -194,19 +198,26 @@ func startWebhook(ctx context.Context) (context.CancelFunc, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		if err := webhookMgr.Start(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "webhook manager:", err)
 		}
 	}()
+	stop = func() { cancel(); <-done }
 	webhookURL = fmt.Sprintf("https://127.0.0.1:%d%s", port, placement.WebhookPath)
 	syncCtx, cancelSync := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelSync()
 	if !webhookMgr.GetCache().WaitForCacheSync(syncCtx) {
-		cancel()
+		stop()
 		return nil, fmt.Errorf("the webhook's informers did not sync")
 	}
-	return cancel, waitServing(syncCtx, webhookURL, webhookCA)
+	if err := waitServing(syncCtx, webhookURL, webhookCA); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
 }
 
 // registerWebhook creates the webhook configurations of

@@ -135,6 +135,19 @@ func dockerConfigSecret(ns, name, host, user, password string) *corev1.Secret {
 	}
 }
 
+// dockercfgSecret is dockerConfigSecret in the legacy kubernetes.io/dockercfg
+// form: the auths map alone, under .dockercfg.
+func dockercfgSecret(ns, name, host, user, password string) *corev1.Secret {
+	data, _ := json.Marshal(map[string]any{
+		host: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(user + ":" + password))},
+	})
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       corev1.SecretTypeDockercfg,
+		Data:       map[string][]byte{corev1.DockerConfigKey: data},
+	}
+}
+
 // TestPrivateRegistryCredentials: an image only in the htpasswd registry is
 // inspected with the pod's pull secret, its service account's, or the
 // global pull secret, as a kubelet would pull it; a wrong secret is an
@@ -166,6 +179,15 @@ func TestPrivateRegistryCredentials(t *testing.T) {
 		if arch := h.waitBound("pod-secret"); arch != "arm64" {
 			t.Errorf("bound to %s, want arm64", arch)
 		}
+	})
+	t.Run("legacy dockercfg pull secret", func(t *testing.T) {
+		h := &harness{t: t, ctx: h.ctx, ns: h.ns}
+		legacy := dockercfgSecret(h.ns, "legacy", reg.Host, reg.Username, reg.Password)
+		if err := k8s.Create(h.ctx, legacy); err != nil {
+			t.Fatal(err)
+		}
+		h.create(makePod(h.ns, "legacy-secret").image(imgPrivate).pullSecret("legacy").obj())
+		h.expectLabels(h.waitReleased("legacy-secret"), map[string]string{placement.SingleArchLabel: "arm64"})
 	})
 	t.Run("service account pull secret", func(t *testing.T) {
 		h := &harness{t: t, ctx: h.ctx, ns: h.ns}
