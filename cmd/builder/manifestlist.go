@@ -15,16 +15,13 @@ import (
 	"github.com/spf13/cobra"
 	"go.podman.io/image/v5/docker/reference"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/manifestlist"
 )
 
@@ -100,7 +97,7 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 			return err
 		}
 	}
-	c, err := newBuildClient(opts.kubeconfig)
+	c, err := report.NewClient(opts.kubeconfig, "archway-builder-manifest-list")
 	if err != nil {
 		return err
 	}
@@ -139,26 +136,9 @@ func buildKey(flag string) (types.NamespacedName, error) {
 	return types.NamespacedName{Namespace: b.Namespace, Name: b.Name}, nil
 }
 
-// newBuildClient connects to the apiserver with a kubeconfig or, in a pod,
-// the service account.
-func newBuildClient(kubeconfig string) (client.WithWatch, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the apiserver: %w", err)
-	}
-	cfg.UserAgent = "archway-builder-manifest-list"
-	scheme := runtime.NewScheme()
-	if err := buildv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-}
-
 // manifestListRun is one run of `builder manifest-list`.
 type manifestListRun struct {
-	client client.WithWatch
+	client *report.Client
 	key    types.NamespacedName
 	access manifestlist.Access
 	// insecureRegistries are reached without TLS checks, as are loopback
@@ -244,16 +224,12 @@ func (r *manifestListRun) run(ctx context.Context, waitTimeout time.Duration) er
 func (r *manifestListRun) wait(ctx context.Context, timeout time.Duration) (*buildv1.Build, error) {
 	var build *buildv1.Build
 	get := func(ctx context.Context) (string, error) {
-		var list buildv1.BuildList
-		if err := r.client.List(ctx, &list, client.InNamespace(r.key.Namespace),
-			client.MatchingFields{"metadata.name": r.key.Name}); err != nil {
+		b, err := r.client.Get(ctx, r.key)
+		if err != nil {
 			return "", err
 		}
-		if len(list.Items) == 0 {
-			return "", apierrors.NewNotFound(buildv1.Resource("builds"), r.key.Name)
-		}
-		build = &list.Items[0]
-		return list.ResourceVersion, nil
+		build = b
+		return b.ResourceVersion, nil
 	}
 	rv, err := get(ctx)
 	if err != nil {
@@ -281,9 +257,7 @@ func (r *manifestListRun) wait(ctx context.Context, timeout time.Duration) (*bui
 		return false
 	}
 	for !done() {
-		w, err := r.client.Watch(ctx, &buildv1.BuildList{}, client.InNamespace(r.key.Namespace),
-			client.MatchingFields{"metadata.name": r.key.Name},
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+		w, err := r.client.Watch(ctx, r.key, rv)
 		if err == nil {
 			// Whatever ended the watch, the loop below lists again and
 			// resumes from the list's resource version.
@@ -326,17 +300,21 @@ func (r *manifestListRun) consume(ctx context.Context, w watch.Interface, build 
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				b, ok := ev.Object.(*buildv1.Build)
+				u, ok := ev.Object.(*unstructured.Unstructured)
 				if !ok {
 					continue
+				}
+				b, err := report.BuildFromUnstructured(u)
+				if err != nil {
+					return rv, err
 				}
 				*build, rv = b, b.ResourceVersion
 				if done() {
 					return rv, nil
 				}
 			case watch.Bookmark:
-				if obj, ok := ev.Object.(client.Object); ok {
-					rv = obj.GetResourceVersion()
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+					rv = u.GetResourceVersion()
 				}
 			case watch.Deleted:
 				return rv, apierrors.NewNotFound(buildv1.Resource("builds"), r.key.Name)
@@ -449,13 +427,7 @@ func (r *manifestListRun) recordOutput(ctx context.Context, output string, res *
 }
 
 func (r *manifestListRun) applyStatus(ctx context.Context, status map[string]any) error {
-	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
-	u.SetAPIVersion(buildv1.GroupVersion.String())
-	u.SetKind("Build")
-	u.SetNamespace(r.key.Namespace)
-	u.SetName(r.key.Name)
-	return r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(manifestListFieldManager), client.ForceOwnership)
+	return r.client.ApplyStatus(ctx, r.key, manifestListFieldManager, status)
 }
 
 // fail reports why no manifest list was pushed: in the log, in the Build's
