@@ -65,6 +65,10 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	Metrics   *Metrics
 	Now       func() time.Time
+
+	// self remembers the controller's own writes (nil: nothing is
+	// remembered, no reconcile is skipped).
+	self *selfWrites
 }
 
 // Setup adds the Build controller to mgr.
@@ -98,6 +102,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		Recorder:  mgr.GetEventRecorder("build-controller"),
 		Metrics:   m,
 		Now:       time.Now,
+		self:      newSelfWrites(),
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("build").
@@ -112,11 +117,30 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &buildv1.Build{}
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.self.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.DeletionTimestamp != nil || b.Status.Phase.IsTerminal() {
+		r.self.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	if r.self.stale(req.NamespacedName, b.ResourceVersion) {
+		log.FromContext(ctx).V(1).Info("the cached build is older than our own last write; waiting for it", "resourceVersion", b.ResourceVersion)
+		return ctrl.Result{}, nil
+	}
+	// Every resource version this reconcile's writes produce, in order.
+	read, produced := b.ResourceVersion, []string(nil)
+	noteWrite := func() {
+		if rv := b.ResourceVersion; rv != read && (len(produced) == 0 || produced[len(produced)-1] != rv) {
+			produced = append(produced, rv)
+		}
+	}
+	defer func() {
+		noteWrite()
+		r.self.wrote(req.NamespacedName, read, produced)
+	}()
 	now := metav1.NewTime(r.Now())
 	if f := BuildFailure(b); f != nil {
 		return r.write(ctx, b, nil, FailurePlan(f), now)
@@ -141,6 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.annotate(ctx, b, nil); err != nil {
 			return ctrl.Result{}, err
 		}
+		noteWrite()
 	}
 
 	pods, err := r.pods(ctx, b)
@@ -200,6 +225,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				return ctrl.Result{}, err
 			}
 			b.Annotations, b.ResourceVersion = annotatedBuild.Annotations, annotatedBuild.ResourceVersion
+			noteWrite()
 			for _, p := range created {
 				pods[p.Name] = p
 			}
@@ -405,6 +431,7 @@ func (r *Reconciler) write(ctx context.Context, b *buildv1.Build, platforms []st
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the build's status: %w", err)
 	}
+	b.ResourceVersion = body.GetResourceVersion()
 	r.recordTransition(b, b.Status.Phase, next)
 	return ctrl.Result{}, nil
 }
