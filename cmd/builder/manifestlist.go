@@ -217,10 +217,12 @@ func (r *manifestListRun) run(ctx context.Context, waitTimeout time.Duration) er
 }
 
 // wait returns the Build once every platform has finished (or the Build
-// itself has). It lists and then watches the one Build from the list's
-// resource version, so a change between the two is never missed, and starts
-// over when the watch ends. On error it also returns the last Build it saw,
-// if any, so the per-platform tags can still be removed.
+// itself has). It reads and then watches the one Build from the version it
+// read, so a change between the two is never missed. When a watch ends it
+// reads the Build again (noticing its deletion) and watches from its current
+// state, after a pause that grows while watches keep ending. On error it
+// also returns the last Build it saw, if any, so the per-platform tags can
+// still be removed.
 func (r *manifestListRun) wait(ctx context.Context, timeout time.Duration) (*buildv1.Build, error) {
 	var build *buildv1.Build
 	get := func(ctx context.Context) (string, error) {
@@ -256,11 +258,13 @@ func (r *manifestListRun) wait(ctx context.Context, timeout time.Duration) (*bui
 		}
 		return false
 	}
+	timedOut := func() error {
+		return fmt.Errorf("platforms still not finished after %s: %s", timeout.Round(time.Second), waitingFor(build))
+	}
+	pause := watchRestartPause
 	for !done() {
 		w, err := r.client.Watch(ctx, r.key, rv)
 		if err == nil {
-			// Whatever ended the watch, the loop below lists again and
-			// resumes from the list's resource version.
 			_, err = r.consume(ctx, w, &build, rv, done)
 			w.Stop()
 		}
@@ -268,20 +272,37 @@ func (r *manifestListRun) wait(ctx context.Context, timeout time.Duration) (*bui
 		case err == nil:
 			return build, nil
 		case ctx.Err() != nil:
-			return build, fmt.Errorf("platforms still not finished after %s: %s", timeout.Round(time.Second), waitingFor(build))
+			return build, timedOut()
 		case apierrors.IsNotFound(err):
 			return build, fmt.Errorf("the Build %s was deleted while waiting for its platforms", r.key)
 		}
-		// The watch ended or its resource version is too old: list again.
-		if rv, err = get(ctx); err != nil {
+		// The watch ended, or the version it started from is too old to
+		// resume from (410 Gone, when the Build has not changed for longer
+		// than the apiserver keeps history): read again, then watch from
+		// the current state ("" sends it first).
+		select {
+		case <-ctx.Done():
+			return build, timedOut()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, maxWatchRestartPause)
+		if _, err := get(ctx); err != nil {
 			if ctx.Err() != nil {
-				return build, fmt.Errorf("platforms still not finished after %s: %s", timeout.Round(time.Second), waitingFor(build))
+				return build, timedOut()
 			}
 			return build, fmt.Errorf("reading Build %s: %w", r.key, err)
 		}
+		rv = ""
 	}
 	return build, nil
 }
+
+// The pause before watching the Build again after a watch ended: it doubles
+// while watches keep ending, up to the maximum.
+const (
+	watchRestartPause    = 100 * time.Millisecond
+	maxWatchRestartPause = 5 * time.Second
+)
 
 // errWatchEnded says a watch must be started again.
 var errWatchEnded = errors.New("watch ended")

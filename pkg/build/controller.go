@@ -163,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return r.write(ctx, b, res.Platforms, ResolutionPlan(b, res, now), now)
 		}
 		if err := r.annotate(ctx, b, nil); err != nil {
-			return ctrl.Result{}, err
+			return changedMeanwhile(ctx, err)
 		}
 		noteWrite()
 	}
@@ -222,7 +222,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				err = annotateErr
 			}
 			if err != nil {
-				return ctrl.Result{}, err
+				// A conflict: the pods exist (or come next time); the
+				// status waits for the Build's newer version.
+				return changedMeanwhile(ctx, err)
 			}
 			b.Annotations, b.ResourceVersion = annotatedBuild.Annotations, annotatedBuild.ResourceVersion
 			noteWrite()
@@ -244,6 +246,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		res = result
 	}
 	return res, err
+}
+
+// changedMeanwhile is the result of a reconcile that ends on err: none when
+// err is a conflict (the Build changed since it was read; its newer version
+// is on its way through the informer and is handled afresh), else err.
+func changedMeanwhile(ctx context.Context, err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		log.FromContext(ctx).V(1).Info("build changed while reconciling; waiting for its newer version", "error", err.Error())
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // resolvedPlatforms returns the platforms a Build was resolved to: the keys
@@ -295,7 +308,10 @@ func (r *Reconciler) annotate(ctx context.Context, b *buildv1.Build, platforms [
 		b.Annotations[buildv1.BuildPodNameAnnotation] == podName {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want}})
+	// With the version the decision was made on: when the Build changed
+	// since, the patch conflicts rather than let a status written next
+	// pass the version check on a stale read.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want, "resourceVersion": b.ResourceVersion}})
 	if err != nil {
 		return err
 	}

@@ -66,12 +66,15 @@ func (c *Client) Get(ctx context.Context, key types.NamespacedName) (*buildv1.Bu
 }
 
 // Watch watches one Build from resourceVersion on ("" for its current
-// state first). Events carry *unstructured.Unstructured objects (see
-// BuildFromUnstructured), or *metav1.Status for errors.
+// state first), with bookmarks, so that the last version seen keeps up with
+// the apiserver while the Build does not change. Events carry
+// *unstructured.Unstructured objects (see BuildFromUnstructured), also for
+// errors (a Status: apierrors.FromObject reads it).
 func (c *Client) Watch(ctx context.Context, key types.NamespacedName, resourceVersion string) (watch.Interface, error) {
 	return c.builds.Namespace(key.Namespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector:   "metadata.name=" + key.Name,
-		ResourceVersion: resourceVersion,
+		FieldSelector:       "metadata.name=" + key.Name,
+		ResourceVersion:     resourceVersion,
+		AllowWatchBookmarks: true,
 	})
 }
 

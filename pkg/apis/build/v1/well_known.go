@@ -48,8 +48,9 @@ const (
 
 // Labels and annotations archway adds for multi-platform builds.
 const (
-	// PodSelectorAnnotation is set on every Build by the controller, before
-	// it creates the build's first pod. Its value is a label selector that
+	// PodSelectorAnnotation is set on every Build by the controller when it
+	// creates the build's pods (for a classic build, just before its pod).
+	// Its value is a label selector that
 	// selects all of the build's pods, one per platform plus the
 	// manifest-list pod, e.g. "openshift.io/build.name=app-7":
 	// kubectl get pods -l "$(kubectl get build app-7 -o
