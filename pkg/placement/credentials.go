@@ -18,9 +18,10 @@ import (
 // pod named none), then the global pull secret. Secrets that do not exist
 // or are not docker configs are skipped, as the kubelet skips them.
 //
-// Everything is read from informer caches: a gated pod costs the apiserver
-// no read, however many pods name the same secret (or a global secret that
-// does not exist).
+// Secrets are read from informer caches. Only a secret the pod or its
+// service account names and the caches do not hold (yet: one created just
+// before the pod) is read from the apiserver; the global pull secret never
+// is, so a cluster without one costs no read per pod.
 type pullSecrets struct {
 	// cached reads service accounts and kubernetes.io/dockerconfigjson
 	// secrets.
@@ -28,6 +29,8 @@ type pullSecrets struct {
 	// legacy reads kubernetes.io/dockercfg secrets (a cache of its own: an
 	// informer watches one secret type).
 	legacy client.Reader
+	// direct reads from the apiserver; nil: never.
+	direct client.Reader
 	global types.NamespacedName
 }
 
@@ -56,12 +59,13 @@ func (p pullSecrets) keyring(ctx context.Context, pod *corev1.Pod) (*image.Keyri
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("reading service account %s/%s: %w", pod.Namespace, saName, err)
 	}
+	named := len(refs)
 	if p.global.Name != "" && !seen[p.global] {
 		refs = append(refs, p.global)
 	}
 	k := &image.Keyring{}
-	for _, ref := range refs {
-		secret, err := p.secret(ctx, ref)
+	for i, ref := range refs {
+		secret, err := p.secret(ctx, ref, i < named)
 		if err != nil {
 			return nil, err
 		}
@@ -83,12 +87,16 @@ func (p pullSecrets) keyring(ctx context.Context, pod *corev1.Pod) (*image.Keyri
 }
 
 // secret reads one docker config secret, nil when none exists (or the
-// secret is of another type).
-func (p pullSecrets) secret(ctx context.Context, ref types.NamespacedName) (*corev1.Secret, error) {
+// secret is of another type); from the apiserver too when named and the
+// caches do not hold it.
+func (p pullSecrets) secret(ctx context.Context, ref types.NamespacedName, named bool) (*corev1.Secret, error) {
 	secret := &corev1.Secret{}
 	err := p.cached.Get(ctx, ref, secret)
 	if apierrors.IsNotFound(err) && p.legacy != nil {
 		err = p.legacy.Get(ctx, ref, secret)
+	}
+	if apierrors.IsNotFound(err) && named && p.direct != nil {
+		err = p.direct.Get(ctx, ref, secret)
 	}
 	switch {
 	case apierrors.IsNotFound(err):

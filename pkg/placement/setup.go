@@ -132,7 +132,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		return fmt.Errorf("placement controller metrics: %w", err)
 	}
 	placementCache, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:            {Label: gatedSelector()},
 			&corev1.Secret{}:         {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockerConfigJson))},
@@ -145,7 +145,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 	// Legacy kubernetes.io/dockercfg pull secrets, which kubelets still
 	// honour, in a second cache: a cache has one selector per type.
 	legacySecrets, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockercfg))},
 		},
@@ -181,7 +181,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		pods:      placementCache,
 		configs:   mgr.GetCache(),
 		writer:    mgr.GetClient(),
-		secrets:   pullSecrets{cached: placementCache, legacy: legacySecrets, global: opts.GlobalPullSecret},
+		secrets:   pullSecrets{cached: placementCache, legacy: legacySecrets, direct: mgr.GetAPIReader(), global: opts.GlobalPullSecret},
 		inspector: inspector,
 		recorder:  mgr.GetEventRecorder("pod-placement-controller"),
 		metrics:   metrics,
