@@ -114,33 +114,57 @@ func ProcessCPU() (Counts, error) {
 	}
 	out := Counts{}
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		st, err := readStat(pid)
 		if err != nil {
 			continue // gone
 		}
-		s := string(data)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		fields := strings.Fields(s[closing+2:])
-		if len(fields) < 13 {
-			continue
-		}
-		name := s[open+1 : closing]
-		pid, _ := strconv.Atoi(e.Name())
-		if ppid, _ := strconv.Atoi(fields[1]); pid == self {
+		name := st.comm
+		if pid == self {
 			name = SelfCPU
-		} else if ppid != self {
+		} else if st.ppid != self {
 			continue
 		}
-		utime, _ := strconv.ParseFloat(fields[11], 64)
-		stime, _ := strconv.ParseFloat(fields[12], 64)
-		// Clock ticks of 1/100 s, as on every Linux we run on.
-		out[name] += (utime + stime) / 100
+		out[name] += st.cpu
 	}
 	return out, nil
+}
+
+// CPUSeconds is the CPU seconds (user+system) process pid has used so far.
+func CPUSeconds(pid int) (float64, error) {
+	st, err := readStat(pid)
+	return st.cpu, err
+}
+
+// procStat is what the bed reads of /proc/<pid>/stat.
+type procStat struct {
+	comm string
+	ppid int
+	cpu  float64 // user+system seconds
+}
+
+func readStat(pid int) (procStat, error) {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procStat{}, err
+	}
+	// The command (which may hold spaces and parentheses) is between the
+	// first "(" and the last ")"; the numbered fields follow.
+	s := string(data)
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open || closing+2 > len(s) {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, s)
+	}
+	fields := strings.Fields(s[closing+2:])
+	if len(fields) < 13 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, s)
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	// Clock ticks of 1/100 s, as on every Linux we run on.
+	return procStat{comm: s[open+1 : closing], ppid: ppid, cpu: (utime + stime) / 100}, nil
 }

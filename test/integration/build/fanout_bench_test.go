@@ -406,19 +406,14 @@ func later(a, b time.Time) time.Time {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// cpuSeconds is the user+system CPU time of a process (/proc/<pid>/stat;
-// clock ticks of 1/100 s, as on every Linux we run on).
+// cpuSeconds is the user+system CPU time of a process.
 func cpuSeconds(b *testing.B, pid int) float64 {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	cpu, err := bed.CPUSeconds(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Fields after the command (which may hold spaces) start after ")".
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100
+	return cpu
 }
 
 // peakRSS is a process's peak resident set size in bytes (VmHWM).
