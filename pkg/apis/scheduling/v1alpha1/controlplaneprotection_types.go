@@ -1,0 +1,118 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ControlPlaneProtectionName is the only name a ControlPlaneProtection may
+// have: it is a singleton.
+const ControlPlaneProtectionName = "cluster"
+
+// ControlPlaneProtection says which nodes are protected and who may put
+// pods on them. A pod reaches a protected node when its spec.nodeName names
+// one, when it tolerates the control-plane taints and its node selection
+// does not rule every protected node out, when its node selection matches
+// protected nodes only, or when a binding (the scheduler's, or anyone's)
+// assigns it to one. Such a request is authorized only when both the
+// requesting user (the pod's creator, or the binding's poster) and the
+// pod's namespace are on the group's authorizedUsers.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=controlplaneprotections,singular=controlplaneprotection,scope=Cluster,shortName=cpp
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.groups[?(@.name=="ControlPlane")].mode`,description="The ControlPlane group's mode."
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'cluster'",message="ControlPlaneProtection is a singleton: metadata.name must be 'cluster'"
+type ControlPlaneProtection struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the protected node groups. Required.
+	// +required
+	Spec ControlPlaneProtectionSpec `json:"spec"`
+}
+
+// ControlPlaneProtectionSpec lists the protected node groups.
+type ControlPlaneProtectionSpec struct {
+	// groups are the protected node groups, at most one per name.
+	// Default: none (nothing is protected).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1
+	Groups []ProtectionGroup `json:"groups,omitempty"`
+}
+
+// ProtectionGroupName names a protected node group.
+// +kubebuilder:validation:Enum=ControlPlane
+type ProtectionGroupName string
+
+// ControlPlane is the group of control-plane nodes.
+const ControlPlane ProtectionGroupName = "ControlPlane"
+
+// GroupMode is how a group's policy is enforced.
+// +kubebuilder:validation:Enum=Disable;Enable;Inform
+type GroupMode string
+
+const (
+	// ModeDisable enforces nothing and reports nothing.
+	ModeDisable GroupMode = "Disable"
+	// ModeEnable denies requests that put a pod on a protected node
+	// without authorization.
+	ModeEnable GroupMode = "Enable"
+	// ModeInform admits such requests, with an admission warning, an
+	// event on the pod and an audit annotation.
+	ModeInform GroupMode = "Inform"
+)
+
+// ProtectionGroup is one group of protected nodes and who may use them.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.labelSelector) || (has(self.labelSelector.matchLabels) && size(self.labelSelector.matchLabels) > 0) || (has(self.labelSelector.matchExpressions) && size(self.labelSelector.matchExpressions) > 0)",message="labelSelector must not be empty: an empty selector would protect every node; omit it for the default node-role.kubernetes.io/control-plane"
+type ProtectionGroup struct {
+	// name is the group's name: ControlPlane. Required.
+	// +required
+	Name ProtectionGroupName `json:"name"`
+
+	// labelSelector selects the group's nodes by their labels. Default:
+	// matchLabels node-role.kubernetes.io/control-plane: "". Must not be
+	// empty.
+	// +optional
+	// +kubebuilder:default={matchLabels: {"node-role.kubernetes.io/control-plane": ""}}
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+
+	// mode is Disable, Enable or Inform. Default: Disable.
+	// +optional
+	// +kubebuilder:default=Disable
+	Mode GroupMode `json:"mode,omitempty"`
+
+	// authorizedUsers are who may put pods on the group's nodes. An entry
+	// "namespace/serviceaccount" authorizes that service account as a
+	// requester, and pods in that namespace (authorization of pods is by
+	// namespace: list one service account, e.g. default, to admit the
+	// namespace's pods). Any other entry is a user name, authorized as a
+	// requester; a user name may end in "*" to match every name with that
+	// prefix (e.g. "system:node:*" for kubelets creating mirror pods).
+	// Default: none. At most 256 entries, each unique, non-empty and at
+	// most 253 characters.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(u, !u.contains('/') || u.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'))",message="an authorizedUsers entry with a '/' must be namespace/serviceaccount: a DNS label, one '/', a DNS subdomain (e.g. kube-system/default)"
+	// +kubebuilder:validation:XValidation:rule="self.all(u, !u.contains('*') || (u.indexOf('*') == size(u) - 1 && size(u) > 1 && !u.contains('/')))",message="a '*' in authorizedUsers may only end a user name prefix (e.g. system:node:*); a lone '*' would authorize everybody: use mode Disable instead"
+	AuthorizedUsers []string `json:"authorizedUsers,omitempty"`
+}
+
+// ControlPlaneProtectionList is a list of ControlPlaneProtections.
+//
+// +kubebuilder:object:root=true
+type ControlPlaneProtectionList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the list's metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the configs.
+	Items []ControlPlaneProtection `json:"items"`
+}

@@ -1,0 +1,58 @@
+package protection
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
+)
+
+// The RBAC the webhook needs, generated into manifests/rbac.
+//
+// +kubebuilder:rbac:groups=scheduling.archway.dev,resources=controlplaneprotections,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+
+// Setup registers the webhook at WebhookPath on mgr's webhook server. It
+// serves on every replica (no leader election) and reads only the
+// manager's informer cache: the ControlPlaneProtection and the nodes'
+// metadata, whose informers it starts up front so that no admission waits
+// for one and a config change is seen as soon as the watch delivers it. A
+// readiness check named "control-plane-protection-cache" fails until they
+// have synced. The scheme must hold schedulingv1alpha1. Metrics are
+// registered with reg.
+func Setup(mgr ctrl.Manager, reg prometheus.Registerer) error {
+	m, err := newMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("control-plane protection metrics: %w", err)
+	}
+	ctx := context.Background()
+	if _, err := mgr.GetCache().GetInformer(ctx, &schedulingv1alpha1.ControlPlaneProtection{}); err != nil {
+		return fmt.Errorf("control-plane protection: informer for ControlPlaneProtection: %w", err)
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &metav1.PartialObjectMetadata{TypeMeta: nodeType}); err != nil {
+		return fmt.Errorf("control-plane protection: informer for nodes: %w", err)
+	}
+	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: &webhook{
+		decoder:  admission.NewDecoder(mgr.GetScheme()),
+		cache:    mgr.GetCache(),
+		recorder: mgr.GetEventRecorder("control-plane-protection"),
+		metrics:  m,
+		log:      mgr.GetLogger().WithName("control-plane-protection"),
+	}})
+	return mgr.AddReadyzCheck("control-plane-protection-cache", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("control-plane protection informers have not synced")
+		}
+		return nil
+	})
+}
