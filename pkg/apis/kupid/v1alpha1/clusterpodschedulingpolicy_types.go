@@ -1,0 +1,73 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterPodSchedulingPolicy injects scheduling criteria into the new pods
+// its podSelector selects in the namespaces its namespaceSelector selects.
+// It is merged with the PodSchedulingPolicies selecting the same pod in the
+// order PodSchedulingPolicy documents: at equal priority, namespaced
+// policies come first, so a cluster policy is a default a namespace may
+// refine.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=clusterpodschedulingpolicies,singular=clusterpodschedulingpolicy,scope=Cluster,shortName=cpsp
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,description="Higher is applied first and wins conflicts."
+// +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedPods`,description="Pods the policy was applied to."
+// +kubebuilder:printcolumn:name="Last applied",type=date,JSONPath=`.status.lastAppliedTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterPodSchedulingPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is which pods and what to inject.
+	// +required
+	Spec ClusterPodSchedulingPolicySpec `json:"spec"`
+
+	// status is written by the scheduling-policy webhook.
+	// +optional
+	Status PolicyStatus `json:"status,omitempty"`
+}
+
+// ClusterPodSchedulingPolicySpec selects namespaces and pods in them, and
+// holds the criteria injected into those pods.
+type ClusterPodSchedulingPolicySpec struct {
+	// namespaceSelector selects the namespaces whose pods the policy
+	// applies to. Unset selects no namespace; an empty selector ({})
+	// selects every namespace.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn'] && has(e.values) && size(e.values) > 0) || (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="matchExpressions: operator In and NotIn need values, Exists and DoesNotExist take none, and no other operator exists"
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// podSelector selects, in those namespaces, the pods the policy applies
+	// to. Unset selects no pod; an empty selector ({}) selects every pod.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn'] && has(e.values) && size(e.values) > 0) || (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="matchExpressions: operator In and NotIn need values, Exists and DoesNotExist take none, and no other operator exists"
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+
+	// priority orders the policies that select the same pod: the higher is
+	// applied first and so wins conflicts. From 0 to 1000. Default: 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	Priority int32 `json:"priority,omitempty"`
+
+	SchedulingCriteria `json:",inline"`
+}
+
+// ClusterPodSchedulingPolicyList is a list of ClusterPodSchedulingPolicies.
+//
+// +kubebuilder:object:root=true
+type ClusterPodSchedulingPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the list's metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the policies.
+	Items []ClusterPodSchedulingPolicy `json:"items"`
+}
