@@ -64,6 +64,10 @@ status.platforms has finished, and then:
   - removes every per-platform tag (DELETE of the tag, never of a digest), also when the build
     failed; untag errors are logged and ignored.
 
+When the Build has already ended Failed, Error or Cancelled (the controller starts this pod then,
+once every platform pod has ended, so that no late push can tag again), it only removes the
+per-platform tags, and fails when they cannot be removed.
+
 Registry credentials come from the docker config in $PUSH_DOCKERCFG_PATH (or --authfile).
 Loopback registries and those named with --insecure-registry are reached without TLS checks.
 The exit code is 0 when the manifest list was pushed and 1 otherwise.`,
@@ -174,23 +178,44 @@ func (r *manifestListRun) run(ctx context.Context, waitTimeout time.Duration) er
 		r.access.Insecure = true
 	}
 	tags := r.platformTags(build, output)
+	if waitErr == nil && build.Status.Phase.IsTerminal() && build.Status.Phase != buildv1.BuildPhaseComplete {
+		// The controller starts this pod for a Build that ended without a
+		// manifest list once every platform pod has ended: removing the
+		// tags is all there is to do, and nothing can tag again after it.
+		r.logf("The build ended (%s) without a manifest list: removing the per-platform tags.", describePhase(build))
+		untagErr := r.untag(ctx, tags)
+		cond := map[string]any{"type": string(buildv1.BuildConditionPlatformTagsRemoved), "status": "True",
+			"reason": buildv1.ReasonPlatformTagsRemoved, "message": "Removed " + strings.Join(tags, ", ") + "."}
+		if untagErr != nil {
+			cond["status"], cond["reason"] = "False", buildv1.ReasonRemovingPlatformTagsFailed
+			cond["message"] = "Removing the per-platform tags failed: " + untagErr.Error()
+		}
+		now := time.Now().UTC().Format(time.RFC3339)
+		cond["lastUpdateTime"], cond["lastTransitionTime"] = now, now
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := r.applyStatus(wctx, map[string]any{"conditions": []any{cond}}); err != nil {
+			r.logf("Warning: recording the removal in Build %s: %v", r.key, err)
+		}
+		if untagErr != nil {
+			return r.fail(ctx, nil, buildv1.StatusReasonManifestListFailed, fmt.Errorf("removing the per-platform tags: %w", untagErr))
+		}
+		return nil
+	}
 	// Untag at the end whatever happens: after a push, a failure, or running
 	// out of time.
-	defer r.untag(ctx, tags)
+	defer func() {
+		if err := r.untag(ctx, tags); err != nil {
+			// A courtesy to the registry here: never a reason to fail.
+			r.logf("Warning: removing per-platform tags: %v", err)
+		}
+	}()
 
 	if waitErr != nil {
 		return r.fail(ctx, build, buildv1.StatusReasonManifestListFailed, waitErr)
 	}
-	if build.Status.Cancelled || build.Status.Phase == buildv1.BuildPhaseCancelled {
+	if build.Status.Cancelled {
 		return r.fail(ctx, nil, buildv1.StatusReasonCancelledBuild, errors.New("the build was cancelled"))
-	}
-	if build.Status.Phase.IsTerminal() && !manifestlist.Terminal(build.Status.Platforms, build.Spec.Platforms) {
-		reason := build.Status.Reason
-		if reason == "" {
-			reason = buildv1.StatusReasonManifestListFailed
-		}
-		return r.fail(ctx, build, reason, fmt.Errorf("the build ended (%s) before its platforms finished: %s",
-			build.Status.Phase, waitingFor(build)))
 	}
 	sel, err := manifestlist.Select(build.Status.Platforms, build.Spec.PlatformsAllowedToFail)
 	if err != nil {
@@ -423,19 +448,27 @@ func otherTagOfRepository(ref, output string) (string, bool) {
 	return tagged.String(), true
 }
 
-func (r *manifestListRun) untag(ctx context.Context, tags []string) {
+// untag removes the per-platform tags (those already gone are no error).
+func (r *manifestListRun) untag(ctx context.Context, tags []string) error {
 	if len(tags) == 0 {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), untagTimeout)
 	defer cancel()
 	start := time.Now()
 	if err := manifestlist.Untag(ctx, r.access, tags...); err != nil {
-		// Untagging is a courtesy to the registry: never a reason to fail.
-		r.logf("Warning: removing per-platform tags: %v", err)
-		return
+		return err
 	}
 	r.logf("Removed the per-platform tags %s in %s", strings.Join(tags, ", "), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// describePhase says how a Build ended: "Failed: PlatformBuildFailed".
+func describePhase(b *buildv1.Build) string {
+	if b.Status.Reason == "" {
+		return string(b.Status.Phase)
+	}
+	return string(b.Status.Phase) + ": " + string(b.Status.Reason)
 }
 
 // recordOutput writes the manifest list's digest and the output reference

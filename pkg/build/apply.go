@@ -17,6 +17,12 @@ import (
 // FieldManager is the field manager of every write the controller makes.
 const FieldManager = "archway-build-controller"
 
+// CleanupFieldManager is the field manager of the one condition the
+// controller writes into an ended Build's status
+// (PlatformTagsRemoved): its own, so that the apply leaves every field
+// FieldManager owns as it is.
+const CleanupFieldManager = "archway-build-controller-cleanup"
+
 // ResolutionPlan is the Plan of the first status write of a multi-platform
 // Build: an entry per platform, New, or Error with NodePlatformNotFound for
 // a platform no node can build; the Build New, or failed at once.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -122,9 +123,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if b.DeletionTimestamp != nil || b.Status.Phase.IsTerminal() {
+	if b.DeletionTimestamp != nil {
 		r.self.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
+	}
+	if b.Status.Phase.IsTerminal() {
+		r.self.forget(req.NamespacedName)
+		return r.cleanup(ctx, b)
 	}
 	if r.self.stale(req.NamespacedName, b.ResourceVersion) {
 		log.FromContext(ctx).V(1).Info("the cached build is older than our own last write; waiting for it", "resourceVersion", b.ResourceVersion)
@@ -246,6 +251,100 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		res = result
 	}
 	return res, err
+}
+
+// cleanup creates the manifest-list pod of a multi-platform Build that
+// ended without one, once every platform pod has ended, so that it removes
+// the per-platform tags (see Cleanup). The cache says when that may be; a
+// read from the apiserver confirms it, since a pod created in the reconcile
+// that failed the Build may not be in the cache yet.
+func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result, error) {
+	platforms, _ := resolvedPlatforms(b)
+	pl := PodPlan{Config: r.Config, Platforms: platforms}
+	if !NeedsCleanup(b, pl.ManifestList(b)) {
+		return ctrl.Result{}, nil
+	}
+	pods, err := r.pods(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	c := DecideCleanup(b, platforms, pods)
+	if c.Create {
+		if pods, err = r.livePods(ctx, b); err != nil {
+			return ctrl.Result{}, err
+		}
+		c = DecideCleanup(b, platforms, pods)
+	}
+	if !c.Create {
+		if len(c.WaitingFor) == 0 {
+			return ctrl.Result{}, nil
+		}
+		msg := fmt.Sprintf("The per-platform tags are removed once the pods %s have ended.", strings.Join(c.WaitingFor, ", "))
+		return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionFalse, buildv1.ReasonWaitingForBuildPods, msg)
+	}
+	pod, err := pl.ManifestListPod(b)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("making the manifest-list pod: %w", err)
+	}
+	if _, permanent, err := r.createPod(ctx, b, pod); err != nil {
+		return ctrl.Result{}, err
+	} else if permanent != "" {
+		// Nothing to retry: the tags stay, and the condition says why.
+		return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionFalse, buildv1.ReasonRemovingPlatformTagsFailed,
+			"The pod that removes the per-platform tags cannot be created: "+permanent)
+	}
+	r.event(b, corev1.EventTypeNormal, buildv1.EventReasonRemovingPlatformTags,
+		"Every platform pod of %s/%s has ended; pod %s removes the per-platform tags", b.Namespace, b.Name, pod.Name)
+	return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionUnknown, buildv1.ReasonRemovingPlatformTags,
+		fmt.Sprintf("Pod %s removes the per-platform tags.", pod.Name))
+}
+
+// setTagsCondition applies the PlatformTagsRemoved condition, when it
+// changed, under a field manager of its own: the rest of an ended Build's
+// status stays as it is.
+func (r *Reconciler) setTagsCondition(ctx context.Context, b *buildv1.Build, status metav1.ConditionStatus, reason, msg string) error {
+	now := r.Now().UTC().Format(time.RFC3339)
+	transition := now
+	for _, c := range b.Status.Conditions {
+		if c.Type != buildv1.BuildConditionPlatformTagsRemoved {
+			continue
+		}
+		if string(c.Status) == string(status) && c.Reason == reason && c.Message == msg {
+			return nil
+		}
+		if string(c.Status) == string(status) && !c.LastTransitionTime.IsZero() {
+			transition = c.LastTransitionTime.UTC().Format(time.RFC3339)
+		}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": buildv1.GroupVersion.String(), "kind": "Build",
+		"metadata": map[string]any{"name": b.Name, "namespace": b.Namespace},
+		"status": map[string]any{"conditions": []any{map[string]any{
+			"type": string(buildv1.BuildConditionPlatformTagsRemoved), "status": string(status),
+			"reason": reason, "message": msg, "lastUpdateTime": now, "lastTransitionTime": transition,
+		}}},
+	}}
+	err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(CleanupFieldManager), client.ForceOwnership)
+	if err != nil {
+		return fmt.Errorf("writing the build's %s condition: %w", buildv1.BuildConditionPlatformTagsRemoved, err)
+	}
+	return nil
+}
+
+// livePods returns the Build's pods by name, read from the apiserver.
+func (r *Reconciler) livePods(ctx context.Context, b *buildv1.Build) (map[string]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(b.Namespace),
+		client.MatchingLabels{buildv1.BuildLabel: LabelValue(b.Name)}); err != nil {
+		return nil, fmt.Errorf("listing the build's pods: %w", err)
+	}
+	pods := make(map[string]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == b.UID {
+			pods[list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	return pods, nil
 }
 
 // changedMeanwhile is the result of a reconcile that ends on err: none when

@@ -221,7 +221,16 @@ func Decide(in PlanInput) Plan {
 		plan.Phase, plan.Reason, plan.Message = buildv1.BuildPhaseCancelled, buildv1.StatusReasonCancelledBuild, "The build was cancelled by the user."
 	case len(failed) > 0:
 		plan.CreatePods = nil
-		plan.DeletePods = livePods(in.Pods)
+		// Only the platforms still running are stopped: a platform that
+		// ended keeps its pod (and its logs), even when the cache does not
+		// show that pod ended yet.
+		stop := map[string]*corev1.Pod{}
+		for _, p := range running {
+			if pod := in.Pods[PlatformPodName(b.Name, p)]; pod != nil {
+				stop[pod.Name] = pod
+			}
+		}
+		plan.DeletePods = livePods(stop)
 		for _, p := range running {
 			set(p, EntryUpdate{Phase: buildv1.BuildPhaseCancelled, Reason: buildv1.StatusReasonCancelledBuild,
 				Message: "Cancelled because a platform not allowed to fail failed.", CompletionTimestamp: &in.Now})

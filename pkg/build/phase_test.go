@@ -153,6 +153,15 @@ func TestDecide(t *testing.T) {
 				del: []string{podArm, podPpc}, entries: map[string]buildv1.BuildPhase{arm: cancelledP, ppc: cancelledP}},
 		},
 		{
+			name: "required platform failed while the cache still shows its pod running: that pod is kept for its logs",
+			in: PlanInput{Build: makeBuild("app").phase(runningP).entry(amd, completeP, "").entry(arm, runningP, "").
+				entry(ppc, runningP, "").entry(s390x, failedP, buildv1.StatusReasonDockerBuildFailed).obj(), ManifestList: true,
+				Pods: podsOf(makePod(podAmd).exited(0, "", "").obj(), makePod(podArm).running().obj(), makePod(podPpc).running().obj(),
+					makePod(podS390x).running().obj())},
+			want: want{phase: failedP, reason: buildv1.StatusReasonPlatformBuildFailed, msg: "linux/s390x Failed (DockerBuildFailed)",
+				del: []string{podArm, podPpc}, entries: map[string]buildv1.BuildPhase{arm: cancelledP, ppc: cancelledP}},
+		},
+		{
 			name: "a pod that failed without writing its entry fails its platform from the exit code",
 			in: PlanInput{Build: entries4(makeBuild("app").allowFail(arm).phase(runningP), runningP).obj(), ManifestList: true,
 				Pods: podsOf(makePod(podAmd).running().obj(), makePod(podArm).exited(137, "Error", "killed").obj(),

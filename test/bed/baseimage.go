@@ -441,3 +441,43 @@ func arMember(r io.Reader, prefix string) (string, io.Reader, error) {
 		}
 	}
 }
+
+// PushBasePlatform pushes the base image's image of one platform
+// ("linux/arm64") to ref, a tag in r, digests unchanged, as a platform's
+// build pod pushes its image; it returns the pushed manifest's digest.
+func (b *Bed) PushBasePlatform(ctx context.Context, r *Registry, ref, platform string) (digest.Digest, error) {
+	parts := strings.Split(platform, "/")
+	if len(parts) < 2 || len(parts) > 3 {
+		return "", fmt.Errorf("platform %q: want os/arch[/variant]", platform)
+	}
+	src, err := docker.ParseReference("//" + b.BaseImage)
+	if err != nil {
+		return "", err
+	}
+	dest, err := docker.ParseReference("//" + ref)
+	if err != nil {
+		return "", err
+	}
+	srcSys := b.Registry.SystemContext()
+	srcSys.OSChoice, srcSys.ArchitectureChoice = parts[0], parts[1]
+	if len(parts) == 3 {
+		srcSys.VariantChoice = parts[2]
+	}
+	policy, err := signature.NewPolicyContext(&signature.Policy{
+		Default: signature.PolicyRequirements{signature.NewPRInsecureAcceptAnything()},
+	})
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = policy.Destroy() }()
+	raw, err := copy.Image(ctx, policy, dest, src, &copy.Options{
+		ImageListSelection: copy.CopySystemImage,
+		PreserveDigests:    true,
+		SourceCtx:          srcSys,
+		DestinationCtx:     r.SystemContext(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("pushing the base image's %s to %s: %w", platform, ref, err)
+	}
+	return digest.FromBytes(raw), nil
+}

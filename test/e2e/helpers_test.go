@@ -26,6 +26,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
 
@@ -168,6 +169,29 @@ func (h *harness) events() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// waitCleanup waits until the manifest-list pod of a Build that ended
+// without a manifest list (created once every platform pod has ended) has
+// removed the per-platform tags and succeeded.
+func (h *harness) waitCleanup() {
+	h.t.Helper()
+	name := build.ManifestListPodName(h.b.Name)
+	pod := &corev1.Pod{}
+	err := bed.WaitFor(h.ctx, env.Bed.Client, client.ObjectKey{Namespace: h.ns, Name: name}, pod, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	if err != nil {
+		h.t.Fatalf("waiting for the manifest-list pod to remove the per-platform tags: %v", err)
+	}
+	if pod.Status.Phase != corev1.PodSucceeded {
+		h.t.Fatalf("the manifest-list pod %s failed: %+v", name, pod.Status.ContainerStatuses)
+	}
+	for _, c := range h.get().Status.Conditions {
+		if c.Type == buildv1.BuildConditionPlatformTagsRemoved && (c.Status != corev1.ConditionTrue || c.Reason != buildv1.ReasonPlatformTagsRemoved) {
+			h.t.Errorf("condition %s = %+v, want True", c.Type, c)
+		}
+	}
 }
 
 // tags lists the tags of the case's repository.

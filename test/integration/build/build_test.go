@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +57,7 @@ func wantPlatformPods(platforms ...string) step {
 			names = append(names, h.platformPod(p))
 		}
 		pods := h.waitPodNames(names...)
+		output := h.get().Spec.Output.To.Name
 		for _, p := range platforms {
 			pod := pods[h.platformPod(p)]
 			arch := strings.Split(p, "/")[1]
@@ -74,7 +76,7 @@ func wantPlatformPods(platforms ...string) step {
 				h.t.Errorf("pod %s owners %+v", pod.Name, ref)
 			}
 			pb := podBuild(h.t, pod)
-			if !slices.Equal(pb.Spec.Platforms, []string{p}) || pb.Spec.Output.To.Name != "registry.example.com/team/app:v1-"+strings.ReplaceAll(p, "/", "-") {
+			if !slices.Equal(pb.Spec.Platforms, []string{p}) || pb.Spec.Output.To.Name != output+"-"+strings.ReplaceAll(p, "/", "-") {
 				h.t.Errorf("pod %s BUILD: platforms %v, output %s", pod.Name, pb.Spec.Platforms, pb.Spec.Output.To.Name)
 			}
 		}
@@ -150,6 +152,29 @@ func wantManifestListPod(platforms ...string) step {
 		if _, err := testBed.WaitPodBound(h.ctx, h.ns, ml.Name); err != nil {
 			h.t.Fatal(err)
 		}
+	}}
+}
+
+// wantCleanupPod waits for the manifest-list pod of a build that ended
+// without a manifest list, and checks that no platform pod runs beside it.
+func wantCleanupPod() step {
+	return step{"once no platform pod runs, the manifest-list pod removes the per-platform tags", func(h *harness) {
+		name := build.ManifestListPodName(h.build)
+		if err := bed.WaitFor(h.ctx, k8s, client.ObjectKey{Namespace: h.ns, Name: name}, &corev1.Pod{}, func(*corev1.Pod) bool { return true }); err != nil {
+			h.t.Fatalf("waiting for the manifest-list pod: %v", err)
+		}
+		for n, p := range h.pods() {
+			if n != name && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				h.t.Errorf("platform pod %s is %s beside the manifest-list pod", n, p.Status.Phase)
+			}
+		}
+	}}
+}
+
+// wantTagsCondition waits for the PlatformTagsRemoved condition.
+func wantTagsCondition(status metav1.ConditionStatus, reason, words string) step {
+	return step{"condition PlatformTagsRemoved " + string(status) + " " + reason, func(h *harness) {
+		h.waitTagsCondition(status, reason, func(msg string) bool { return strings.Contains(msg, words) })
 	}}
 }
 
@@ -330,11 +355,12 @@ func TestBuildController(t *testing.T) {
 				{"the running pods are deleted", func(h *harness) {
 					wantPodsDeleted(names(h, arm64, ppc64le)...).do(h)
 				}},
-				{"no manifest-list pod", func(h *harness) {
-					if _, ok := h.pods()[build.ManifestListPodName(h.build)]; ok {
-						h.t.Error("manifest-list pod created for a failed build")
-					}
-				}},
+				// Once no platform pod runs, the manifest-list pod removes
+				// the tags the platforms pushed; the build stays Failed.
+				wantCleanupPod(),
+				wantTagsCondition(metav1.ConditionUnknown, buildv1.ReasonRemovingPlatformTags, "manifest-list"),
+				wantEvents(buildv1.EventReasonBuildFailed, buildv1.EventReasonRemovingPlatformTags),
+				wantPhase(buildv1.BuildPhaseFailed, buildv1.StatusReasonPlatformBuildFailed),
 			},
 		},
 		{
@@ -386,6 +412,9 @@ func TestBuildController(t *testing.T) {
 				wantEntry(amd64, buildv1.BuildPhaseComplete, ""),
 				wantEvents(buildv1.EventReasonBuildCancelled),
 				{"pods deleted", func(h *harness) { wantPodsDeleted(names(h, arm64, ppc64le, s390x)...).do(h) }},
+				wantCleanupPod(),
+				wantTagsCondition(metav1.ConditionUnknown, buildv1.ReasonRemovingPlatformTags, "manifest-list"),
+				wantEvents(buildv1.EventReasonBuildCancelled, buildv1.EventReasonRemovingPlatformTags),
 			},
 		},
 		{

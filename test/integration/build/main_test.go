@@ -56,7 +56,7 @@ func run(m *testing.M) int {
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
 	ctx := context.Background()
 	var err error
-	testBed, err = bed.Start(ctx, bed.Options{ControllerManager: true, WithoutRegistry: true})
+	testBed, err = bed.Start(ctx, bed.Options{ControllerManager: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

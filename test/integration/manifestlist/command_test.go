@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -462,6 +463,82 @@ func TestCommandPushSecret(t *testing.T) {
 			}
 			if len(tags) != 4 {
 				t.Errorf("tags %v; want the 4 per-platform tags, which wrong credentials cannot remove", tags)
+			}
+		})
+	}
+}
+
+// TestCommandBuildEnded: for a Build that already ended without a manifest
+// list (the controller starts the pod then, once every platform pod has
+// ended), the command only removes the per-platform tags: no index, the
+// status untouched, exit 0; and exit 1 when the tags cannot be removed.
+func TestCommandBuildEnded(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		phase    buildv1.BuildPhase
+		reg      *bed.Registry
+		password string
+		wantExit int
+	}{
+		{name: "failed", phase: buildv1.BuildPhaseFailed, reg: theBed.Registry},
+		{name: "cancelled", phase: buildv1.BuildPhaseCancelled, reg: theBed.Registry},
+		{name: "failed with tags it cannot remove", phase: buildv1.BuildPhaseFailed, reg: theBed.AuthRegistry, password: "wrong", wantExit: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			repo := repoName(t)
+			output := tt.reg.Host + "/" + repo + ":v1"
+			build := createBuild(t, output, fourPlatforms, nil)
+			digests := pushPlatforms(t, tt.reg, output, fourPlatforms[:2], pushOptions{})
+			for _, p := range fourPlatforms[:2] {
+				platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: digests[p], output: output}.apply(t, build)
+			}
+			for _, p := range fourPlatforms[2:] {
+				platformStatus{platform: p, phase: buildv1.BuildPhaseCancelled, reason: buildv1.StatusReasonCancelledBuild, message: "cancelled"}.apply(t, build)
+			}
+			patch := []byte(`{"status":{"phase":"` + string(tt.phase) + `","reason":"PlatformBuildFailed","message":"ended"}}`)
+			if err := theBed.Client.Status().Patch(context.Background(), build, client.RawPatch(types.MergePatchType, patch)); err != nil {
+				t.Fatal(err)
+			}
+			var env []string
+			if tt.reg.Username != "" {
+				secretDir := t.TempDir()
+				data, err := json.Marshal(map[string]any{"auths": map[string]any{tt.reg.Host: map[string]string{
+					"auth": base64.StdEncoding.EncodeToString([]byte(tt.reg.Username + ":" + tt.password))}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(secretDir, ".dockerconfigjson"), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				env = append(env, buildv1.PushDockerConfigPathEnv+"="+secretDir)
+			}
+			proc := startManifestList(t, build, env)
+			if code := proc.waitExit(t); code != tt.wantExit {
+				t.Fatalf("exit code %d, want %d:\n%s", code, tt.wantExit, proc.out)
+			}
+			got := getBuild(t, build)
+			if got.Status.Phase != tt.phase || got.Status.Message != "ended" || got.Status.Output.To != nil {
+				t.Errorf("status changed: phase %s message %q output %+v", got.Status.Phase, got.Status.Message, got.Status.Output.To)
+			}
+			wantCond, wantReason := "True", buildv1.ReasonPlatformTagsRemoved
+			if tt.wantExit != 0 {
+				wantCond, wantReason = "False", buildv1.ReasonRemovingPlatformTagsFailed
+			}
+			var cond *buildv1.BuildCondition
+			for i := range got.Status.Conditions {
+				if got.Status.Conditions[i].Type == buildv1.BuildConditionPlatformTagsRemoved {
+					cond = &got.Status.Conditions[i]
+				}
+			}
+			if cond == nil || string(cond.Status) != wantCond || cond.Reason != wantReason {
+				t.Errorf("condition %s = %+v, want %s %s", buildv1.BuildConditionPlatformTagsRemoved, cond, wantCond, wantReason)
+			}
+			tags := tagsOf(t, tt.reg, repo)
+			if tt.wantExit == 0 && len(tags) != 0 {
+				t.Errorf("tags %v, want none", tags)
+			}
+			if tt.wantExit != 0 && len(tags) != 2 {
+				t.Errorf("tags %v, want the 2 pushed, which wrong credentials cannot remove", tags)
 			}
 		})
 	}

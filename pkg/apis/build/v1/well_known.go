@@ -221,6 +221,23 @@ const (
 
 	// ReasonNoOutputReference is the reason of the NoOutput condition.
 	ReasonNoOutputReference = "NoOutputReference"
+
+	// BuildConditionPlatformTagsRemoved follows the removal of the
+	// per-platform tags of a multi-platform build that ended Failed, Error
+	// or Cancelled, so no manifest list replaced them. The tags are removed
+	// by the manifest-list pod, created only once every platform pod has
+	// ended (a pod still running may finish a push after any earlier
+	// removal). False with ReasonWaitingForBuildPods while platform pods
+	// run (the message names them); Unknown with ReasonRemovingPlatformTags
+	// once the pod is created; then True with ReasonPlatformTagsRemoved, or
+	// False with ReasonRemovingPlatformTagsFailed and the registry's error.
+	BuildConditionPlatformTagsRemoved BuildConditionType = "PlatformTagsRemoved"
+
+	// Reasons of the PlatformTagsRemoved condition.
+	ReasonWaitingForBuildPods        = "WaitingForBuildPods"
+	ReasonRemovingPlatformTags       = "RemovingPlatformTags"
+	ReasonPlatformTagsRemoved        = "PlatformTagsRemoved"
+	ReasonRemovingPlatformTagsFailed = "RemovingPlatformTagsFailed"
 )
 
 // Event reasons the build controller records on Builds, OpenShift's.
@@ -233,6 +250,14 @@ const (
 	EventReasonBuildFailed = "BuildFailed"
 	// EventReasonBuildCancelled: the build reached Cancelled.
 	EventReasonBuildCancelled = "BuildCancelled"
+)
+
+// Event reasons of archway's own.
+const (
+	// EventReasonRemovingPlatformTags: a multi-platform build ended without
+	// a manifest list and every platform pod has ended; the manifest-list
+	// pod was created to remove the per-platform tags.
+	EventReasonRemovingPlatformTags = "RemovingPlatformTags"
 )
 
 // Keys and environment variables shared with OpenShift's tools.

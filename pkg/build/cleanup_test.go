@@ -1,0 +1,84 @@
+package build
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+)
+
+func TestNeedsCleanup(t *testing.T) {
+	fannedOut := func(w *buildWrapper) *buildWrapper {
+		w.Annotations = map[string]string{buildv1.BuildPodNameAnnotation: podML}
+		return w
+	}
+	tests := []struct {
+		name         string
+		build        *buildv1.Build
+		manifestList bool
+		want         bool
+	}{
+		{"failed after its pods were made", fannedOut(entries4(makeBuild("app").phase(failedP), failedP)).obj(), true, true},
+		{"error after its pods were made", fannedOut(entries4(makeBuild("app").phase(errorP), errorP)).obj(), true, true},
+		{"cancelled after its pods were made", fannedOut(entries4(makeBuild("app").phase(cancelledP), cancelledP)).obj(), true, true},
+		{"complete: the manifest-list pod untagged", fannedOut(entries4(makeBuild("app").phase(completeP), completeP)).obj(), true, false},
+		{"running: not ended", fannedOut(entries4(makeBuild("app").phase(runningP), runningP)).obj(), true, false},
+		{"failed before any pod was made", entries4(makeBuild("app").phase(errorP), errorP).obj(), true, false},
+		{"no manifest list: the platform tags are the outputs", fannedOut(entries4(makeBuild("app").phase(failedP), failedP)).obj(), false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NeedsCleanup(tt.build, tt.manifestList); got != tt.want {
+				t.Errorf("NeedsCleanup = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideCleanup(t *testing.T) {
+	b := entries4(makeBuild("app").phase(failedP), failedP).obj()
+	tests := []struct {
+		name    string
+		pods    map[string]*corev1.Pod
+		create  bool
+		waiting []string
+	}{
+		{
+			name:   "every platform pod ended: create the manifest-list pod",
+			pods:   podsOf(makePod(podAmd).exited(0, "", "").obj(), makePod(podArm).exited(137, "", "").obj(), makePod(podS390x).exited(1, "", "").obj()),
+			create: true,
+		},
+		{
+			name:   "every platform pod gone: create it",
+			create: true,
+		},
+		{
+			name:    "a deleted pod that still runs may still push: wait for it",
+			pods:    podsOf(makePod(podAmd).running().deleting().obj(), makePod(podS390x).exited(1, "", "").obj()),
+			waiting: []string{podAmd},
+		},
+		{
+			name:    "pending and running pods: wait for each",
+			pods:    podsOf(makePod(podPpc).obj(), makePod(podArm).running().obj(), makePod(podS390x).exited(1, "", "").obj()),
+			waiting: []string{podArm, podPpc},
+		},
+		{
+			name: "the manifest-list pod exists: it removes the tags itself",
+			pods: podsOf(makePod(podML).exited(1, "", "").obj()),
+		},
+		{
+			name: "the manifest-list pod exists while a platform pod runs: nothing",
+			pods: podsOf(makePod(podML).running().obj(), makePod(podAmd).running().obj()),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := DecideCleanup(b, four, tt.pods)
+			if got.Create != tt.create || !slices.Equal(got.WaitingFor, tt.waiting) {
+				t.Errorf("DecideCleanup = %+v, want create %v waiting %v", got, tt.create, tt.waiting)
+			}
+		})
+	}
+}
