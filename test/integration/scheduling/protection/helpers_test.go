@@ -1,0 +1,351 @@
+package protection
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
+	"github.com/archway-build/archway/pkg/scheduling/protection"
+	"github.com/archway-build/archway/test/bed"
+)
+
+// actor is a client acting as one user, by impersonation, that keeps the
+// admission warnings it receives.
+type actor struct {
+	client.Client
+	user     string
+	mu       sync.Mutex
+	warnings []string
+}
+
+// as makes a client for user. The user is put in system:masters so RBAC
+// never gets in the way: what is tested is the webhook's authorization.
+func as(t testing.TB, user string) *actor {
+	t.Helper()
+	a := &actor{user: user}
+	cfg := rest.CopyConfig(testBed.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	cfg.WarningHandler = a
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Client = c
+	return a
+}
+
+// HandleWarningHeader keeps a warning (rest.WarningHandler).
+func (a *actor) HandleWarningHeader(_ int, _ string, text string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.warnings = append(a.warnings, text)
+}
+
+// takeWarnings returns the warnings received so far and forgets them.
+func (a *actor) takeWarnings() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.warnings
+	a.warnings = nil
+	return w
+}
+
+func serviceAccountUser(ns, name string) string { return "system:serviceaccount:" + ns + ":" + name }
+
+// podWrapper builds test pods: makePod(ns, "p").tolerateControlPlane().obj().
+type podWrapper struct{ pod *corev1.Pod }
+
+func makePod(ns, name string) *podWrapper {
+	return &podWrapper{pod: &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptrTo[int64](0),
+			Containers:                    []corev1.Container{{Name: "c", Image: "busybox"}},
+		},
+	}}
+}
+
+func (w *podWrapper) tolerateControlPlane() *podWrapper {
+	w.pod.Spec.Tolerations = append(w.pod.Spec.Tolerations, corev1.Toleration{
+		Key: bed.ControlPlaneLabel, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+	})
+	return w
+}
+
+func (w *podWrapper) onControlPlane() *podWrapper {
+	if w.pod.Spec.NodeSelector == nil {
+		w.pod.Spec.NodeSelector = map[string]string{}
+	}
+	w.pod.Spec.NodeSelector[bed.ControlPlaneLabel] = ""
+	return w
+}
+
+func (w *podWrapper) nodeName(n string) *podWrapper      { w.pod.Spec.NodeName = n; return w }
+func (w *podWrapper) schedulerName(n string) *podWrapper { w.pod.Spec.SchedulerName = n; return w }
+func (w *podWrapper) obj() *corev1.Pod                   { return w.pod.DeepCopy() }
+
+func ptrTo[T any](v T) *T { return &v }
+
+// harness is one case: a namespace and helpers failing the case.
+type harness struct {
+	t   *testing.T
+	ctx context.Context
+	ns  string
+}
+
+func newHarness(t *testing.T, prefix string) *harness {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	ns, err := testBed.CreateNamespace(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, ctx: ctx, ns: ns}
+	t.Cleanup(func() {
+		_ = k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
+	})
+	return h
+}
+
+// expectDenied creates pod as a and expects the webhook to deny it with a
+// message holding every one of want.
+func (h *harness) expectDenied(a *actor, pod *corev1.Pod, want ...string) {
+	h.t.Helper()
+	err := a.Create(h.ctx, pod)
+	if err == nil {
+		h.t.Fatalf("pod %s/%s created by %s was admitted, want denied", pod.Namespace, pod.Name, a.user)
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "denied the request") {
+		h.t.Fatalf("pod %s created by %s: %v, want a denial by the webhook", pod.Name, a.user, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			h.t.Errorf("denial %q\nlacks %q", err.Error(), w)
+		}
+	}
+}
+
+func (h *harness) create(a *actor, pod *corev1.Pod) {
+	h.t.Helper()
+	if err := a.Create(h.ctx, pod); err != nil {
+		h.t.Fatalf("pod %s created by %s: %v", pod.Name, a.user, err)
+	}
+}
+
+func (h *harness) waitBound(name string) string {
+	h.t.Helper()
+	node, err := testBed.WaitPodBound(h.ctx, h.ns, name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return node
+}
+
+// bind posts a binding of the pod to node as a.
+func (h *harness) bind(a *actor, pod *corev1.Pod, node string) error {
+	b := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}
+	return a.SubResource("binding").Create(h.ctx, pod, b)
+}
+
+// waitEvent waits for an event with reason about the pod and returns its
+// note.
+func (h *harness) waitEvent(pod, reason string) string {
+	h.t.Helper()
+	var note string
+	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list := &eventsv1.EventList{}
+		if err := k8s.List(ctx, list, client.InNamespace(h.ns)); err != nil {
+			return false, nil
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == pod && e.Reason == reason {
+				note = e.Note
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		h.t.Fatalf("no %s event for pod %s: %v", reason, pod, err)
+	}
+	return note
+}
+
+// setConfig makes the ControlPlaneProtection's ControlPlane group have mode
+// and authorizedUsers, and waits until the webhook's cache has it.
+func setConfig(ctx context.Context, mode schedulingv1alpha1.GroupMode, authorized []string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	key := types.NamespacedName{Name: schedulingv1alpha1.ControlPlaneProtectionName}
+	spec := schedulingv1alpha1.ControlPlaneProtectionSpec{Groups: []schedulingv1alpha1.ProtectionGroup{{
+		Name: schedulingv1alpha1.ControlPlane, Mode: mode, AuthorizedUsers: authorized,
+	}}}
+	cfg := &schedulingv1alpha1.ControlPlaneProtection{}
+	switch err := k8s.Get(ctx, key, cfg); {
+	case apierrors.IsNotFound(err):
+		cfg = &schedulingv1alpha1.ControlPlaneProtection{ObjectMeta: metav1.ObjectMeta{Name: key.Name}, Spec: spec}
+		if err := k8s.Create(ctx, cfg); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		cfg.Spec = spec
+		if err := k8s.Update(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	generation := cfg.Generation
+	return wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		seen := &schedulingv1alpha1.ControlPlaneProtection{}
+		err := webhookMgr.GetCache().Get(ctx, key, seen)
+		return err == nil && seen.Generation >= generation, nil
+	})
+}
+
+// useConfig sets the config for a case: the shipped authorized list plus
+// extra entries.
+func useConfig(t *testing.T, mode schedulingv1alpha1.GroupMode, extra ...string) {
+	t.Helper()
+	shipped, err := shippedConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	authorized := slices.Concat(shipped.Spec.Groups[0].AuthorizedUsers, extra)
+	if err := setConfig(context.Background(), mode, authorized); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// decisions reads the webhook's decision counter for a mode and result.
+func decisions(t testing.TB, mode schedulingv1alpha1.GroupMode, result protection.Result) float64 {
+	t.Helper()
+	families, err := registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "archway_control_plane_protection_decisions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["group"] == string(schedulingv1alpha1.ControlPlane) && labels["mode"] == string(mode) && labels["result"] == string(result) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// writeServingCert writes tls.crt and tls.key for 127.0.0.1 signed by a
+// new CA into dir and returns the CA's PEM.
+func writeServingCert(dir string) ([]byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "protection-suite-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+}
+
+// waitServing waits until the webhook accepts TLS connections.
+func waitServing(ctx context.Context, rawURL string, ca []byte) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		conn, err := tls.Dial("tcp", u.Host, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return false, nil
+		}
+		_ = conn.Close()
+		return true, nil
+	})
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	port := l.Addr().(*net.TCPAddr).Port
+	if port == 0 {
+		return 0, fmt.Errorf("no free port")
+	}
+	return port, nil
+}
