@@ -235,7 +235,7 @@ func setConfig(ctx context.Context, mode schedulingv1alpha1.GroupMode, authorize
 
 // useConfig sets the config for a case: the shipped authorized list plus
 // extra entries.
-func useConfig(t *testing.T, mode schedulingv1alpha1.GroupMode, extra ...string) {
+func useConfig(t testing.TB, mode schedulingv1alpha1.GroupMode, extra ...string) {
 	t.Helper()
 	shipped, err := shippedConfig()
 	if err != nil {
