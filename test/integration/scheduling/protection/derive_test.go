@@ -66,7 +66,8 @@ func TestDeriveAuthorizedList(t *testing.T) {
 	}
 	want := shipped.Spec.Groups[0].AuthorizedUsers
 	for _, d := range derived {
-		if !slices.Contains(want, d) && !(d == "system:node:"+controlPlaneNode && slices.Contains(want, "system:node:*")) {
+		kubelet := d == "system:node:"+controlPlaneNode && slices.Contains(want, "system:node:*")
+		if !slices.Contains(want, d) && !kubelet {
 			t.Errorf("derived %q is not on the shipped list %v", d, want)
 		}
 	}
