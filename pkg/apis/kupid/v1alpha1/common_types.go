@@ -41,9 +41,10 @@ type SchedulingCriteria struct {
 
 	// tolerations are appended to the pod's, skipping exact duplicates.
 	// A toleration with operator Exists has no value; one with an empty key
-	// has operator Exists. Default: unset.
+	// has operator Exists. At most 64. Default: unset.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')",message="a toleration with operator Exists must not have a value"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))",message="a toleration with an empty key must have operator Exists"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['', 'Equal', 'Exists'])",message="a toleration's operator must be Equal or Exists"
