@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -66,20 +65,6 @@ func writeServingCert(dir string) ([]byte, error) {
 		return nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
-}
-
-// tlsClient trusts only ca.
-func tlsClient(ca []byte, conns int) *http.Client {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	return &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{
-			TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-			MaxIdleConns:        conns,
-			MaxIdleConnsPerHost: conns,
-		},
-	}
 }
 
 // waitServing waits until the server of url completes a TLS handshake
