@@ -1,17 +1,14 @@
 package build
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	buildv1ac "github.com/archway-build/archway/pkg/apis/build/v1/applyconfiguration/build/v1"
 )
 
 // FieldManager is the field manager of every write the controller makes.
@@ -126,7 +123,7 @@ func NextStatus(b *buildv1.Build, platforms []string, plan Plan, now metav1.Time
 func phaseConditions(conds []buildv1.BuildCondition, phase buildv1.BuildPhase, reason buildv1.StatusReason, msg string, now metav1.Time) []buildv1.BuildCondition {
 	out := make([]buildv1.BuildCondition, 0, len(conds)+1)
 	for _, c := range conds {
-		if c.Type != buildv1.BuildConditionType(phase) && c.Type != buildv1.BuildConditionNoOutput && c.Status == corev1.ConditionTrue {
+		if c.Type != buildv1.BuildConditionType(phase) && c.Type != buildv1.BuildConditionNoOutput && controllerCondition(c.Type) && c.Status == corev1.ConditionTrue {
 			c.Status, c.LastTransitionTime, c.LastUpdateTime = corev1.ConditionFalse, now, now
 		}
 		out = append(out, c)
@@ -154,154 +151,109 @@ func setCondition(conds []buildv1.BuildCondition, c buildv1.BuildCondition, now 
 	return append(conds, c)
 }
 
-// OwnedPlatformFields returns, for each status.platforms entry, the
-// top-level fields the manager owns through server-side apply of the
-// status subresource, read from the object's managed fields.
-func OwnedPlatformFields(managed []metav1.ManagedFieldsEntry, manager string) map[string]sets.Set[string] {
-	out := map[string]sets.Set[string]{}
-	for _, m := range managed {
-		if m.Manager != manager || m.Operation != metav1.ManagedFieldsOperationApply || m.Subresource != "status" || m.FieldsV1 == nil {
-			continue
-		}
-		var fields struct {
-			Status struct {
-				Platforms map[string]map[string]json.RawMessage `json:"f:platforms"`
-			} `json:"f:status"`
-		}
-		if err := json.Unmarshal(m.FieldsV1.GetRawBytes(), &fields); err != nil {
-			continue
-		}
-		for key, entry := range fields.Status.Platforms {
-			raw, ok := strings.CutPrefix(key, "k:")
-			if !ok {
-				continue
-			}
-			var k struct {
-				Platform string `json:"platform"`
-			}
-			if json.Unmarshal([]byte(raw), &k) != nil || k.Platform == "" {
-				continue
-			}
-			set := sets.New[string]()
-			for f := range entry {
-				if name, ok := strings.CutPrefix(f, "f:"); ok {
-					set.Insert(name)
-				}
-			}
-			out[k.Platform] = set
-		}
+// StatusApply is the controller's server-side apply of a Build's status.
+// It holds the Build-level fields the controller owns and, for each
+// platform entry, the fields the controller owned before (read from the
+// managed fields by ExtractBuildStatus, with their current values, so they
+// are not dropped) and those it sets now: a builder's fields are never in
+// it. The resourceVersion it carries makes the apply fail with a conflict
+// when the Build changed since it was read, so the controller never
+// overwrites what it has not seen (it applies with force: the builder
+// writes phase Running over the controller's New, and the controller
+// writes Cancelled or a pod's failure over the builder's Running).
+func StatusApply(b *buildv1.Build, next buildv1.BuildStatus, plan Plan) (*buildv1ac.BuildApplyConfiguration, error) {
+	owned, err := buildv1ac.ExtractBuildStatus(b, FieldManager)
+	if err != nil {
+		return nil, fmt.Errorf("reading the fields the controller owns in Build %s/%s: %w", b.Namespace, b.Name, err)
 	}
-	return out
-}
-
-// StatusApply is the body of the controller's server-side apply of a
-// Build's status. It holds the Build-level fields the controller owns and,
-// for each platform entry, only the fields the controller sets now or set
-// before (with their current values, so they are not dropped): a builder's
-// fields are never in it. The resourceVersion it carries makes the apply
-// fail with a conflict when the Build changed since it was read, so the
-// controller never overwrites what it has not seen (it applies with force:
-// the builder writes phase Running over the controller's New, and the
-// controller writes Cancelled or a pod's failure over the builder's
-// Running).
-func StatusApply(b *buildv1.Build, next buildv1.BuildStatus, plan Plan) (*unstructured.Unstructured, error) {
-	status := map[string]any{}
-	put := func(k string, v any) error {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		var decoded any
-		if err := json.Unmarshal(raw, &decoded); err != nil {
-			return err
-		}
-		status[k] = decoded
-		return nil
+	st := buildv1ac.BuildStatus()
+	if next.Phase != "" {
+		st.WithPhase(next.Phase)
 	}
-	fields := []struct {
-		key string
-		v   any
-		set bool
-	}{
-		{"phase", next.Phase, next.Phase != ""},
-		{"reason", next.Reason, next.Reason != ""},
-		{"message", next.Message, next.Message != ""},
-		{"startTimestamp", next.StartTimestamp, next.StartTimestamp != nil},
-		{"completionTimestamp", next.CompletionTimestamp, next.CompletionTimestamp != nil},
-		{"duration", next.Duration, next.Duration != 0},
-		{"durationSummary", next.DurationSummary, next.DurationSummary != ""},
-		{"platformsSummary", next.PlatformsSummary, next.PlatformsSummary != ""},
-		{"conditions", next.Conditions, len(next.Conditions) > 0},
+	if next.Reason != "" {
+		st.WithReason(next.Reason)
 	}
-	for _, f := range fields {
-		if f.set {
-			if err := put(f.key, f.v); err != nil {
-				return nil, err
-			}
+	if next.Message != "" {
+		st.WithMessage(next.Message)
+	}
+	if next.StartTimestamp != nil {
+		st.WithStartTimestamp(*next.StartTimestamp)
+	}
+	if next.CompletionTimestamp != nil {
+		st.WithCompletionTimestamp(*next.CompletionTimestamp)
+	}
+	if next.Duration != 0 {
+		st.WithDuration(next.Duration)
+	}
+	if next.DurationSummary != "" {
+		st.WithDurationSummary(next.DurationSummary)
+	}
+	if next.PlatformsSummary != "" {
+		st.WithPlatformsSummary(next.PlatformsSummary)
+	}
+	for _, c := range next.Conditions {
+		if controllerCondition(c.Type) {
+			st.WithConditions(buildv1ac.BuildCondition().WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).
+				WithMessage(c.Message).WithLastUpdateTime(c.LastUpdateTime).WithLastTransitionTime(c.LastTransitionTime))
 		}
 	}
 	if plan.CopyOutputFrom != "" {
 		if next.Output.To != nil {
-			status["output"] = map[string]any{"to": map[string]any{"imageDigest": next.Output.To.ImageDigest}}
+			st.WithOutput(buildv1ac.BuildStatusOutput().WithTo(buildv1ac.BuildStatusOutputTo().WithImageDigest(next.Output.To.ImageDigest)))
 		}
 		if next.OutputDockerImageReference != "" {
-			status["outputDockerImageReference"] = next.OutputDockerImageReference
+			st.WithOutputDockerImageReference(next.OutputDockerImageReference)
 		}
 	}
-	owned := OwnedPlatformFields(b.ManagedFields, FieldManager)
-	var entries []any
+	ownedEntries := map[string]*buildv1ac.BuildStatusPlatformApplyConfiguration{}
+	if owned.Status != nil {
+		for i := range owned.Status.Platforms {
+			if e := &owned.Status.Platforms[i]; e.Platform != nil {
+				ownedEntries[*e.Platform] = e
+			}
+		}
+	}
 	for _, e := range next.Platforms {
-		want := owned[e.Platform]
+		entry, had := ownedEntries[e.Platform]
 		u, updated := plan.Entries[e.Platform]
-		if want == nil && !updated {
+		if !had && !updated {
 			continue
 		}
-		want = want.Clone()
-		if want == nil {
-			want = sets.New[string]()
+		if !had {
+			entry = buildv1ac.BuildStatusPlatform().WithPlatform(e.Platform)
 		}
 		if updated {
-			want.Insert("phase")
-			for k, set := range map[string]bool{"reason": u.Reason != "", "message": u.Message != "", "podName": u.PodName != "",
-				"completionTimestamp": u.CompletionTimestamp != nil} {
-				if set {
-					want.Insert(k)
-				} else if u.Phase != "" && (k == "reason" || k == "message") {
-					// A new phase without a reason clears the old one.
-					want.Delete(k)
-				}
+			entry.WithPhase(u.Phase)
+			// A new phase without a reason or message clears the old ones.
+			entry.Reason, entry.Message = nil, nil
+			if u.Reason != "" {
+				entry.WithReason(u.Reason)
+			}
+			if u.Message != "" {
+				entry.WithMessage(u.Message)
+			}
+			if u.PodName != "" {
+				entry.WithPodName(u.PodName)
+			}
+			if u.CompletionTimestamp != nil && e.CompletionTimestamp != nil {
+				entry.WithCompletionTimestamp(*e.CompletionTimestamp)
 			}
 		}
-		raw, err := json.Marshal(e)
-		if err != nil {
-			return nil, err
-		}
-		var all map[string]any
-		if err := json.Unmarshal(raw, &all); err != nil {
-			return nil, err
-		}
-		entry := map[string]any{"platform": e.Platform}
-		for k := range want {
-			if v, ok := all[k]; ok {
-				entry[k] = v
-			}
-		}
-		entries = append(entries, entry)
+		st.WithPlatforms(entry)
 	}
-	if len(entries) > 0 {
-		status["platforms"] = entries
+	return buildv1ac.Build(b.Name, b.Namespace).WithResourceVersion(b.ResourceVersion).WithStatus(st), nil
+}
+
+// controllerCondition reports whether the controller writes conditions of
+// type t: one per phase, and NoOutput. Others (PlatformTagsRemoved) have
+// writers of their own.
+func controllerCondition(t buildv1.BuildConditionType) bool {
+	switch buildv1.BuildPhase(t) {
+	case buildv1.BuildPhaseNew, buildv1.BuildPhasePending, buildv1.BuildPhaseRunning, buildv1.BuildPhaseComplete,
+		buildv1.BuildPhaseFailed, buildv1.BuildPhaseError, buildv1.BuildPhaseCancelled:
+		return true
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": buildv1.GroupVersion.String(),
-		"kind":       "Build",
-		"metadata": map[string]any{
-			"name":            b.Name,
-			"namespace":       b.Namespace,
-			"resourceVersion": b.ResourceVersion,
-		},
-		"status": status,
-	}}
-	return u, nil
+	return t == buildv1.BuildConditionNoOutput
 }
 
 func sortedKeys[V any](m map[string]V) []string {

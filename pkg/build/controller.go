@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -26,6 +25,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	buildv1ac "github.com/archway-build/archway/pkg/apis/build/v1/applyconfiguration/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 )
 
@@ -303,7 +303,7 @@ func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result
 // changed, under a field manager of its own: the rest of an ended Build's
 // status stays as it is.
 func (r *Reconciler) setTagsCondition(ctx context.Context, b *buildv1.Build, status metav1.ConditionStatus, reason, msg string) error {
-	now := r.Now().UTC().Format(time.RFC3339)
+	now := metav1.NewTime(r.Now())
 	transition := now
 	for _, c := range b.Status.Conditions {
 		if c.Type != buildv1.BuildConditionPlatformTagsRemoved {
@@ -313,18 +313,13 @@ func (r *Reconciler) setTagsCondition(ctx context.Context, b *buildv1.Build, sta
 			return nil
 		}
 		if string(c.Status) == string(status) && !c.LastTransitionTime.IsZero() {
-			transition = c.LastTransitionTime.UTC().Format(time.RFC3339)
+			transition = c.LastTransitionTime
 		}
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": buildv1.GroupVersion.String(), "kind": "Build",
-		"metadata": map[string]any{"name": b.Name, "namespace": b.Namespace},
-		"status": map[string]any{"conditions": []any{map[string]any{
-			"type": string(buildv1.BuildConditionPlatformTagsRemoved), "status": string(status),
-			"reason": reason, "message": msg, "lastUpdateTime": now, "lastTransitionTime": transition,
-		}}},
-	}}
-	err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(CleanupFieldManager), client.ForceOwnership)
+	ac := buildv1ac.Build(b.Name, b.Namespace).WithStatus(buildv1ac.BuildStatus().WithConditions(buildv1ac.BuildCondition().
+		WithType(buildv1.BuildConditionPlatformTagsRemoved).WithStatus(corev1.ConditionStatus(status)).WithReason(reason).
+		WithMessage(msg).WithLastUpdateTime(now).WithLastTransitionTime(transition)))
+	err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(CleanupFieldManager), client.ForceOwnership)
 	if err != nil {
 		return fmt.Errorf("writing the build's %s condition: %w", buildv1.BuildConditionPlatformTagsRemoved, err)
 	}
@@ -536,7 +531,7 @@ func (r *Reconciler) write(ctx context.Context, b *buildv1.Build, platforms []st
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	err = r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(body), client.FieldOwner(FieldManager), client.ForceOwnership)
+	err = r.Client.Status().Apply(ctx, body, client.FieldOwner(FieldManager), client.ForceOwnership)
 	if apierrors.IsConflict(err) {
 		// The Build changed since it was read (a builder wrote its entry):
 		// its watch event brings it back with the change.
@@ -546,7 +541,9 @@ func (r *Reconciler) write(ctx context.Context, b *buildv1.Build, platforms []st
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the build's status: %w", err)
 	}
-	b.ResourceVersion = body.GetResourceVersion()
+	if m := body.ObjectMetaApplyConfiguration; m != nil && m.ResourceVersion != nil {
+		b.ResourceVersion = *m.ResourceVersion
+	}
 	r.recordTransition(b, b.Status.Phase, next)
 	return ctrl.Result{}, nil
 }

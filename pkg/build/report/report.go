@@ -14,7 +14,6 @@ package report
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -162,22 +161,71 @@ func (r *PlatformReporter) completion() *metav1.Time {
 }
 
 func (r *PlatformReporter) apply(ctx context.Context, e buildv1.BuildStatusPlatform) error {
-	status, err := PlatformStatus(e)
-	if err != nil {
-		return err
-	}
-	return applyStatus(ctx, r.client, r.build, FieldManager(r.platform), status)
+	return applyStatus(ctx, r.client, r.build, FieldManager(r.platform), PlatformStatus(e))
 }
 
 // PlatformStatus returns the status to apply for one platform's entry: a
-// status.platforms list holding only that entry, with only its fields that
-// are set.
-func PlatformStatus(e buildv1.BuildStatusPlatform) (map[string]any, error) {
-	entry, err := toMap(e)
-	if err != nil {
-		return nil, err
+// status.platforms list holding only that entry. Server-side apply makes a
+// writer the owner of exactly the fields it sends, so the entry's fields
+// are named one by one here (set when not empty), rather than left to the
+// API types' omitempty tags.
+//
+// The builder writes these maps rather than the generated apply
+// configurations (pkg/apis/build/v1/applyconfiguration), which the
+// controller uses: linking those, and through them client-go's core/v1
+// apply configurations, grows the builder binary from 56.5 to 78.7 MB
+// (measured with Go 1.26), and every RUN step of a build re-executes that
+// binary, copying it into memory.
+func PlatformStatus(e buildv1.BuildStatusPlatform) map[string]any {
+	entry := fields{"platform": e.Platform}
+	entry.str("phase", string(e.Phase))
+	entry.str("reason", string(e.Reason))
+	entry.str("message", e.Message)
+	entry.str("podName", e.PodName)
+	entry.time("startTimestamp", e.StartTimestamp)
+	entry.time("completionTimestamp", e.CompletionTimestamp)
+	entry.str("outputDockerImageReference", e.OutputDockerImageReference)
+	entry.str("logSnippet", e.LogSnippet)
+	if o := e.Output; o != nil {
+		out := fields{}
+		out.str("imageDigest", o.ImageDigest)
+		out.str("mediaType", o.MediaType)
+		if o.Size != 0 {
+			out["size"] = o.Size
+		}
+		out.str("os", o.OS)
+		out.str("architecture", o.Architecture)
+		out.str("variant", o.Variant)
+		out.str("os.version", o.OSVersion)
+		if len(o.OSFeatures) > 0 {
+			out["os.features"] = stringsToAny(o.OSFeatures)
+		}
+		entry["output"] = map[string]any(out)
 	}
-	return map[string]any{"platforms": []any{entry}}, nil
+	return map[string]any{"platforms": []any{map[string]any(entry)}}
+}
+
+// fields is an object to apply, built field by field.
+type fields map[string]any
+
+func (f fields) str(key, v string) {
+	if v != "" {
+		f[key] = v
+	}
+}
+
+func (f fields) time(key string, t *metav1.Time) {
+	if t != nil {
+		f[key] = t.UTC().Format(time.RFC3339)
+	}
+}
+
+func stringsToAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // BuildReporter writes a classic build's output and failure into the
@@ -199,68 +247,63 @@ func (r *BuildReporter) Running(context.Context) error { return nil }
 // Complete records the pushed image's reference and digest and the
 // stages.
 func (r *BuildReporter) Complete(ctx context.Context, res Result) error {
-	status, err := ClassicCompleteStatus(res)
-	if err != nil {
-		return err
-	}
-	return applyStatus(ctx, r.client, r.build, ClassicFieldManager, status)
+	return applyStatus(ctx, r.client, r.build, ClassicFieldManager, ClassicCompleteStatus(res))
 }
 
 // Failed records the reason, message, log snippet and stages.
 func (r *BuildReporter) Failed(ctx context.Context, f Failure) error {
-	status, err := ClassicFailedStatus(f)
-	if err != nil {
-		return err
-	}
-	return applyStatus(ctx, r.client, r.build, ClassicFieldManager, status)
+	return applyStatus(ctx, r.client, r.build, ClassicFieldManager, ClassicFailedStatus(f))
 }
 
 // ClassicCompleteStatus returns the status a classic build applies when it
-// succeeds: what OpenShift's builder records.
-func ClassicCompleteStatus(res Result) (map[string]any, error) {
-	s := buildv1.BuildStatus{Stages: res.Stages}
+// succeeds: what OpenShift's builder records (never the phase, which the
+// controller sets from the pod).
+func ClassicCompleteStatus(res Result) map[string]any {
+	st := fields{}
 	if res.Image != nil {
-		s.OutputDockerImageReference = res.OutputReference
-		s.Output.To = &buildv1.BuildStatusOutputTo{ImageDigest: res.Image.Digest}
+		st.str("outputDockerImageReference", res.OutputReference)
+		st["output"] = map[string]any{"to": map[string]any{"imageDigest": res.Image.Digest}}
 	}
-	return classicStatus(s)
+	st.stages(res.Stages)
+	return st
 }
 
 // ClassicFailedStatus returns the status a classic build applies when it
 // fails.
-func ClassicFailedStatus(f Failure) (map[string]any, error) {
-	return classicStatus(buildv1.BuildStatus{
-		Reason:     f.Reason,
-		Message:    f.Message,
-		LogSnippet: truncateLog(f.LogSnippet),
-		Stages:     f.Stages,
-	})
+func ClassicFailedStatus(f Failure) map[string]any {
+	st := fields{}
+	st.str("reason", string(f.Reason))
+	st.str("message", f.Message)
+	st.str("logSnippet", truncateLog(f.LogSnippet))
+	st.stages(f.Stages)
+	return st
 }
 
-// classicStatus turns s into the fields to apply, leaving out the ones a
-// classic builder does not own (an empty output, the default phase).
-func classicStatus(s buildv1.BuildStatus) (map[string]any, error) {
-	m, err := toMap(s)
-	if err != nil {
-		return nil, err
+// stages sets the stages: an atomic list, owned whole by its writer.
+func (f fields) stages(stages []buildv1.StageInfo) {
+	if len(stages) == 0 {
+		return
 	}
-	if out, ok := m["output"].(map[string]any); ok && len(out) == 0 {
-		delete(m, "output")
+	list := make([]any, 0, len(stages))
+	for _, st := range stages {
+		stage := fields{}
+		stage.str("name", string(st.Name))
+		stage.time("startTime", &st.StartTime)
+		stage["durationMilliseconds"] = st.DurationMilliseconds
+		var steps []any
+		for _, step := range st.Steps {
+			s := fields{}
+			s.str("name", string(step.Name))
+			s.time("startTime", &step.StartTime)
+			s["durationMilliseconds"] = step.DurationMilliseconds
+			steps = append(steps, map[string]any(s))
+		}
+		if len(steps) > 0 {
+			stage["steps"] = steps
+		}
+		list = append(list, map[string]any(stage))
 	}
-	delete(m, "phase")
-	return m, nil
-}
-
-func toMap(v any) (map[string]any, error) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	f["stages"] = list
 }
 
 // truncateLog keeps the end of a log, where a failure shows.

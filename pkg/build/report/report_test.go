@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -93,11 +95,7 @@ func TestPlatformStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := PlatformStatus(tt.entry)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s := toJSON(t, got); s != tt.want {
+			if s := toJSON(t, PlatformStatus(tt.entry)); s != tt.want {
 				t.Errorf("got  %s\nwant %s", s, tt.want)
 			}
 		})
@@ -106,30 +104,43 @@ func TestPlatformStatus(t *testing.T) {
 
 func TestClassicStatus(t *testing.T) {
 	img := &imagebuild.Image{Digest: "sha256:abc"}
-	got, err := ClassicCompleteStatus(Result{OutputReference: "r/app:v1", Image: img})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := ClassicCompleteStatus(Result{OutputReference: "r/app:v1", Image: img})
 	if s, want := toJSON(t, got), `{"output":{"to":{"imageDigest":"sha256:abc"}},"outputDockerImageReference":"r/app:v1"}`; s != want {
 		t.Errorf("complete: got %s, want %s", s, want)
 	}
-	got, err = ClassicCompleteStatus(Result{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got = ClassicCompleteStatus(Result{})
 	if s := toJSON(t, got); s != `{}` {
 		t.Errorf("complete without output: got %s", s)
 	}
 	long := strings.Repeat("x", 3*maxLogSnippet) + "END"
-	got, err = ClassicFailedStatus(Failure{Reason: buildv1.StatusReasonDockerBuildFailed, Message: "m", LogSnippet: long})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got = ClassicFailedStatus(Failure{Reason: buildv1.StatusReasonDockerBuildFailed, Message: "m", LogSnippet: long})
 	snippet, _ := got["logSnippet"].(string)
 	if got["reason"] != "DockerBuildFailed" || got["message"] != "m" || len(snippet) != maxLogSnippet || !strings.HasSuffix(snippet, "END") {
 		t.Errorf("failed: got %v", got)
 	}
 	if _, ok := got["phase"]; ok {
 		t.Error("a classic builder must not set the phase")
+	}
+}
+
+// TestPlatformStatusNamesEveryField: an entry with every field set applies
+// every field, so a field added to the API is not silently left out of what
+// the builder owns.
+func TestPlatformStatusNamesEveryField(t *testing.T) {
+	now := metav1.Now()
+	e := buildv1.BuildStatusPlatform{Platform: "linux/arm64", Phase: buildv1.BuildPhaseFailed, Reason: "R", Message: "m", PodName: "p",
+		StartTimestamp: &now, CompletionTimestamp: &now, OutputDockerImageReference: "r/app:v1", LogSnippet: "log",
+		Output: &buildv1.BuildStatusPlatformOutput{ImageDigest: "sha256:x", MediaType: "m", Size: 1, OS: "linux",
+			Architecture: "arm64", Variant: "v8", OSVersion: "1", OSFeatures: []string{"f"}}}
+	var want map[string]any
+	if err := json.Unmarshal([]byte(toJSON(t, e)), &want); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(toJSON(t, PlatformStatus(e)["platforms"].([]any)[0])), &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("applied entry (-every field of the API +applied):\n%s", diff)
 	}
 }

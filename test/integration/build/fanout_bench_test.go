@@ -131,8 +131,7 @@ func fanOutFloor(ctx context.Context, b *testing.B, builds int) {
 		if err != nil {
 			return err
 		}
-		apply := client.ApplyConfigurationFromUnstructured(body)
-		if err := k8s.Status().Apply(ctx, apply, client.FieldOwner(build.FieldManager), client.ForceOwnership); err != nil {
+		if err := k8s.Status().Apply(ctx, body, client.FieldOwner(build.FieldManager), client.ForceOwnership); err != nil {
 			return err
 		}
 		bl.Status = next
