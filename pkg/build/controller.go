@@ -113,8 +113,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		Complete(r)
 }
 
-// Reconcile follows the skeleton of every archway controller: read, decide
-// (pure functions), create the missing pods, one status write, then events.
+// Reconcile follows the skeleton of every archway controller: observe
+// (the Build and its pods), decide (pure functions: Decide, NextStatus),
+// act (create and delete pods), then one status write, then events. An
+// ended Build only has its per-platform tags cleaned up (cleanup).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &buildv1.Build{}
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
@@ -135,55 +137,113 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).V(1).Info("the cached build is older than our own last write; waiting for it", "resourceVersion", b.ResourceVersion)
 		return ctrl.Result{}, nil
 	}
-	// Every resource version this reconcile's writes produce, in order.
-	read, produced := b.ResourceVersion, []string(nil)
-	noteWrite := func() {
-		if rv := b.ResourceVersion; rv != read && (len(produced) == 0 || produced[len(produced)-1] != rv) {
-			produced = append(produced, rv)
-		}
-	}
-	defer func() {
-		noteWrite()
-		r.self.wrote(req.NamespacedName, read, produced)
-	}()
+	w := &writes{self: r.self, key: req.NamespacedName, build: b, read: b.ResourceVersion}
+	defer w.done()
 	now := metav1.NewTime(r.Now())
 	if f := BuildFailure(b); f != nil {
 		return r.write(ctx, b, nil, FailurePlan(f), now)
 	}
-
 	platforms, resolved := resolvedPlatforms(b)
 	if !resolved {
-		if b.Status.Cancelled {
-			return r.write(ctx, b, nil, Plan{Phase: buildv1.BuildPhaseCancelled, Reason: buildv1.StatusReasonCancelledBuild,
-				Message: "The build was cancelled by the user."}, now)
+		if res, done, err := r.firstResolution(ctx, b, now, w); done || err != nil {
+			return res, err
 		}
-		res, err := r.resolve(ctx, b)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if !res.Classic() {
-			// The platforms go into the status before any pod exists, so a
-			// user sees what will be built, and a restarted controller
-			// builds the same ones; the pods come next reconcile.
-			return r.write(ctx, b, res.Platforms, ResolutionPlan(b, res, now), now)
-		}
-		if err := r.annotate(ctx, b, nil); err != nil {
-			return changedMeanwhile(ctx, err)
-		}
-		noteWrite()
 	}
 
+	obs, err := r.observe(ctx, b, platforms)
+	if err != nil || obs == nil {
+		return ctrl.Result{}, err
+	}
+	b, w.build = obs.build, obs.build
+	pl := PodPlan{Config: r.Config, Platforms: platforms}
+	in := PlanInput{Build: b, Platforms: platforms, ManifestList: pl.ManifestList(b), Pods: obs.pods, Now: now}
+	plan := Decide(in)
+
+	result, err := r.act(ctx, pl, &in, &plan, w)
+	if err != nil {
+		return changedMeanwhile(ctx, err)
+	}
+	res, err := r.write(ctx, b, platforms, plan, now)
+	if result.RequeueAfter > 0 && res.RequeueAfter == 0 {
+		res = result
+	}
+	return res, err
+}
+
+// writes notes every resource version one reconcile's own writes produce,
+// in order, for selfWrites.
+type writes struct {
+	self     *selfWrites
+	key      types.NamespacedName
+	build    *buildv1.Build // the Build whose resourceVersion each write updates
+	read     string
+	produced []string
+}
+
+// note records the Build's resource version after a write.
+func (w *writes) note() {
+	if rv := w.build.ResourceVersion; rv != w.read && (len(w.produced) == 0 || w.produced[len(w.produced)-1] != rv) {
+		w.produced = append(w.produced, rv)
+	}
+}
+
+func (w *writes) done() {
+	w.note()
+	w.self.wrote(w.key, w.read, w.produced)
+}
+
+// firstResolution resolves a Build's platforms. A multi-platform Build's
+// platforms go into its status before any pod exists, so a user sees what
+// will be built and a restarted controller builds the same ones; its pods
+// come next reconcile (done). A classic build is annotated with its pod
+// and goes on at once.
+func (r *Reconciler) firstResolution(ctx context.Context, b *buildv1.Build, now metav1.Time, w *writes) (ctrl.Result, bool, error) {
+	if b.Status.Cancelled {
+		res, err := r.write(ctx, b, nil, Plan{Phase: buildv1.BuildPhaseCancelled, Reason: buildv1.StatusReasonCancelledBuild,
+			Message: "The build was cancelled by the user."}, now)
+		return res, true, err
+	}
+	res, err := r.resolve(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if !res.Classic() {
+		result, err := r.write(ctx, b, res.Platforms, ResolutionPlan(b, res, now), now)
+		return result, true, err
+	}
+	if err := r.annotate(ctx, b, nil); err != nil {
+		result, err := changedMeanwhile(ctx, err)
+		return result, true, err
+	}
+	w.note()
+	return ctrl.Result{}, false, nil
+}
+
+// observation is what a running Build's decision looks at.
+type observation struct {
+	// build is the Build, read from the apiserver when the cache may not
+	// show what its pods did (NeedsFreshBuild).
+	build *buildv1.Build
+	// pods are the Build's pods by name: the cache's, plus those the
+	// Build's status says exist that the cache does not show yet.
+	pods map[string]*corev1.Pod
+}
+
+// observe reads the Build's pods, and the Build again when a decision
+// depends on an entry the cache may not show yet. It returns nil when the
+// Build ended meanwhile.
+func (r *Reconciler) observe(ctx context.Context, b *buildv1.Build, platforms []string) (*observation, error) {
 	pods, err := r.pods(ctx, b)
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, err
 	}
 	if NeedsFreshBuild(b, platforms, pods) {
 		fresh := &buildv1.Build{}
-		if err := r.APIReader.Get(ctx, req.NamespacedName, fresh); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), fresh); err != nil {
+			return nil, client.IgnoreNotFound(err)
 		}
 		if fresh.Status.Phase.IsTerminal() {
-			return ctrl.Result{}, nil
+			return nil, nil
 		}
 		b = fresh
 	}
@@ -196,13 +256,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				pods[name] = pod
 			}
 		case !apierrors.IsNotFound(err):
-			return ctrl.Result{}, fmt.Errorf("reading pod %s: %w", name, err)
+			return nil, fmt.Errorf("reading pod %s: %w", name, err)
 		}
 	}
-	pl := PodPlan{Config: r.Config, Platforms: platforms}
-	in := PlanInput{Build: b, Platforms: platforms, ManifestList: pl.ManifestList(b), Pods: pods, Now: now}
-	plan := Decide(in)
+	return &observation{build: b, pods: pods}, nil
+}
 
+// act carries out the plan's pod changes: it creates the pods it asks for
+// (with the annotations naming them, at the same time) once the push
+// secret exists, decides again with what the creates returned, and deletes
+// the pods the plan stops. It updates in and plan; a conflict error means
+// the Build changed meanwhile.
+func (r *Reconciler) act(ctx context.Context, pl PodPlan, in *PlanInput, plan *Plan, w *writes) (ctrl.Result, error) {
+	b := in.Build
 	var result ctrl.Result
 	if len(plan.CreatePods) > 0 || plan.CreateManifestList {
 		missing, err := r.missingPushSecret(ctx, b)
@@ -211,46 +277,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if missing != "" {
 			plan.CreatePods, plan.CreateManifestList = nil, false
-			if len(pods) == 0 {
+			if len(in.Pods) == 0 {
 				plan.Phase = forward(b.Status.Phase, buildv1.BuildPhaseNew)
 			}
 			plan.Reason, plan.Message = buildv1.StatusReasonMissingPushSecret, missing
 			result.RequeueAfter = missingSecretRetry
 		} else {
-			// The annotations naming the build's pods go on with the
-			// pods, at the same time: neither waits for the other.
 			annotated := make(chan error, 1)
 			annotatedBuild := b.DeepCopy()
-			go func() { annotated <- r.annotate(ctx, annotatedBuild, platforms) }()
-			created, createErrs, err := r.createPods(ctx, b, pl, plan)
+			go func() { annotated <- r.annotate(ctx, annotatedBuild, pl.Platforms) }()
+			created, createErrs, err := r.createPods(ctx, b, pl, *plan)
 			if annotateErr := <-annotated; err == nil {
 				err = annotateErr
 			}
 			if err != nil {
 				// A conflict: the pods exist (or come next time); the
 				// status waits for the Build's newer version.
-				return changedMeanwhile(ctx, err)
+				return ctrl.Result{}, err
 			}
 			b.Annotations, b.ResourceVersion = annotatedBuild.Annotations, annotatedBuild.ResourceVersion
-			noteWrite()
+			w.note()
 			for _, p := range created {
-				pods[p.Name] = p
+				in.Pods[p.Name] = p
 			}
-			in.Pods, in.CreateErrors = pods, createErrs
-			plan = Decide(in)
+			in.CreateErrors = createErrs
+			*plan = Decide(*in)
 		}
 	}
 	for _, name := range plan.DeletePods {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: name}}
-		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pods[name].UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &in.Pods[name].UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return ctrl.Result{}, fmt.Errorf("deleting pod %s: %w", name, err)
 		}
 	}
-	res, err := r.write(ctx, b, platforms, plan, now)
-	if result.RequeueAfter > 0 && res.RequeueAfter == 0 {
-		res = result
-	}
-	return res, err
+	return result, nil
 }
 
 // cleanup creates the manifest-list pod of a multi-platform Build that
