@@ -19,9 +19,9 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/dockercfg"
 	"github.com/archway-build/archway/pkg/build/imagebuild"
-	"github.com/archway-build/archway/pkg/build/platform"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // maxDefaultJobs bounds how many platforms `builder build` builds at once
@@ -205,7 +205,7 @@ func planLocalBuild(opts localBuildOptions) (localPlan, error) {
 	}
 	if opts.tag != "" {
 		// The manifest list's tag; the per-platform tags derive from it.
-		if _, err := manifestlist.PlatformTag(opts.tag, plan.platforms[0]); err != nil {
+		if _, err := platform.Tag(opts.tag, plan.platforms[0]); err != nil {
 			return localPlan{}, fmt.Errorf("--tag: %w", err)
 		}
 		plan.output = opts.tag
@@ -298,7 +298,7 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 	log := newPrefixWriter(out, "["+p+"] ")
 	defer func() { _ = log.Flush() }()
 	if plan.output != "" {
-		res.tag, _ = manifestlist.PlatformTag(plan.output, p) // checked by planLocalBuild
+		res.tag, _ = platform.Tag(plan.output, p) // checked by planLocalBuild
 	}
 	req := imagebuild.Request{
 		ContextDir: contextDir,

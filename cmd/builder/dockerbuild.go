@@ -19,9 +19,9 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/dockercfg"
 	"github.com/archway-build/archway/pkg/build/imagebuild"
-	"github.com/archway-build/archway/pkg/build/platform"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/build/source"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // Environment variables a build pod gets besides OpenShift's BUILD,

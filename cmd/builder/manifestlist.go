@@ -23,6 +23,7 @@ import (
 	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // manifestListFieldManager is the field manager of everything `builder
@@ -414,7 +415,7 @@ func (r *manifestListRun) platformTags(b *buildv1.Build, output string) []string
 	for _, p := range b.Status.Platforms {
 		platforms = append(platforms, p.Platform)
 	}
-	tags, err := manifestlist.PlatformTags(output, platforms)
+	tags, err := platform.Tags(output, platforms)
 	if err != nil {
 		r.logf("Warning: %v", err)
 	}

@@ -26,7 +26,7 @@
 // `builder docker-build` with the Build in BUILD: spec.platforms holds only
 // its platform and spec.output.to its own tag. With more than one platform
 // that tag is the output tag plus the platform's suffix, in the output's
-// repository (manifestlist.PlatformTag: registry/team/app:v1 ->
+// repository (platform.Tag: registry/team/app:v1 ->
 // registry/team/app:v1-linux-arm64), because a manifest list may only list
 // images of its own repository; with a single platform it is the output
 // itself, and the controller copies the platform's digest into

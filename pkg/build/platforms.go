@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // PlatformSource says where a build's target platforms came from.

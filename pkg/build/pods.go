@@ -15,8 +15,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
-	"github.com/archway-build/archway/pkg/build/platform"
-	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // Names and paths inside build pods. The mount paths and the container name
@@ -130,7 +129,7 @@ func BuildFailure(b *buildv1.Build) *Failure {
 				Message: fmt.Sprintf("spec.output.to: kind %q is not supported: use DockerImage", to.Kind)}
 		}
 		// Any platform checks the reference: it must name a tag.
-		if _, err := manifestlist.PlatformTag(to.Name, "linux/amd64"); err != nil {
+		if _, err := platform.Tag(to.Name, "linux/amd64"); err != nil {
 			return &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonInvalidOutputReference,
 				Message: "spec.output.to: " + err.Error()}
 		}
@@ -159,7 +158,7 @@ func (pl PodPlan) ManifestList(b *buildv1.Build) bool {
 
 // PlatformOutput is where a platform pod pushes: with more than one
 // platform, the output tag with the platform's suffix in the same
-// repository (manifestlist.PlatformTag), because the manifest list may only
+// repository (platform.Tag), because the manifest list may only
 // list images of its own repository; with one platform, the output itself.
 // It returns "" for a build without output.
 func (pl PodPlan) PlatformOutput(b *buildv1.Build, p string) (string, error) {
@@ -169,7 +168,7 @@ func (pl PodPlan) PlatformOutput(b *buildv1.Build, p string) (string, error) {
 	if len(pl.Platforms) <= 1 {
 		return b.Spec.Output.To.Name, nil
 	}
-	return manifestlist.PlatformTag(b.Spec.Output.To.Name, p)
+	return platform.Tag(b.Spec.Output.To.Name, p)
 }
 
 // NodeSelector is the build pods' node selector before any platform's

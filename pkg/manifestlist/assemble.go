@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // maxConfigSize bounds the image configs Assemble reads: a platform's config
@@ -68,7 +69,7 @@ type Result struct {
 // then. Registry failures (unreachable, credentials refused) are plain
 // errors that say which registry and, for credentials, which file.
 func Assemble(ctx context.Context, opts Options) (*Result, error) {
-	tagged, err := outputTag(opts.Output)
+	tagged, err := platform.ParseOutput(opts.Output)
 	if err != nil {
 		return nil, &Error{Reason: buildv1.StatusReasonInvalidOutputReference, Err: err}
 	}
@@ -113,7 +114,7 @@ func Assemble(ctx context.Context, opts Options) (*Result, error) {
 // CheckChild); a digest the repository does not hold is an *Error with reason
 // PlatformVersionSkew.
 func FetchChildren(ctx context.Context, opts Options) ([]Child, error) {
-	tagged, err := outputTag(opts.Output)
+	tagged, err := platform.ParseOutput(opts.Output)
 	if err != nil {
 		return nil, &Error{Reason: buildv1.StatusReasonInvalidOutputReference, Err: err}
 	}

@@ -5,13 +5,13 @@
 //
 // # Where per-platform images go
 //
-// Each platform's image is pushed to PlatformTag(output, platform): the
+// Each platform's image is pushed to platform.Tag(output, platform): the
 // output's repository, with the output's tag and a platform suffix
 // ("registry/team/app:v1" -> "registry/team/app:v1-linux-arm64"). The index
 // must live in the same repository as the images it lists: a registry accepts
 // an index only when every manifest it names is already in its repository.
 // The build controller (to tell each build pod where to push) and the builder
-// (to untag) both call PlatformTag, so the name is computed in one place.
+// (to untag) both call platform.Tag, so the name is computed in one place.
 //
 // # Deciding what goes in (pure functions)
 //
@@ -49,7 +49,7 @@
 //
 //	// Afterwards, and also when the build failed: errors are worth a log
 //	// line, never a failed build.
-//	tags, _ := manifestlist.PlatformTags(output, platforms)
+//	tags, _ := platform.Tags(output, platforms)
 //	if err := manifestlist.Untag(ctx, access, tags...); err != nil {
 //		log.Printf("untagging: %v", err)
 //	}

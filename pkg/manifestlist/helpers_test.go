@@ -1,8 +1,6 @@
 package manifestlist
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -11,11 +9,6 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
-
-func hash8(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])[:8]
-}
 
 // fakeDigest is a valid sha256 digest made of one repeated hex character.
 func fakeDigest(c string) digest.Digest {

@@ -12,7 +12,7 @@ import (
 	"go.podman.io/image/v5/manifest"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // Child is one image the manifest list lists: its entry, and what the

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // Selection is which platforms of a finished multi-platform build the

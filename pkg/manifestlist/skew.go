@@ -9,7 +9,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // Entry is one platform's image that goes into the manifest list, as its

@@ -18,7 +18,7 @@ import (
 	lplatform "go.podman.io/common/libimage/platform"
 
 	"github.com/archway-build/archway/pkg/build/dockercfg"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // Format is the manifest format of built images.

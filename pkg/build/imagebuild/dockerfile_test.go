@@ -8,7 +8,7 @@ import (
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 func TestBaseImages(t *testing.T) {

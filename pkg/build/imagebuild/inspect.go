@@ -13,7 +13,7 @@ import (
 	"go.podman.io/image/v5/types"
 
 	"github.com/archway-build/archway/pkg/build/dockercfg"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // Image is an image manifest in a registry, as a manifest list entry needs

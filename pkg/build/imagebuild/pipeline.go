@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/archway-build/archway/pkg/build/dockercfg"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // Output is what building, pushing and reading back one platform's image

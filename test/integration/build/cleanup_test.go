@@ -19,7 +19,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build"
-	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -57,7 +57,7 @@ func TestLatePushIsUntagged(t *testing.T) {
 
 	push := func(p string) {
 		t.Helper()
-		tag, err := manifestlist.PlatformTag(output, p)
+		tag, err := platform.Tag(output, p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,9 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/platform"
 	"github.com/archway-build/archway/pkg/build/report"
-	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // newBuild returns a Docker-strategy Build of an inline Dockerfile.
@@ -46,7 +45,7 @@ func podBuildJSON(t testing.TB, b *buildv1.Build, p string) string {
 	if p != "" {
 		pb.Spec.Platforms = []string{p}
 		if pb.Spec.Output.To != nil {
-			tag, err := manifestlist.PlatformTag(b.Spec.Output.To.Name, p)
+			tag, err := platform.Tag(b.Spec.Output.To.Name, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +180,7 @@ func TestDockerBuildInPods(t *testing.T) {
 		g.Expect(e.Output.Size).To(BeNumerically(">", 0))
 		g.Expect(platform.Matches(want, platform.Platform{OS: e.Output.OS, Architecture: e.Output.Architecture, Variant: e.Output.Variant})).
 			To(BeTrue(), "%s recorded %s/%s/%s", e.Platform, e.Output.OS, e.Output.Architecture, e.Output.Variant)
-		tag, _ := manifestlist.PlatformTag(output, e.Platform)
+		tag, _ := platform.Tag(output, e.Platform)
 		g.Expect(e.OutputDockerImageReference).To(Equal(tag))
 	}
 	managers := map[string]bool{}
@@ -255,7 +254,7 @@ func TestDockerBuildGitSource(t *testing.T) {
 	g.Expect(code).To(Equal(0), log)
 	g.Expect(log).To(ContainSubstring(`Cloning "file://` + repo + `" at feature`))
 
-	tag, _ := manifestlist.PlatformTag(output, "linux/arm64")
+	tag, _ := platform.Tag(output, "linux/arm64")
 	img, err := openImage(t.Context(), reg, tag)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer img.Close()

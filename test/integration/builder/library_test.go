@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/archway-build/archway/pkg/build/imagebuild"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // mountsUnder returns the mount points below dir.

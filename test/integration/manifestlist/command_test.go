@@ -23,8 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/platform"
-	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -218,7 +217,7 @@ func (s platformStatus) apply(t testing.TB, b *buildv1.Build) {
 			out["variant"] = p.Variant
 		}
 		entry["output"] = out
-		tag, err := manifestlist.PlatformTag(s.output, s.platform)
+		tag, err := platform.Tag(s.output, s.platform)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,8 +23,8 @@ import (
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 
-	"github.com/archway-build/archway/pkg/build/platform"
 	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -133,7 +133,7 @@ func pushPlatforms(t testing.TB, reg *bed.Registry, output string, platforms []s
 		if err != nil {
 			t.Fatal(err)
 		}
-		tag, err := manifestlist.PlatformTag(output, p)
+		tag, err := platform.Tag(output, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func repoName(t testing.TB) string {
 // platformTags are the per-platform tags of output.
 func platformTags(t testing.TB, output string, platforms []string) []string {
 	t.Helper()
-	tags, err := manifestlist.PlatformTags(output, platforms)
+	tags, err := platform.Tags(output, platforms)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // The tests in this file check the generated CRDs without an apiserver:

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/platform"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // DefaultBuilderServiceAccount is the service account of build pods when

@@ -1,11 +1,13 @@
-package manifestlist
+package platform
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 )
 
-func TestPlatformTag(t *testing.T) {
+func TestTag(t *testing.T) {
 	long := strings.Repeat("a", 120)
 	longer := strings.Repeat("a", 119) + "b"
 	tests := []struct {
@@ -38,15 +40,15 @@ func TestPlatformTag(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := PlatformTag(tt.output, tt.platform)
+			got, err := Tag(tt.output, tt.platform)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("PlatformTag(%q, %q) = %q, %v; want error containing %q", tt.output, tt.platform, got, err, tt.wantErr)
+					t.Fatalf("Tag(%q, %q) = %q, %v; want error containing %q", tt.output, tt.platform, got, err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil || got != tt.want {
-				t.Fatalf("PlatformTag(%q, %q) = %q, %v; want %q", tt.output, tt.platform, got, err, tt.want)
+				t.Fatalf("Tag(%q, %q) = %q, %v; want %q", tt.output, tt.platform, got, err, tt.want)
 			}
 			if tag := got[strings.LastIndex(got, ":")+1:]; len(tag) > maxTagLength {
 				t.Errorf("tag %q is %d characters, more than %d", tag, len(tag), maxTagLength)
@@ -55,14 +57,19 @@ func TestPlatformTag(t *testing.T) {
 	}
 }
 
-func TestPlatformTags(t *testing.T) {
-	got, err := PlatformTags("r.example.com/app:v1", []string{"linux/amd64", "linux/arm64/v8", "linux/arm64", "linux/s390x"})
+func TestTags(t *testing.T) {
+	got, err := Tags("r.example.com/app:v1", []string{"linux/amd64", "linux/arm64/v8", "linux/arm64", "linux/s390x"})
 	want := []string{"r.example.com/app:v1-linux-amd64", "r.example.com/app:v1-linux-arm64", "r.example.com/app:v1-linux-s390x"}
 	if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("PlatformTags = %q, %v; want %q", got, err, want)
 	}
-	got, err = PlatformTags("r.example.com/app:v1", []string{"linux/amd64", "linux/x86_64"})
+	got, err = Tags("r.example.com/app:v1", []string{"linux/amd64", "linux/x86_64"})
 	if err == nil || len(got) != 1 {
 		t.Fatalf("PlatformTags with a bad platform = %q, %v; want the good tag and an error", got, err)
 	}
+}
+
+func hash8(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:8]
 }

@@ -1,6 +1,9 @@
 // Package platform parses, compares and converts the target platforms of a multi-arch build:
 // the "os/arch" and "os/arch/variant" strings in a Build's spec.platforms, the platform fields of
-// OCI image configs and indexes, and the kubernetes.io/os and kubernetes.io/arch node labels.
+// OCI image configs and indexes, and the kubernetes.io/os and kubernetes.io/arch node labels; and
+// it names the tag each platform's image is pushed to (Tag). It is a leaf: it imports nothing of
+// archway and no containers/image, so that the API types, the build controller, the builder and
+// placement can all share it.
 //
 // Names are Go's (GOOS, GOARCH, and the image spec's variants), which is what the image spec,
 // Kubernetes node labels and buildah use. Parse rejects other spellings (x86_64, aarch64, armhf)

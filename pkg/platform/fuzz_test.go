@@ -1,6 +1,11 @@
 package platform
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/distribution/reference"
+)
 
 // FuzzParse checks that Parse never panics, and that whatever it accepts formats, normalizes
 // and names itself consistently: Parse(p.String()) is p, the canonical form parses to itself,
@@ -67,6 +72,68 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, err := ParseList([]string{s, n.String()}); err == nil {
 			t.Fatalf("ParseList accepted %q next to its canonical form %q", s, n)
+		}
+	})
+}
+
+// FuzzTag checks that Tag never panics, and that what it returns is a
+// reference to a tag of output's repository no longer than a registry
+// accepts, the same for every spelling of the platform, and different for
+// different output tags.
+func FuzzTag(f *testing.F) {
+	long := strings.Repeat("a", 127)
+	for _, seed := range []struct{ output, platform string }{
+		{"registry.example.com/team/app:v1", "linux/arm64"},
+		{"registry.example.com/team/app:v1", "linux/arm64/v8"},
+		{"127.0.0.1:5000/app", "linux/arm"},
+		{"app:1", "linux/ppc64le"},
+		{"r.example.com/app:" + long, "linux/arm64/v9.5"},
+		{"r.example.com/app@sha256:" + strings.Repeat("0", 64), "linux/amd64"},
+		{"R.example.com/App:v1", "linux/amd64"},
+		{"r.example.com/app:v1", "linux/aarch64"},
+		{"", ""},
+		{"r.example.com/app:-", "linux/riscv64/rva23u64"},
+	} {
+		f.Add(seed.output, seed.platform)
+	}
+	f.Fuzz(func(t *testing.T, output, platform string) {
+		got, err := Tag(output, platform)
+		if err != nil {
+			if got != "" {
+				t.Fatalf("Tag(%q, %q) = %q with error %v", output, platform, got, err)
+			}
+			return
+		}
+		named, err := reference.ParseNormalizedNamed(got)
+		if err != nil {
+			t.Fatalf("Tag(%q, %q) = %q, not a reference: %v", output, platform, got, err)
+		}
+		tagged, ok := named.(reference.NamedTagged)
+		if _, digested := named.(reference.Digested); !ok || digested {
+			t.Fatalf("Tag(%q, %q) = %q, not a reference to a tag", output, platform, got)
+		}
+		out, _ := reference.ParseNormalizedNamed(output)
+		if named.Name() != out.Name() {
+			t.Fatalf("Tag(%q, %q) = %q is in another repository than %s", output, platform, got, out.Name())
+		}
+		if len(tagged.Tag()) > maxTagLength {
+			t.Fatalf("Tag(%q, %q) = %q: tag longer than %d", output, platform, got, maxTagLength)
+		}
+		p, _ := Parse(platform)
+		if !strings.HasSuffix(tagged.Tag(), "-"+p.NameSuffix()) {
+			t.Fatalf("Tag(%q, %q) = %q does not end in the platform's name %q", output, platform, got, p.NameSuffix())
+		}
+		if canon, err := Tag(output, p.Normalize().String()); err != nil || canon != got {
+			t.Fatalf("Tag(%q) for %q = %q and for its canonical form %q = %q, %v", output, platform, got, p.Key(), canon, err)
+		}
+		if outTagged, ok := reference.TagNameOnly(out).(reference.NamedTagged); ok {
+			other, err := reference.WithTag(out, outTagged.Tag()+"x")
+			if err != nil {
+				return // the output's tag is as long as a tag can be
+			}
+			if sibling, err := Tag(other.String(), platform); err == nil && sibling == got {
+				t.Fatalf("Tag gives %q for both %s and %s", got, output, other)
+			}
 		}
 	})
 }
