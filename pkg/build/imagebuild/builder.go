@@ -2,15 +2,15 @@
 // buildah library, pushes it, and reads the pushed image back from the
 // registry.
 //
-// It runs buildah the way archway's build pods and machines allow (see
-// ../shared/NOTES.md in the project's notes): a container store of its own
-// under a work directory, chroot isolation, the host's network with a stub
-// network backend (no netavark or CNI), ulimits pinned to the current hard
-// limits (raising them needs CAP_SYS_RESOURCE), and a signature policy and
-// registries.conf written into the work directory so that nothing depends on
-// /etc/containers. Programs that use it must call buildah.InitReexec first
-// thing in main (and in TestMain), as chroot isolation re-executes the
-// program.
+// It runs buildah the way archway's build pods and machines allow (no
+// systemd, no CAP_SYS_RESOURCE, nothing under /etc/containers): a container
+// store of its own under a work directory, chroot isolation, the host's
+// network with a stub network backend (no netavark or CNI), ulimits pinned to
+// the current hard limits (raising them needs CAP_SYS_RESOURCE), and a
+// signature policy and registries.conf written into the work directory so
+// that nothing depends on /etc/containers. Programs that use it must call
+// buildah.InitReexec first thing in main (and in TestMain), as chroot
+// isolation re-executes the program.
 package imagebuild
 
 import (
