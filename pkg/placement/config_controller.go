@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -135,25 +136,25 @@ func (r *configReconciler) releaseAll(ctx context.Context, why string) error {
 	var (
 		mu   sync.Mutex
 		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, r.releasePar)
+		g    errgroup.Group
 	)
+	g.SetLimit(r.releasePar)
 	for i := range list.Items {
 		pod := &list.Items[i]
 		if !hasGate(pod) {
 			continue
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
+			// Every pod is tried: the errors are joined, not the first kept.
 			if err := r.release(ctx, pod, why); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return errors.Join(errs...)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -100,12 +101,10 @@ func (r *podReconciler) inspect(ctx context.Context, pod *corev1.Pod) ([]imageRe
 	images, always := podImages(pod)
 	os := podOS(pod)
 	results := make([]imageResult, len(images))
-	sem := make(chan struct{}, r.imagePar)
-	done := make(chan struct{}, len(images))
+	var g errgroup.Group
+	g.SetLimit(r.imagePar)
 	for i, name := range images {
-		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem; done <- struct{}{} }()
+		g.Go(func() error {
 			ps, _, err := r.inspector.Architectures(ctx, image.Reference{Name: name, Refresh: always[name]}, keyring.Lookup(name))
 			results[i] = imageResult{image: name, err: err}
 			if err == nil {
@@ -113,11 +112,12 @@ func (r *podReconciler) inspect(ctx context.Context, pod *corev1.Pod) ([]imageRe
 			} else {
 				results[i].archs = sets.New[string]()
 			}
-		}()
+			// Each image's error stays in its result: one failed image
+			// must not stop the others.
+			return nil
+		})
 	}
-	for range images {
-		<-done
-	}
+	_ = g.Wait()
 	return results, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -101,7 +102,7 @@ func (b *Bed) SetPodRunning(ctx context.Context, pod *corev1.Pod) error {
 	}
 	for _, c := range pod.Spec.Containers {
 		status.ContainerStatuses = append(status.ContainerStatuses, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, Ready: true, Started: ptrTo(true),
+			Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		})
 	}
@@ -141,7 +142,7 @@ func (b *Bed) SetPodFinished(ctx context.Context, pod *corev1.Pod, exitCode int3
 	}
 	for _, c := range pod.Spec.Containers {
 		status.ContainerStatuses = append(status.ContainerStatuses, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, Started: ptrTo(false),
+			Name: c.Name, Image: c.Image, Started: ptr.To(false),
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: exitCode, Reason: reason, Message: message, StartedAt: start, FinishedAt: now,
 			}},
@@ -198,5 +199,3 @@ func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFun
 	}
 	return context.WithTimeout(ctx, DefaultTimeout)
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 )
 
 // permanentError is a problem of a pod spec that waiting cannot fix (an
@@ -147,7 +148,7 @@ func (p *podRun) containerEnv(ctx context.Context, c corev1.Container) (env []st
 		case from.ConfigMapRef != nil:
 			cm, err := p.r.bed.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, from.ConfigMapRef.Name, metav1.GetOptions{})
 			if err != nil {
-				if apierrors.IsNotFound(err) && ptrDeref(from.ConfigMapRef.Optional) {
+				if apierrors.IsNotFound(err) && ptr.Deref(from.ConfigMapRef.Optional, false) {
 					continue
 				}
 				return nil, nil, fmt.Errorf("envFrom: configmap %q: %w", from.ConfigMapRef.Name, err)
@@ -156,7 +157,7 @@ func (p *podRun) containerEnv(ctx context.Context, c corev1.Container) (env []st
 		case from.SecretRef != nil:
 			s, err := p.r.bed.Clientset.CoreV1().Secrets(ns).Get(ctx, from.SecretRef.Name, metav1.GetOptions{})
 			if err != nil {
-				if apierrors.IsNotFound(err) && ptrDeref(from.SecretRef.Optional) {
+				if apierrors.IsNotFound(err) && ptr.Deref(from.SecretRef.Optional, false) {
 					continue
 				}
 				return nil, nil, fmt.Errorf("envFrom: secret %q: %w", from.SecretRef.Name, err)
@@ -209,7 +210,7 @@ func (p *podRun) envValueFrom(ctx context.Context, c corev1.Container, from *cor
 		ref := from.ConfigMapKeyRef
 		cm, err := p.r.bed.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 		if err != nil {
-			if apierrors.IsNotFound(err) && ptrDeref(ref.Optional) {
+			if apierrors.IsNotFound(err) && ptr.Deref(ref.Optional, false) {
 				return "", false, nil
 			}
 			return "", false, fmt.Errorf("configmap %q: %w", ref.Name, err)
@@ -220,7 +221,7 @@ func (p *podRun) envValueFrom(ctx context.Context, c corev1.Container, from *cor
 		if v, ok := cm.BinaryData[ref.Key]; ok {
 			return string(v), true, nil
 		}
-		if ptrDeref(ref.Optional) {
+		if ptr.Deref(ref.Optional, false) {
 			return "", false, nil
 		}
 		return "", false, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, ns, ref.Name)
@@ -228,7 +229,7 @@ func (p *podRun) envValueFrom(ctx context.Context, c corev1.Container, from *cor
 		ref := from.SecretKeyRef
 		s, err := p.r.bed.Clientset.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 		if err != nil {
-			if apierrors.IsNotFound(err) && ptrDeref(ref.Optional) {
+			if apierrors.IsNotFound(err) && ptr.Deref(ref.Optional, false) {
 				return "", false, nil
 			}
 			return "", false, fmt.Errorf("secret %q: %w", ref.Name, err)
@@ -236,7 +237,7 @@ func (p *podRun) envValueFrom(ctx context.Context, c corev1.Container, from *cor
 		if v, ok := s.Data[ref.Key]; ok {
 			return string(v), true, nil
 		}
-		if ptrDeref(ref.Optional) {
+		if ptr.Deref(ref.Optional, false) {
 			return "", false, nil
 		}
 		return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, ns, ref.Name)
@@ -538,18 +539,18 @@ func keyFiles(data map[string][]byte, items []corev1.KeyToPath, def *int32, what
 func (p *podRun) secretFiles(ctx context.Context, name string, items []corev1.KeyToPath, optional *bool, def *int32) ([]volumeFile, error) {
 	s, err := p.r.bed.Clientset.CoreV1().Secrets(p.pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		if apierrors.IsNotFound(err) && ptrDeref(optional) {
+		if apierrors.IsNotFound(err) && ptr.Deref(optional, false) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("secret %q: %w", name, err)
 	}
-	return keyFiles(s.Data, items, def, "secret "+name, ptrDeref(optional))
+	return keyFiles(s.Data, items, def, "secret "+name, ptr.Deref(optional, false))
 }
 
 func (p *podRun) configMapFiles(ctx context.Context, name string, items []corev1.KeyToPath, optional *bool, def *int32) ([]volumeFile, error) {
 	cm, err := p.r.bed.Clientset.CoreV1().ConfigMaps(p.pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		if apierrors.IsNotFound(err) && ptrDeref(optional) {
+		if apierrors.IsNotFound(err) && ptr.Deref(optional, false) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("configmap %q: %w", name, err)
@@ -561,7 +562,7 @@ func (p *podRun) configMapFiles(ctx context.Context, name string, items []corev1
 	for k, v := range cm.Data {
 		data[k] = []byte(v)
 	}
-	return keyFiles(data, items, def, "configmap "+name, ptrDeref(optional))
+	return keyFiles(data, items, def, "configmap "+name, ptr.Deref(optional, false))
 }
 
 func (p *podRun) downwardFiles(ctx context.Context, items []corev1.DownwardAPIVolumeFile, def *int32) ([]volumeFile, error) {
@@ -633,8 +634,6 @@ func writeVolume(dir string, files []volumeFile) error {
 	}
 	return nil
 }
-
-func ptrDeref(b *bool) bool { return b != nil && *b }
 
 // isPermanent reports whether err is a permanentError.
 func isPermanent(err error) bool {

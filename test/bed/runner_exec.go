@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // containerPrelude runs in the container's own mount namespace (the
@@ -93,7 +94,7 @@ func (p *podRun) runContainer(ctx context.Context, c corev1.Container, binary st
 	started := metav1.Now()
 	p.mu.Lock()
 	p.setContainer(c.Name, init, func(cs *corev1.ContainerStatus) {
-		cs.Ready, cs.Started = !init, ptrTo(true)
+		cs.Ready, cs.Started = !init, ptr.To(true)
 		cs.ContainerID = "bed://" + string(p.pod.UID) + "/" + c.Name
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}
 	})
@@ -178,7 +179,7 @@ func (p *podRun) waitConfig(ctx context.Context, c corev1.Container, binary stri
 func (p *podRun) containerEnded(ctx context.Context, name string, init bool, t *corev1.ContainerStateTerminated) bool {
 	p.mu.Lock()
 	p.setContainer(name, init, func(cs *corev1.ContainerStatus) {
-		cs.Ready, cs.Started = false, ptrTo(false)
+		cs.Ready, cs.Started = false, ptr.To(false)
 		cs.State = corev1.ContainerState{Terminated: t}
 	})
 	p.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // podIP is the IP of every pod the runner runs: its processes use the
@@ -246,7 +247,7 @@ func (p *podRun) initialStatus(pod *corev1.Pod) {
 
 func waitingStatus(c corev1.Container, reason, message string) corev1.ContainerStatus {
 	return corev1.ContainerStatus{
-		Name: c.Name, Image: c.Image, Started: ptrTo(false),
+		Name: c.Name, Image: c.Image, Started: ptr.To(false),
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}},
 	}
 }
@@ -342,7 +343,7 @@ func (p *podRun) finishStatus(initFailed bool) {
 			if keepWaiting {
 				continue
 			}
-			cs.Ready, cs.Started = false, ptrTo(false)
+			cs.Ready, cs.Started = false, ptr.To(false)
 			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: 137, Reason: reasonStatusUnknown, Message: "the pod ended before the container started",
 				FinishedAt: metav1.Now(),
@@ -397,7 +398,7 @@ func failedStatus(pod *corev1.Pod, reason, message string) corev1.PodStatus {
 				}
 				cs.State = corev1.ContainerState{Terminated: t}
 			}
-			cs.Ready, cs.Started = false, ptrTo(false)
+			cs.Ready, cs.Started = false, ptr.To(false)
 			out = append(out, cs)
 		}
 		return out

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/archway-build/archway/test/bed"
@@ -252,7 +253,7 @@ printf '%s' "$(cat /var/run/secrets/archway/same/name)" >/dev/termination-log`
 		// The shell and its sleep ignore SIGTERM: SIGKILL after the grace
 		// period ends them.
 		pod := runnerPod(ns, "sleeper", "s390x", `trap "" TERM; echo started; sleep 601.25; echo never`, func(p *corev1.Pod) {
-			p.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+			p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(1))
 		})
 		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
 		running := waitPod(t, b, pod, podRunning)
@@ -271,8 +272,8 @@ printf '%s' "$(cat /var/run/secrets/archway/same/name)" >/dev/termination-log`
 	t.Run("activeDeadlineSeconds ends a pod with DeadlineExceeded", func(t *testing.T) {
 		g := NewWithT(t)
 		pod := runnerPod(ns, "deadline", "amd64", `sleep 604.5`, func(p *corev1.Pod) {
-			p.Spec.ActiveDeadlineSeconds = ptrTo(int64(1))
-			p.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+			p.Spec.ActiveDeadlineSeconds = ptr.To(int64(1))
+			p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(1))
 		})
 		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
 		done := waitPod(t, b, pod, podEnded)
@@ -313,7 +314,7 @@ printf '%s %s' "$(echo "$tok" | tr -cd . | wc -c)" "$(cat /var/run/secrets/kuber
 			p.Spec.ServiceAccountName = "builder"
 			p.Spec.Volumes = []corev1.Volume{{Name: "api", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{
-					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptrTo(int64(3600))}},
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(int64(3600))}},
 					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
 						{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
 				},
@@ -532,5 +533,3 @@ func mountTable(t *testing.T) map[string]bool {
 	}
 	return lines
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
@@ -90,7 +91,7 @@ func typedBuild(namespace, name string) *buildv1.Build {
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: buildv1.BuildSpec{CommonSpec: buildv1.CommonSpec{
 			Platforms: []string{"linux/amd64", "linux/arm64"},
-			Source:    buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: ptr("FROM busybox\n")},
+			Source:    buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: ptr.To("FROM busybox\n")},
 			Strategy: buildv1.BuildStrategy{
 				Type:           buildv1.DockerBuildStrategyType,
 				DockerStrategy: &buildv1.DockerBuildStrategy{},
@@ -102,8 +103,6 @@ func typedBuild(namespace, name string) *buildv1.Build {
 		}},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func resourceMustParse(s string) resource.Quantity { return resource.MustParse(s) }
 

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -49,9 +50,9 @@ func TestBuildSpecIsImmutable(t *testing.T) {
 		{name: "output", change: func(s *buildv1.BuildSpec) { s.Output.To.Name = "registry.example.com/team/app:v2" }, want: []string{specImmutable}},
 		{name: "image labels", change: func(s *buildv1.BuildSpec) { s.Output.ImageLabels = []buildv1.ImageLabel{{Name: "a"}} }, want: []string{specImmutable}},
 		{name: "post commit", change: func(s *buildv1.BuildSpec) { s.PostCommit.Script = "make test" }, want: []string{specImmutable}},
-		{name: "deadline", change: func(s *buildv1.BuildSpec) { s.CompletionDeadlineSeconds = ptr(int64(60)) }, want: []string{specImmutable}},
+		{name: "deadline", change: func(s *buildv1.BuildSpec) { s.CompletionDeadlineSeconds = ptr.To(int64(60)) }, want: []string{specImmutable}},
 		{name: "node selector", change: func(s *buildv1.BuildSpec) { s.NodeSelector = map[string]string{"disk": "ssd"} }, want: []string{specImmutable}},
-		{name: "trusted CA", change: func(s *buildv1.BuildSpec) { s.MountTrustedCA = ptr(true) }, want: []string{specImmutable}},
+		{name: "trusted CA", change: func(s *buildv1.BuildSpec) { s.MountTrustedCA = ptr.To(true) }, want: []string{specImmutable}},
 		{name: "triggered by", change: func(s *buildv1.BuildSpec) {
 			s.TriggeredBy = []buildv1.BuildTriggerCause{{Message: "Manually triggered"}}
 		}, want: []string{specImmutable}},

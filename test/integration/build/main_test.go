@@ -25,6 +25,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -199,7 +200,7 @@ func (h *harness) buildObj(name string, platforms ...string) *buildv1.Build {
 	return &buildv1.Build{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns},
 		Spec: buildv1.BuildSpec{CommonSpec: buildv1.CommonSpec{
-			Source:    buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: ptrTo("FROM busybox\nRUN uname -m > /arch\n")},
+			Source:    buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: ptr.To("FROM busybox\nRUN uname -m > /arch\n")},
 			Strategy:  buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType},
 			Output:    buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}},
 			Platforms: platforms,
@@ -405,5 +406,3 @@ func (h *harness) waitEvents(reasons ...string) {
 		h.t.Fatalf("waiting for events %v on the build: have %v", reasons, got)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

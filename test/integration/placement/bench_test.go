@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
@@ -93,7 +94,7 @@ func BenchmarkWebhookTLS(b *testing.B) {
 				Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
 				Namespace: ns, Operation: admissionv1.Create,
 				Object: runtime.RawExtension{Raw: raw},
-				DryRun: ptrTo(true), // nothing will be created: expect no event
+				DryRun: ptr.To(true), // nothing will be created: expect no event
 			},
 		}
 		data, _ := json.Marshal(review)

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
@@ -123,7 +124,7 @@ placement:
 		Request: &admissionv1.AdmissionRequest{
 			UID: "binary", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
 			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-			Namespace: h.ns, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}, DryRun: ptrTo(true),
+			Namespace: h.ns, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}, DryRun: ptr.To(true),
 		},
 	})
 	resp, err := tlsClient(ca, 1).Post(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, placement.WebhookPath), "application/json", bytes.NewReader(review))

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
@@ -27,7 +28,7 @@ type podWrapper struct{ pod *corev1.Pod }
 func makePod(ns, name string) *podWrapper {
 	return &podWrapper{pod: &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       corev1.PodSpec{TerminationGracePeriodSeconds: ptrTo[int64](0)},
+		Spec:       corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0)},
 	}}
 }
 
@@ -80,8 +81,6 @@ func (w *podWrapper) serviceAccount(name string) *podWrapper {
 }
 
 func (w *podWrapper) obj() *corev1.Pod { return w.pod }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func hostnameIn(hosts ...string) corev1.NodeSelectorRequirement {
 	return corev1.NodeSelectorRequirement{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: hosts}
