@@ -26,7 +26,7 @@ import (
 func gitRepo(t *testing.T) (dir string, first, second string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed (hack/tools.sh apt installs it)")
+		t.Fatalf("git is not installed: %v (make tools installs it)", err)
 	}
 	dir = t.TempDir()
 	git := func(args ...string) string {
@@ -245,7 +245,7 @@ func gitHTTPServer(t *testing.T, root, user, password string) string {
 	t.Helper()
 	backend := "/usr/lib/git-core/git-http-backend"
 	if _, err := os.Stat(backend); err != nil {
-		t.Skip("git http-backend is not installed")
+		t.Fatalf("git http-backend is not installed: %v (it comes with git, which make tools installs)", err)
 	}
 	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

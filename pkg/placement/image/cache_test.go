@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -163,64 +164,72 @@ func TestCacheKeysIncludeCredentials(t *testing.T) {
 	}
 }
 
+// TestCacheSingleFlight runs in a synctest bubble, so that synctest.Wait
+// says when every caller is blocked on the one registry call in flight.
 func TestCacheSingleFlight(t *testing.T) {
-	ctx := context.Background()
-	reg := newFakeRegistry()
-	reg.push("r.example/app:v1", amd64)
-	reg.gate = make(chan struct{})
-	c := NewCache(reg, CacheOptions{})
-	const callers = 500
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	for range callers {
-		wg.Go(func() {
-			ps, _, err := c.Architectures(ctx, Reference{Name: "r.example/app:v1"}, nil)
-			if err == nil && fmt.Sprint(ps) != "[linux/amd64]" {
-				err = fmt.Errorf("platforms %v", ps)
-			}
-			errs <- err
-		})
-	}
-	// Let every caller reach the cache before the one registry call ends.
-	time.Sleep(100 * time.Millisecond)
-	close(reg.gate)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		reg := newFakeRegistry()
+		reg.push("r.example/app:v1", amd64)
+		reg.gate = make(chan struct{})
+		c := NewCache(reg, CacheOptions{})
+		const callers = 500
+		var wg sync.WaitGroup
+		errs := make(chan error, callers)
+		for range callers {
+			wg.Go(func() {
+				ps, _, err := c.Architectures(ctx, Reference{Name: "r.example/app:v1"}, nil)
+				if err == nil && fmt.Sprint(ps) != "[linux/amd64]" {
+					err = fmt.Errorf("platforms %v", ps)
+				}
+				errs <- err
+			})
 		}
-	}
-	if got := reg.gets.Load() + reg.heads.Load(); got != 1 {
-		t.Errorf("%d callers cost %d registry calls, want 1", callers, got)
-	}
+		// Every caller has reached the cache and waits: only then may the
+		// one registry call end.
+		synctest.Wait()
+		close(reg.gate)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := reg.gets.Load() + reg.heads.Load(); got != 1 {
+			t.Errorf("%d callers cost %d registry calls, want 1", callers, got)
+		}
+	})
 }
 
 func TestCacheCallerCancellation(t *testing.T) {
-	reg := newFakeRegistry()
-	reg.push("r.example/app:v1", amd64)
-	reg.gate = make(chan struct{})
-	c := NewCache(reg, CacheOptions{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() {
-		_, _, err := c.Architectures(ctx, Reference{Name: "r.example/app:v1"}, nil)
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("a cancelled caller got %v", err)
-	}
-	// The shared call was not cancelled with its first caller: it finishes
-	// and fills the cache for the next one.
-	close(reg.gate)
-	if _, _, err := c.Architectures(context.Background(), Reference{Name: "r.example/app:v1"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := reg.gets.Load(); got != 1 {
-		t.Errorf("registry GETs = %d, want 1", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		reg := newFakeRegistry()
+		reg.push("r.example/app:v1", amd64)
+		reg.gate = make(chan struct{})
+		c := NewCache(reg, CacheOptions{})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			_, _, err := c.Architectures(ctx, Reference{Name: "r.example/app:v1"}, nil)
+			done <- err
+		}()
+		// The caller waits on the registry call it started.
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled caller got %v", err)
+		}
+		// The shared call was not cancelled with its first caller: it
+		// finishes and fills the cache for the next one.
+		close(reg.gate)
+		if _, _, err := c.Architectures(context.Background(), Reference{Name: "r.example/app:v1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := reg.gets.Load(); got != 1 {
+			t.Errorf("registry GETs = %d, want 1", got)
+		}
+	})
 }
 
 func TestCacheLRUBound(t *testing.T) {
