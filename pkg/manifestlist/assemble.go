@@ -228,6 +228,16 @@ func childError(e Entry, ref reference.Named, authFile string, err error) error 
 
 // isNotFound reports whether a containers/image error says the registry does
 // not have the manifest, blob or repository.
+//
+// The registry's error codes are matched with the archived
+// github.com/docker/distribution errcode package on purpose: containers/image
+// (go.podman.io/image/v5 v5.41.0, the version buildah v1.45.0 needs) decodes
+// registry errors into that package's types itself. Measured with a registry
+// answering 404 MANIFEST_UNKNOWN: errors.As finds the docker/distribution
+// errcode.Error and never the maintained
+// github.com/distribution/distribution/v3 one, so switching would silently
+// break this check; and the module stays in go.mod anyway, since
+// containers/image imports it.
 func isNotFound(err error) bool {
 	var ec errcode.Error
 	if errors.As(err, &ec) {

@@ -38,7 +38,9 @@ func dockerRef(t *testing.T, ref string) types.ImageReference {
 }
 
 // unauthorized reports whether err is the registry refusing credentials,
-// in either of the ways containers/image reports a 401.
+// in either of the ways containers/image reports a 401. The errcode type is
+// the archived docker/distribution one because containers/image returns it
+// (see isNotFound in pkg/manifestlist).
 func unauthorized(err error) bool {
 	var forCredentials docker.ErrUnauthorizedForCredentials
 	var registryErr errcode.Error
