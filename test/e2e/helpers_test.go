@@ -1,12 +1,7 @@
 package e2e
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,12 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"go.podman.io/image/v5/docker"
-	"go.podman.io/image/v5/manifest"
-	"go.podman.io/image/v5/pkg/blobinfocache/none"
-	"go.podman.io/image/v5/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -217,86 +206,24 @@ func entries(b *buildv1.Build) map[string]buildv1.BuildStatusPlatform {
 // indexChildren reads the index at ref and, for each child, its platform
 // ("os/arch") and the content of file in its top layer.
 func indexChildren(ctx context.Context, ref, file string) (map[string]string, error) {
-	imgRef, err := docker.ParseReference("//" + ref)
+	img, err := env.Bed.Registry.OpenImage(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	sys := env.Bed.Registry.SystemContext()
-	src, err := imgRef.NewImageSource(ctx, sys)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
-	raw, mt, err := src.GetManifest(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	if !manifest.MIMETypeIsMultiImage(mt) {
-		return nil, fmt.Errorf("%s is a %s, not an index", ref, mt)
-	}
-	list, err := manifest.ListFromBlob(raw, mt)
-	if err != nil {
-		return nil, err
-	}
-	oci, err := manifest.ConvertListToMIMEType(list, ocispec.MediaTypeImageIndex)
+	defer img.Close()
+	index, _, err := img.Index(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, m := range oci.(*manifest.OCI1Index).Manifests {
-		content, err := topLayerFile(ctx, src, m.Digest, file)
+	for _, m := range index.Manifests {
+		content, err := img.TopLayerFile(ctx, m.Digest, file)
 		if err != nil {
 			return nil, err
 		}
 		out[m.Platform.OS+"/"+m.Platform.Architecture] = strings.TrimSpace(content)
 	}
 	return out, nil
-}
-
-// topLayerFile is the content of path in the top layer of image d: what the
-// last build step wrote, read from the layer itself.
-func topLayerFile(ctx context.Context, src types.ImageSource, d digest.Digest, path string) (string, error) {
-	raw, mt, err := src.GetManifest(ctx, &d)
-	if err != nil {
-		return "", err
-	}
-	m, err := manifest.FromBlob(raw, mt)
-	if err != nil {
-		return "", err
-	}
-	layers := m.LayerInfos()
-	if len(layers) == 0 {
-		return "", fmt.Errorf("image %s has no layers", d)
-	}
-	top := layers[len(layers)-1]
-	blob, _, err := src.GetBlob(ctx, top.BlobInfo, none.NoCache)
-	if err != nil {
-		return "", err
-	}
-	defer blob.Close()
-	var rd io.Reader = blob
-	if strings.Contains(top.MediaType, "gzip") {
-		gz, err := gzip.NewReader(blob)
-		if err != nil {
-			return "", err
-		}
-		defer gz.Close()
-		rd = gz
-	}
-	tr := tar.NewReader(rd)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("no %s in the top layer of %s", path, d)
-		}
-		if err != nil {
-			return "", err
-		}
-		if strings.TrimPrefix(hdr.Name, "./") == strings.TrimPrefix(path, "/") {
-			data, err := io.ReadAll(tr)
-			return string(data), err
-		}
-	}
 }
 
 // processesOf lists the PIDs of processes whose environment says they run

@@ -27,10 +27,10 @@ func failOnS390x() string {
 // checkIndex checks that ref is an index of exactly the platforms want,
 // each child's /arch layer saying what uname -m says on that platform.
 func checkIndex(ctx context.Context, g Gomega, reg *bed.Registry, ref string, want []string) {
-	img, err := openImage(ctx, reg, ref)
+	img, err := reg.OpenImage(ctx, ref)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer img.Close()
-	index, _, err := img.index(ctx)
+	index, _, err := img.Index(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	var got []string
 	for _, d := range index.Manifests {
@@ -44,7 +44,7 @@ func checkIndex(ctx context.Context, g Gomega, reg *bed.Registry, ref string, wa
 		}
 		g.Expect(wanted).NotTo(BeEmpty(), "index entry %s is not one of %v", p, want)
 		got = append(got, wanted)
-		arch, err := img.childFile(ctx, d.Digest, "/arch")
+		arch, err := img.TopLayerFile(ctx, d.Digest, "/arch")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(strings.TrimSpace(arch)).To(Equal(unameOf[wanted]), "/arch of the %s image", wanted)
 	}
@@ -134,14 +134,14 @@ func TestBuildRunMounts(t *testing.T) {
 	ctxDir := writeContext(t, "FROM "+theBed.BaseImage+"\nRUN cat /mnt/data/hello > /out && ls /mnt/data > /listing\n")
 	log, code := runBuilder(t, nil, "build", "--platform", "linux/amd64", "-v", data+":/mnt/data:ro", "-t", out, ctxDir)
 	g.Expect(code).To(Equal(0), log)
-	img, err := openImage(t.Context(), theBed.Registry, out)
+	img, err := theBed.Registry.OpenImage(t.Context(), out)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer img.Close()
-	index, _, err := img.index(t.Context())
+	index, _, err := img.Index(t.Context())
 	g.Expect(err).NotTo(HaveOccurred())
-	got, err := img.childFile(t.Context(), index.Manifests[0].Digest, "/out")
+	got, err := img.TopLayerFile(t.Context(), index.Manifests[0].Digest, "/out")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(Equal("from the volume\n"))
-	_, err = img.childFile(t.Context(), index.Manifests[0].Digest, "/mnt/data/hello")
+	_, err = img.TopLayerFile(t.Context(), index.Manifests[0].Digest, "/mnt/data/hello")
 	g.Expect(err).To(MatchError(ContainSubstring("no /mnt/data/hello in the top layer")))
 }

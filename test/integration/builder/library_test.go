@@ -56,14 +56,14 @@ func TestLibraryInProcess(t *testing.T) {
 	g.Expect(out.Image.Digest).To(Equal(out.Pushed.Digest))
 	g.Expect(log.String()).To(ContainSubstring("STEP 4/6: ARG GREETING"))
 
-	img, err := openImage(ctx, theBed.Registry, dest)
+	img, err := theBed.Registry.OpenImage(ctx, dest)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer img.Close()
-	got, err := img.childFile(ctx, digestOf(out.Image.Digest), "/out")
+	got, err := img.TopLayerFile(ctx, digestOf(out.Image.Digest), "/out")
 	g.Expect(err).NotTo(HaveOccurred())
 	// Asked for linux/arm64, buildah says linux/arm64 too (as buildkit).
 	g.Expect(strings.TrimSpace(got)).To(Equal("hi linux/arm64 arm64 aarch64"))
-	labels, err := img.labels(ctx)
+	labels, err := img.Labels(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(labels).To(HaveKeyWithValue("team", "blue"))
 

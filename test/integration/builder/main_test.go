@@ -6,29 +6,19 @@
 package builder_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/buildah"
-	"go.podman.io/image/v5/docker"
-	"go.podman.io/image/v5/image"
-	"go.podman.io/image/v5/manifest"
-	"go.podman.io/image/v5/pkg/blobinfocache/none"
-	"go.podman.io/image/v5/types"
 
 	"github.com/archway-build/archway/pkg/build/dockercfg"
 	"github.com/archway-build/archway/test/bed"
@@ -123,107 +113,6 @@ func writeContext(t testing.TB, dockerfile string) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// registryImage reads images from one of the bed's registries.
-type registryImage struct {
-	reg *bed.Registry
-	ref string
-	src types.ImageSource
-}
-
-func openImage(ctx context.Context, reg *bed.Registry, ref string) (*registryImage, error) {
-	imgRef, err := docker.ParseReference("//" + ref)
-	if err != nil {
-		return nil, err
-	}
-	src, err := imgRef.NewImageSource(ctx, reg.SystemContext())
-	if err != nil {
-		return nil, err
-	}
-	return &registryImage{reg: reg, ref: ref, src: src}, nil
-}
-
-func (r *registryImage) Close() { _ = r.src.Close() }
-
-// index returns the image index the reference names.
-func (r *registryImage) index(ctx context.Context) (*manifest.OCI1Index, string, error) {
-	raw, mt, err := r.src.GetManifest(ctx, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	if !manifest.MIMETypeIsMultiImage(mt) {
-		return nil, mt, fmt.Errorf("%s is a %s, not an index", r.ref, mt)
-	}
-	list, err := manifest.ListFromBlob(raw, mt)
-	if err != nil {
-		return nil, mt, err
-	}
-	oci, err := manifest.ConvertListToMIMEType(list, ocispec.MediaTypeImageIndex)
-	if err != nil {
-		return nil, mt, err
-	}
-	return oci.(*manifest.OCI1Index), mt, nil
-}
-
-// childFile returns the content of path in the top layer of the child
-// image d of the index: what the last build step wrote, read from the
-// layer itself rather than from any metadata.
-func (r *registryImage) childFile(ctx context.Context, d digest.Digest, path string) (string, error) {
-	raw, mt, err := r.src.GetManifest(ctx, &d)
-	if err != nil {
-		return "", err
-	}
-	m, err := manifest.FromBlob(raw, mt)
-	if err != nil {
-		return "", err
-	}
-	layers := m.LayerInfos()
-	if len(layers) == 0 {
-		return "", fmt.Errorf("image %s has no layers", d)
-	}
-	top := layers[len(layers)-1]
-	blob, _, err := r.src.GetBlob(ctx, top.BlobInfo, none.NoCache)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = blob.Close() }()
-	var rd io.Reader = blob
-	if strings.Contains(top.MediaType, "gzip") {
-		gz, err := gzip.NewReader(blob)
-		if err != nil {
-			return "", err
-		}
-		defer func() { _ = gz.Close() }()
-		rd = gz
-	}
-	tr := tar.NewReader(rd)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("no %s in the top layer of %s", path, d)
-		}
-		if err != nil {
-			return "", err
-		}
-		if strings.TrimPrefix(hdr.Name, "./") == strings.TrimPrefix(path, "/") {
-			data, err := io.ReadAll(tr)
-			return string(data), err
-		}
-	}
-}
-
-// labels returns the labels of the image the reference names.
-func (r *registryImage) labels(ctx context.Context) (map[string]string, error) {
-	img, err := image.FromUnparsedImage(ctx, r.reg.SystemContext(), image.UnparsedInstance(r.src, nil))
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.OCIConfig(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return cfg.Config.Labels, nil
 }
 
 func digestOf(s string) digest.Digest { return digest.Digest(s) }

@@ -1,0 +1,125 @@
+package bed
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/image"
+	"go.podman.io/image/v5/manifest"
+	"go.podman.io/image/v5/pkg/blobinfocache/none"
+	"go.podman.io/image/v5/types"
+)
+
+// Image reads an image or an image index from one of the bed's registries,
+// so that tests check what a build pushed from the registry itself.
+type Image struct {
+	reg *Registry
+	ref string
+	src types.ImageSource
+}
+
+// OpenImage opens ref ("host/repo:tag" or "host/repo@digest") in r. Close
+// it when done.
+func (r *Registry) OpenImage(ctx context.Context, ref string) (*Image, error) {
+	imgRef, err := docker.ParseReference("//" + ref)
+	if err != nil {
+		return nil, err
+	}
+	src, err := imgRef.NewImageSource(ctx, r.SystemContext())
+	if err != nil {
+		return nil, err
+	}
+	return &Image{reg: r, ref: ref, src: src}, nil
+}
+
+// Close releases the image's registry connection.
+func (i *Image) Close() { _ = i.src.Close() }
+
+// Index returns the image index the reference names, as an OCI index
+// whatever its media type, and that media type.
+func (i *Image) Index(ctx context.Context) (*manifest.OCI1Index, string, error) {
+	raw, mt, err := i.src.GetManifest(ctx, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if !manifest.MIMETypeIsMultiImage(mt) {
+		return nil, mt, fmt.Errorf("%s is a %s, not an index", i.ref, mt)
+	}
+	list, err := manifest.ListFromBlob(raw, mt)
+	if err != nil {
+		return nil, mt, err
+	}
+	oci, err := manifest.ConvertListToMIMEType(list, ocispec.MediaTypeImageIndex)
+	if err != nil {
+		return nil, mt, err
+	}
+	return oci.(*manifest.OCI1Index), mt, nil
+}
+
+// TopLayerFile returns the content of path in the top layer of the image d
+// of the same repository (a child of the index): what the last build step
+// wrote, read from the layer itself rather than from any metadata.
+func (i *Image) TopLayerFile(ctx context.Context, d digest.Digest, path string) (string, error) {
+	raw, mt, err := i.src.GetManifest(ctx, &d)
+	if err != nil {
+		return "", err
+	}
+	m, err := manifest.FromBlob(raw, mt)
+	if err != nil {
+		return "", err
+	}
+	layers := m.LayerInfos()
+	if len(layers) == 0 {
+		return "", fmt.Errorf("image %s has no layers", d)
+	}
+	top := layers[len(layers)-1]
+	blob, _, err := i.src.GetBlob(ctx, top.BlobInfo, none.NoCache)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = blob.Close() }()
+	var rd io.Reader = blob
+	if strings.Contains(top.MediaType, "gzip") {
+		gz, err := gzip.NewReader(blob)
+		if err != nil {
+			return "", err
+		}
+		defer func() { _ = gz.Close() }()
+		rd = gz
+	}
+	tr := tar.NewReader(rd)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("no %s in the top layer of %s", path, d)
+		}
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimPrefix(hdr.Name, "./") == strings.TrimPrefix(path, "/") {
+			data, err := io.ReadAll(tr)
+			return string(data), err
+		}
+	}
+}
+
+// Labels returns the labels of the image the reference names.
+func (i *Image) Labels(ctx context.Context) (map[string]string, error) {
+	img, err := image.FromUnparsedImage(ctx, i.reg.SystemContext(), image.UnparsedInstance(i.src, nil))
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.OCIConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Config.Labels, nil
+}
