@@ -11,26 +11,26 @@ package placement
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/yaml"
 
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/test/bed"
@@ -99,7 +99,7 @@ func setup(ctx context.Context) (stopWebhook func(), err error) {
 	if stopWebhook, err = startWebhook(ctx); err != nil {
 		return func() {}, fmt.Errorf("starting the webhook: %w", err)
 	}
-	if err := registerWebhook(ctx); err != nil {
+	if err := registerWebhook(); err != nil {
 		return stopWebhook, fmt.Errorf("registering the webhook: %w", err)
 	}
 	suiteController, err = startController(suiteOptions())
@@ -170,25 +170,36 @@ func suiteOptions() placement.Options {
 	return o
 }
 
-// startWebhook serves the gate webhook over TLS on loopback with a
-// certificate made for the run; stop ends it and waits.
+// webhookInstall registers the webhook configurations of manifests/placement
+// as they are, through envtest: it makes a serving certificate and a port on
+// loopback for this process, and points each webhook's clientConfig at
+// them (service path -> URL, caBundle -> its CA).
+var webhookInstall *envtest.WebhookInstallOptions
+
+// startWebhook serves the gate webhook over TLS on loopback with the
+// certificate envtest made; stop ends it, waits, and removes the
+// certificate.
 func startWebhook(ctx context.Context) (stop func(), err error) {
-	dir, err := os.MkdirTemp(testBed.Dir, "webhook-certs-")
-	if err != nil {
+	dir := filepath.Join(bed.RepoRoot(), "manifests", "placement")
+	webhookInstall = &envtest.WebhookInstallOptions{
+		Paths: []string{
+			filepath.Join(dir, "mutating_webhook_configuration.yaml"),
+			filepath.Join(dir, "validating_webhook_configuration.yaml"),
+		},
+		LocalServingHost: "127.0.0.1",
+	}
+	// The certificate and port first: the server needs them before the
+	// configurations point the apiserver at it.
+	if err := webhookInstall.PrepWithoutInstalling(); err != nil {
 		return nil, err
 	}
-	if webhookCA, err = writeServingCert(dir); err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+	webhookCA = webhookInstall.LocalServingCAData
+	host, port := webhookInstall.LocalServingHost, webhookInstall.LocalServingPort
 	webhookMgr, err = ctrl.NewManager(testBed.Config, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}),
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: webhookInstall.LocalServingCertDir}),
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
@@ -205,8 +216,8 @@ func startWebhook(ctx context.Context) (stop func(), err error) {
 			fmt.Fprintln(os.Stderr, "webhook manager:", err)
 		}
 	}()
-	stop = func() { cancel(); <-done }
-	webhookURL = fmt.Sprintf("https://127.0.0.1:%d%s", port, placement.WebhookPath)
+	stop = func() { cancel(); <-done; _ = webhookInstall.Cleanup() }
+	webhookURL = "https://" + net.JoinHostPort(host, strconv.Itoa(port)) + placement.WebhookPath
 	syncCtx, cancelSync := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelSync()
 	if !webhookMgr.GetCache().WaitForCacheSync(syncCtx) {
@@ -220,37 +231,10 @@ func startWebhook(ctx context.Context) (stop func(), err error) {
 	return stop, nil
 }
 
-// registerWebhook creates the webhook configurations of
-// manifests/placement, pointed at this process.
-func registerWebhook(ctx context.Context) error {
-	dir := filepath.Join(bed.RepoRoot(), "manifests", "placement")
-	data, err := os.ReadFile(filepath.Join(dir, "mutating_webhook_configuration.yaml"))
-	if err != nil {
-		return err
-	}
-	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := yaml.UnmarshalStrict(data, mwc); err != nil {
-		return err
-	}
-	mwc.Annotations = nil
-	mwc.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: webhookCA}
-	if err := k8s.Create(ctx, mwc); err != nil {
-		return err
-	}
-	if data, err = os.ReadFile(filepath.Join(dir, "validating_webhook_configuration.yaml")); err != nil {
-		return err
-	}
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := yaml.UnmarshalStrict(data, vwc); err != nil {
-		return err
-	}
-	vwc.Annotations = nil
-	base := strings.TrimSuffix(webhookURL, placement.WebhookPath)
-	for i := range vwc.Webhooks {
-		url := base + *vwc.Webhooks[i].ClientConfig.Service.Path
-		vwc.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: webhookCA}
-	}
-	return k8s.Create(ctx, vwc)
+// registerWebhook creates the webhook configurations of manifests/placement,
+// pointed at this process, and waits until the apiserver has them.
+func registerWebhook() error {
+	return webhookInstall.Install(testBed.Config)
 }
 
 // controllerRun is a running manager with the placement controllers.
