@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -198,10 +197,11 @@ func finishManifestList(exitCode int32, message string) step {
 	}}
 }
 
-// wantNoPods checks that the build has no pod, and gets none.
+// wantNoPods checks that the build has no pod, and gets none once the
+// controller has handled the Build as it is.
 func wantNoPods() step {
 	return step{"no pod at all", func(h *harness) {
-		time.Sleep(300 * time.Millisecond)
+		h.waitHandled()
 		if pods := h.pods(); len(pods) > 0 {
 			h.t.Errorf("the build has pods %v", keys(pods))
 		}
@@ -294,7 +294,10 @@ func TestBuildController(t *testing.T) {
 				wantEvents(buildv1.EventReasonBuildStarted),
 				succeed(amd64, arm64, ppc64le),
 				{"no manifest list while a platform runs", func(h *harness) {
-					time.Sleep(200 * time.Millisecond)
+					// The controller counts the three platforms Complete
+					// in the write that follows any pod it creates for
+					// them.
+					h.waitBuild("platformsSummary 3/4", func(b *buildv1.Build) bool { return b.Status.PlatformsSummary == "3/4" })
 					if _, ok := h.pods()[build.ManifestListPodName(h.build)]; ok {
 						h.t.Error("manifest-list pod created before every platform ended")
 					}

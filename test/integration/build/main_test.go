@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -100,6 +103,20 @@ type controller struct {
 	cancel   context.CancelFunc
 	done     chan error
 	registry *prometheus.Registry
+
+	mu    sync.Mutex
+	marks map[string]bool // handledMark values on Builds the controller read
+}
+
+// handledMark is an annotation the test sets on a Build, and the controller
+// ignores, to learn when the controller has read the Build as it is now.
+const handledMark = "test.archway.dev/handled-mark"
+
+// sawMark reports whether the controller has read a Build marked mark.
+func (c *controller) sawMark(mark string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.marks[mark]
 }
 
 // startController runs the Build controller in this process, watching only
@@ -119,21 +136,41 @@ func startControllerWith(t testing.TB, ns string, cfg *configv1alpha1.BuildContr
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 	}
+	c := &controller{done: make(chan error, 1), registry: prometheus.NewRegistry(), marks: map[string]bool{}}
+	wrapped := interceptor.Funcs{}
 	if funcs != nil {
-		opts.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(config, options)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, *funcs), nil
+		wrapped = *funcs
+	}
+	get := wrapped.Get
+	// Every reconcile begins by reading its Build from the cache: the marks
+	// on what it read say which state of the Build it acted on.
+	wrapped.Get = func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		var err error
+		if get != nil {
+			err = get(ctx, cl, key, obj, opts...)
+		} else {
+			err = cl.Get(ctx, key, obj, opts...)
 		}
+		if b, ok := obj.(*buildv1.Build); ok && err == nil && b.Annotations[handledMark] != "" {
+			c.mu.Lock()
+			c.marks[b.Annotations[handledMark]] = true
+			c.mu.Unlock()
+		}
+		return err
+	}
+	opts.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
+		cl, err := client.NewWithWatch(config, options)
+		if err != nil {
+			return nil, err
+		}
+		return interceptor.NewClient(cl, wrapped), nil
 	}
 	mgr, err := ctrl.NewManager(testBed.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &controller{cancel: cancel, done: make(chan error, 1), registry: prometheus.NewRegistry()}
+	c.cancel = cancel
 	if err := build.Setup(ctx, mgr, cfg, build.Options{Registry: c.registry, SkipNameValidation: true}); err != nil {
 		cancel()
 		t.Fatal(err)
@@ -163,6 +200,7 @@ type harness struct {
 	build string
 	ctrl  *controller
 	cfg   *configv1alpha1.BuildControllerConfig
+	marks int // the last handledMark set
 }
 
 func newHarness(t *testing.T, prefix string) *harness {
@@ -243,6 +281,32 @@ func (h *harness) waitPhase(phase buildv1.BuildPhase, reason buildv1.StatusReaso
 	return h.waitBuild(fmt.Sprintf("phase %s, reason %q", phase, reason), func(b *buildv1.Build) bool {
 		return b.Status.Phase == phase && b.Status.Reason == reason
 	})
+}
+
+// waitHandled waits until the controller has finished a reconcile of the
+// Build as it is now, so that what that reconcile did not do can be checked.
+// It marks the Build twice (an annotation the controller ignores): a
+// reconcile that read the first mark acted on the Build as it is now, and
+// one that read the second began after that one ended, as a workqueue
+// reconciles one key at a time.
+func (h *harness) waitHandled() {
+	h.t.Helper()
+	for range 2 {
+		h.marks++
+		mark := strconv.Itoa(h.marks)
+		b := &buildv1.Build{}
+		b.Name, b.Namespace = h.build, h.ns
+		patch := []byte(`{"metadata":{"annotations":{"` + handledMark + `":"` + mark + `"}}}`)
+		if err := k8s.Patch(h.ctx, b, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			h.t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, bed.DefaultTimeout, true, func(context.Context) (bool, error) {
+			return h.ctrl.sawMark(mark), nil
+		})
+		if err != nil {
+			h.t.Fatalf("the controller never reconciled the build marked %s", mark)
+		}
+	}
 }
 
 // pods lists the case's pods of the Build, by name.

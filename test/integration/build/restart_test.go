@@ -131,7 +131,7 @@ func TestDeletingABuildDeletesItsPods(t *testing.T) {
 // once the secret exists.
 func TestMissingPushSecret(t *testing.T) {
 	h := newHarness(t, "secret")
-	startController(t, h.ns, testConfig(nil))
+	h.ctrl = startController(t, h.ns, testConfig(nil))
 	b := h.buildObj("app", amd64, arm64)
 	b.Spec.Output.PushSecret = &corev1.LocalObjectReference{Name: "push"}
 	h.create(b)
