@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
@@ -85,10 +86,24 @@ func TestConfigDeletionReleasesGatedPods(t *testing.T) {
 	// Inspections of this registry hang: the pods stay gated.
 	image := blackholeRegistry(t) + "/placement/hangs:1"
 	const n = 20
+	misses := map[string]string{"cache": "tag", "result": "miss"}
+	before, err := gatherCounter("archway_placement_image_cache_lookups_total", misses)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		h.create(makePod(h.ns, fmt.Sprintf("held-%d", i)).image(image).obj())
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Each pod's reconcile looks its image's tag up in the cache (a miss,
+	// as the one inspection hangs) and waits: once there are n more
+	// misses, the controller has handled every pod and held it.
+	err = wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		now, err := gatherCounter("archway_placement_image_cache_lookups_total", misses)
+		return now-before >= n, err
+	})
+	if err != nil {
+		t.Fatalf("the controller did not look up the images of the %d pods: %v", n, err)
+	}
 	var pods corev1.PodList
 	if err := k8s.List(h.ctx, &pods, client.InNamespace(h.ns)); err != nil {
 		t.Fatal(err)
