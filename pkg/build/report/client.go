@@ -6,11 +6,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kfields "k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -65,17 +67,23 @@ func (c *Client) Get(ctx context.Context, key types.NamespacedName) (*buildv1.Bu
 	return BuildFromUnstructured(u)
 }
 
-// Watch watches one Build from resourceVersion on ("" for its current
-// state first), with bookmarks, so that the last version seen keeps up with
-// the apiserver while the Build does not change. Events carry
-// *unstructured.Unstructured objects (see BuildFromUnstructured), also for
-// errors (a Status: apierrors.FromObject reads it).
-func (c *Client) Watch(ctx context.Context, key types.NamespacedName, resourceVersion string) (watch.Interface, error) {
-	return c.builds.Namespace(key.Namespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector:       "metadata.name=" + key.Name,
-		ResourceVersion:     resourceVersion,
-		AllowWatchBookmarks: true,
-	})
+// ListWatch lists and watches the one Build (a field selector on its
+// name), with bookmarks, for client-go's informers and watch tools. Lists
+// and watches carry *unstructured.Unstructured objects (see
+// BuildFromUnstructured).
+func (c *Client) ListWatch(key types.NamespacedName) cache.ListerWatcher {
+	builds := c.builds.Namespace(key.Namespace)
+	selector := kfields.OneTermEqualSelector("metadata.name", key.Name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = selector
+			return builds.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector, opts.AllowWatchBookmarks = selector, true
+			return builds.Watch(ctx, opts)
+		},
+	}
 }
 
 // ApplyStatus server-side applies status (the fields to own, as JSON

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 

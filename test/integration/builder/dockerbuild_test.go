@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -344,23 +346,27 @@ func TestReportClient(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Spec.Platforms).To(Equal([]string{"linux/amd64", "linux/arm64"}))
 
-	w, err := c.Watch(ctx, key, got.ResourceVersion)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer w.Stop()
+	// The list and watch the manifest-list pod follows a Build with (an
+	// informer's, streaming its initial list from the apiserver) sees what
+	// the platforms' reporters write.
 	for _, p := range []string{"linux/amd64", "linux/arm64"} {
 		r := report.NewPlatformReporter(c, key, p, "pod-"+p)
 		g.Expect(r.Running(ctx)).To(Succeed())
 	}
-	select {
-	case ev := <-w.ResultChan():
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = watchtools.UntilWithSync(wctx, c.ListWatch(key), &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
 		u, ok := ev.Object.(*unstructured.Unstructured)
-		g.Expect(ok).To(BeTrue(), "event object %T", ev.Object)
+		if !ok {
+			return false, fmt.Errorf("event object %T", ev.Object)
+		}
 		seen, err := report.BuildFromUnstructured(u)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(seen.Name).To(Equal("rc-1"))
-	case <-time.After(30 * time.Second):
-		t.Fatal("no watch event")
-	}
+		if err != nil || seen.Name != "rc-1" {
+			return false, fmt.Errorf("event for %s: %w", u.GetName(), err)
+		}
+		return len(seen.Status.Platforms) == 2, nil
+	})
+	g.Expect(err).NotTo(HaveOccurred(), "the list and watch of the Build shows both entries")
 	got, err = c.Get(ctx, key)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Status.Platforms).To(HaveLen(2))

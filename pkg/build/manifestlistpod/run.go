@@ -1,0 +1,408 @@
+// Package manifestlistpod is what the last pod of a multi-platform Build
+// does (`builder manifest-list`): it waits until every entry of the Build's
+// status.platforms has finished, checks the platforms' images, pushes the
+// manifest list (OCI index) to spec.output.to, records its digest and
+// removes the per-platform tags. For a Build that ended without a manifest
+// list (the controller starts the pod then, once every platform pod has
+// ended) it only removes the tags.
+//
+// The flow talks to the apiserver and the registry through two small
+// interfaces (Builds, Registry), so that its decisions are tested without
+// either; the command in cmd/builder only wires flags to a Run.
+package manifestlistpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.podman.io/image/v5/docker/reference"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/report"
+	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/platform"
+)
+
+// FieldManager is the field manager of everything the manifest-list pod
+// writes to a Build's status, so that its fields never collide with the
+// controller's or the platform pods'.
+const FieldManager = "archway-builder-manifest-list"
+
+// untagTimeout bounds the untagging at the end, which runs even when the
+// wait for the platforms ran out of time.
+const untagTimeout = 2 * time.Minute
+
+// Builds reads, follows and writes the one Build; *report.Client is one.
+type Builds interface {
+	Get(ctx context.Context, key types.NamespacedName) (*buildv1.Build, error)
+	// ListWatch lists and watches the Build alone.
+	ListWatch(key types.NamespacedName) cache.ListerWatcher
+	ApplyStatus(ctx context.Context, key types.NamespacedName, manager string, status map[string]any) error
+}
+
+// Registry pushes manifest lists and removes tags.
+type Registry interface {
+	Assemble(ctx context.Context, opts manifestlist.Options) (*manifestlist.Result, error)
+	Untag(ctx context.Context, access manifestlist.Access, refs ...string) error
+}
+
+// Registries is the Registry of package manifestlist.
+type Registries struct{}
+
+// Assemble pushes a manifest list (manifestlist.Assemble).
+func (Registries) Assemble(ctx context.Context, opts manifestlist.Options) (*manifestlist.Result, error) {
+	return manifestlist.Assemble(ctx, opts)
+}
+
+// Untag removes tags (manifestlist.Untag).
+func (Registries) Untag(ctx context.Context, access manifestlist.Access, refs ...string) error {
+	return manifestlist.Untag(ctx, access, refs...)
+}
+
+// Run is one run of the manifest-list pod.
+type Run struct {
+	// Builds reads, watches and writes the Build.
+	Builds Builds
+	// Registry pushes the index and removes tags.
+	Registry Registry
+	// Key names the Build.
+	Key types.NamespacedName
+	// Access holds the registry credentials and TLS policy.
+	Access manifestlist.Access
+	// InsecureRegistries are reached without TLS checks, as are loopback
+	// registries (as docker-build does).
+	InsecureRegistries []string
+	// Out receives the log.
+	Out io.Writer
+	// TerminationLog is the file the failure reason goes to, if it exists
+	// (the pod's termination message).
+	TerminationLog string
+	// WaitTimeout bounds the wait for the platforms (and
+	// spec.completionDeadlineSeconds bounds it further).
+	WaitTimeout time.Duration
+}
+
+func (r *Run) logf(format string, args ...any) {
+	fmt.Fprintf(r.Out, format+"\n", args...)
+}
+
+// Do waits for the Build's platforms, then pushes the manifest list, or
+// fails saying why; the per-platform tags are removed either way. For a
+// Build that already ended without a manifest list it only removes them.
+func (r *Run) Do(ctx context.Context) error {
+	build, waitErr := r.wait(ctx)
+	start := time.Now()
+	if build == nil {
+		return r.fail(ctx, nil, buildv1.StatusReasonManifestListFailed, waitErr)
+	}
+	output := ""
+	if build.Spec.Output.To != nil {
+		output = build.Spec.Output.To.Name
+	}
+	if output == "" {
+		r.logf("The build has no output (spec.output.to): there is no manifest list to push.")
+		return nil
+	}
+	if kind := build.Spec.Output.To.Kind; kind != "" && kind != "DockerImage" {
+		return r.fail(ctx, build, buildv1.StatusReasonInvalidOutputReference,
+			fmt.Errorf("output kind %s is not supported: use DockerImage", kind))
+	}
+	if host := registryOf(output); host != "" && (slices.Contains(r.InsecureRegistries, host) || imagebuild.IsLoopback(host)) {
+		r.Access.Insecure = true
+	}
+	tags := r.platformTags(build, output)
+	if waitErr == nil && build.Status.Phase.IsTerminal() && build.Status.Phase != buildv1.BuildPhaseComplete {
+		// The controller starts this pod for a Build that ended without a
+		// manifest list once every platform pod has ended: removing the
+		// tags is all there is to do, and nothing can tag again after it.
+		r.logf("The build ended (%s) without a manifest list: removing the per-platform tags.", describePhase(build))
+		untagErr := r.untag(ctx, tags)
+		cond := map[string]any{"type": string(buildv1.BuildConditionPlatformTagsRemoved), "status": "True",
+			"reason": buildv1.ReasonPlatformTagsRemoved, "message": "Removed " + strings.Join(tags, ", ") + "."}
+		if untagErr != nil {
+			cond["status"], cond["reason"] = "False", buildv1.ReasonRemovingPlatformTagsFailed
+			cond["message"] = "Removing the per-platform tags failed: " + untagErr.Error()
+		}
+		now := time.Now().UTC().Format(time.RFC3339)
+		cond["lastUpdateTime"], cond["lastTransitionTime"] = now, now
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := r.applyStatus(wctx, map[string]any{"conditions": []any{cond}}); err != nil {
+			r.logf("Warning: recording the removal in Build %s: %v", r.Key, err)
+		}
+		if untagErr != nil {
+			return r.fail(ctx, nil, buildv1.StatusReasonManifestListFailed, fmt.Errorf("removing the per-platform tags: %w", untagErr))
+		}
+		return nil
+	}
+	// Untag at the end whatever happens: after a push, a failure, or running
+	// out of time.
+	defer func() {
+		if err := r.untag(ctx, tags); err != nil {
+			// A courtesy to the registry here: never a reason to fail.
+			r.logf("Warning: removing per-platform tags: %v", err)
+		}
+	}()
+
+	if waitErr != nil {
+		return r.fail(ctx, build, buildv1.StatusReasonManifestListFailed, waitErr)
+	}
+	if build.Status.Cancelled {
+		return r.fail(ctx, nil, buildv1.StatusReasonCancelledBuild, errors.New("the build was cancelled"))
+	}
+	sel, err := manifestlist.Select(build.Status.Platforms, build.Spec.PlatformsAllowedToFail)
+	if err != nil {
+		return r.fail(ctx, build, manifestlist.ReasonOf(err), err)
+	}
+	for _, p := range sel.Skipped {
+		r.logf("Leaving out %s, which is allowed to fail: %s %s %s", p.Platform, p.Phase, p.Reason, p.Message)
+	}
+	entries, err := manifestlist.Entries(sel.Included)
+	if err != nil {
+		return r.fail(ctx, build, manifestlist.ReasonOf(err), err)
+	}
+	r.logf("Pushing the manifest list of %d platforms to %s", len(entries), output)
+	res, err := r.Registry.Assemble(ctx, manifestlist.Options{Output: output, Entries: entries, Access: r.Access})
+	if err != nil {
+		return r.fail(ctx, build, manifestlist.ReasonOf(err), err)
+	}
+	if err := r.recordOutput(ctx, output, res); err != nil {
+		return r.fail(ctx, build, buildv1.StatusReasonManifestListFailed,
+			fmt.Errorf("the manifest list %s was pushed, but recording it in the Build failed: %w", res.Reference, err))
+	}
+	r.printResult(res, time.Since(start))
+	return nil
+}
+
+// wait returns the Build once every platform has finished (or the Build
+// itself has). It reads the Build, then follows it with client-go's
+// UntilWithSync (a list and watch of the one Build, listed again when a
+// watch cannot resume), so no change is missed. On error it also returns
+// the last Build it saw, if any, so the per-platform tags can still be
+// removed.
+func (r *Run) wait(ctx context.Context) (*buildv1.Build, error) {
+	build, err := r.Builds.Get(ctx, r.Key)
+	if err != nil {
+		return nil, fmt.Errorf("reading Build %s: %w", r.Key, err)
+	}
+	timeout := r.WaitTimeout
+	if d := build.Spec.CompletionDeadlineSeconds; d != nil && *d > 0 {
+		deadline := time.Duration(*d) * time.Second
+		if build.Status.StartTimestamp != nil {
+			deadline -= time.Since(build.Status.StartTimestamp.Time)
+		}
+		timeout = min(timeout, max(deadline, time.Minute))
+	}
+	lastWaiting := ""
+	done := func(b *buildv1.Build) bool {
+		build = b
+		if finished(b) {
+			return true
+		}
+		if w := waitingFor(b); w != lastWaiting {
+			r.logf("Waiting for %s", w)
+			lastWaiting = w
+		}
+		return false
+	}
+	if done(build) {
+		return build, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err = watchtools.UntilWithSync(ctx, r.Builds.ListWatch(r.Key), &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
+		switch ev.Type {
+		case watch.Deleted:
+			return false, fmt.Errorf("the Build %s was deleted while waiting for its platforms", r.Key)
+		case watch.Added, watch.Modified:
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				return false, nil
+			}
+			b, err := report.BuildFromUnstructured(u)
+			if err != nil {
+				return false, err
+			}
+			return done(b), nil
+		}
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return build, nil
+	case errors.Is(err, watchtools.ErrWatchClosed), ctx.Err() != nil:
+		return build, fmt.Errorf("platforms still not finished after %s: %s", timeout.Round(time.Second), waitingFor(build))
+	}
+	return build, err
+}
+
+// finished reports whether there is nothing more to wait for: every
+// platform has finished, or the build itself has ended or is being
+// cancelled.
+func finished(b *buildv1.Build) bool {
+	return manifestlist.Terminal(b.Status.Platforms, b.Spec.Platforms) ||
+		b.Status.Phase.IsTerminal() || b.Status.Cancelled
+}
+
+// waitingFor lists the platforms that have not finished, for the log.
+func waitingFor(b *buildv1.Build) string {
+	var waiting []string
+	have := map[string]bool{}
+	for _, p := range b.Status.Platforms {
+		have[p.Platform] = true
+		if !p.Phase.IsTerminal() {
+			phase := string(p.Phase)
+			if phase == "" {
+				phase = "not started"
+			}
+			waiting = append(waiting, p.Platform+" ("+phase+")")
+		}
+	}
+	for _, p := range b.Spec.Platforms {
+		if !have[p] {
+			waiting = append(waiting, p+" (no status yet)")
+		}
+	}
+	if len(waiting) == 0 {
+		return "the build's platforms to be listed in its status"
+	}
+	return strings.Join(waiting, ", ")
+}
+
+// platformTags are the per-platform tags to remove: one for every platform
+// the Build targets or has a status entry for, plus any other tag of the
+// output's repository a platform recorded pushing to. The output tag itself
+// is never among them.
+func (r *Run) platformTags(b *buildv1.Build, output string) []string {
+	var platforms []string
+	platforms = append(platforms, b.Spec.Platforms...)
+	for _, p := range b.Status.Platforms {
+		platforms = append(platforms, p.Platform)
+	}
+	tags, err := platform.Tags(output, platforms)
+	if err != nil {
+		r.logf("Warning: %v", err)
+	}
+	for _, p := range b.Status.Platforms {
+		if tag, ok := otherTagOfRepository(p.OutputDockerImageReference, output); ok && !slices.Contains(tags, tag) {
+			tags = append(tags, tag)
+		}
+	}
+	return tags
+}
+
+// otherTagOfRepository returns ref spelled in full when it names a tag (and
+// no digest) in output's repository other than output's own tag.
+func otherTagOfRepository(ref, output string) (string, bool) {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return "", false
+	}
+	tagged, ok := named.(reference.NamedTagged)
+	if _, digested := named.(reference.Digested); !ok || digested {
+		return "", false
+	}
+	out, err := reference.ParseNormalizedNamed(output)
+	if err != nil {
+		return "", false
+	}
+	outTagged, ok := reference.TagNameOnly(out).(reference.NamedTagged)
+	if !ok || out.Name() != named.Name() || outTagged.Tag() == tagged.Tag() {
+		return "", false
+	}
+	return tagged.String(), true
+}
+
+// untag removes the per-platform tags (those already gone are no error).
+func (r *Run) untag(ctx context.Context, tags []string) error {
+	if len(tags) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), untagTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := r.Registry.Untag(ctx, r.Access, tags...); err != nil {
+		return err
+	}
+	r.logf("Removed the per-platform tags %s in %s", strings.Join(tags, ", "), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// describePhase says how a Build ended: "Failed: PlatformBuildFailed".
+func describePhase(b *buildv1.Build) string {
+	if b.Status.Reason == "" {
+		return string(b.Status.Phase)
+	}
+	return string(b.Status.Phase) + ": " + string(b.Status.Reason)
+}
+
+// recordOutput writes the manifest list's digest and the output reference
+// to the Build's status with server-side apply, touching nothing else.
+func (r *Run) recordOutput(ctx context.Context, output string, res *manifestlist.Result) error {
+	return r.applyStatus(ctx, map[string]any{
+		"outputDockerImageReference": output,
+		"output":                     map[string]any{"to": map[string]any{"imageDigest": res.Digest.String()}},
+	})
+}
+
+func (r *Run) applyStatus(ctx context.Context, status map[string]any) error {
+	return r.Builds.ApplyStatus(ctx, r.Key, FieldManager, status)
+}
+
+// fail reports why no manifest list was pushed: in the log, in the Build's
+// status.reason and status.message (when there is a Build that has not
+// ended: a reason the controller already gave an ended Build stays), and in
+// the pod's termination message, for the controller to set the phase.
+func (r *Run) fail(ctx context.Context, build *buildv1.Build, reason buildv1.StatusReason, err error) error {
+	r.logf("No manifest list pushed: %s: %v", reason, err)
+	if build != nil && !build.Status.Phase.IsTerminal() {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if aerr := r.applyStatus(wctx, map[string]any{"reason": string(reason), "message": err.Error()}); aerr != nil {
+			r.logf("Warning: recording the failure in Build %s: %v", r.Key, aerr)
+		}
+	}
+	if r.TerminationLog != "" {
+		if _, serr := os.Stat(r.TerminationLog); serr == nil {
+			_ = os.WriteFile(r.TerminationLog, []byte(string(reason)+": "+err.Error()), 0o644)
+		}
+	}
+	return fmt.Errorf("%s: %w", reason, err)
+}
+
+func (r *Run) printResult(res *manifestlist.Result, took time.Duration) {
+	r.logf("Pushed %s (%s) in %s", res.Reference, res.MediaType, took.Round(time.Millisecond))
+	tw := tabwriter.NewWriter(r.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLATFORM\tLISTED AS\tDIGEST\tSIZE\tMEDIA TYPE")
+	for _, c := range res.Children {
+		listed := c.Config.OS + "/" + c.Config.Architecture
+		if c.Config.Variant != "" {
+			listed += "/" + c.Config.Variant
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", c.Platform, listed, c.Digest, c.Size, c.MediaType)
+	}
+	_ = tw.Flush()
+}
+
+// registryOf returns the registry ("host" or "host:port") of an image
+// reference, or "" when it does not parse.
+func registryOf(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ""
+	}
+	return reference.Domain(named)
+}

@@ -1,0 +1,302 @@
+package manifestlistpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/manifestlist"
+)
+
+const output = "registry.example.com/team/app:v1"
+
+var (
+	key  = types.NamespacedName{Namespace: "team", Name: "app-1"}
+	four = []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
+)
+
+// builds is the Builds of a test: Get returns the Build as it was first,
+// the list and watch start from it, and send delivers later versions.
+type builds struct {
+	mu      sync.Mutex
+	first   *buildv1.Build
+	watcher *watch.FakeWatcher
+	watched chan struct{}
+	applied []map[string]any
+}
+
+func newBuilds(b *buildv1.Build) *builds {
+	return &builds{first: b, watcher: watch.NewFakeWithChanSize(10, false), watched: make(chan struct{})}
+}
+
+func (f *builds) Get(context.Context, types.NamespacedName) (*buildv1.Build, error) {
+	return f.first.DeepCopy(), nil
+}
+
+func (f *builds) ListWatch(types.NamespacedName) cache.ListerWatcher {
+	var once sync.Once
+	return noWatchList{&cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": buildv1.GroupVersion.String(), "kind": "BuildList"}}
+			list.SetResourceVersion("1")
+			list.Items = []unstructured.Unstructured{*toUnstructured(f.first)}
+			return list, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			once.Do(func() { close(f.watched) })
+			return f.watcher, nil
+		},
+	}}
+}
+
+// noWatchList says the test's list and watch have no streaming list
+// (initial events ended by a bookmark), as an apiserver has: the informer
+// lists, then watches.
+type noWatchList struct{ *cache.ListWatch }
+
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
+
+// send delivers a later version of the Build once the watch has started.
+func (f *builds) send(t *testing.T, typ watch.EventType, b *buildv1.Build) {
+	t.Helper()
+	<-f.watched
+	f.watcher.Action(typ, toUnstructured(b))
+}
+
+func (f *builds) ApplyStatus(_ context.Context, _ types.NamespacedName, manager string, status map[string]any) error {
+	if manager != FieldManager {
+		return fmt.Errorf("applied as %s", manager)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = append(f.applied, status)
+	return nil
+}
+
+func (f *builds) lastApplied() map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.applied) == 0 {
+		return nil
+	}
+	return f.applied[len(f.applied)-1]
+}
+
+func toUnstructured(b *buildv1.Build) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
+	if err != nil {
+		panic(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(buildv1.GroupVersion.String())
+	u.SetKind("Build")
+	return u
+}
+
+// registry records what the flow asks of the registry.
+type registry struct {
+	mu        sync.Mutex
+	assembled []manifestlist.Options
+	untagged  [][]string
+	untagErr  error
+}
+
+func (r *registry) Assemble(_ context.Context, opts manifestlist.Options) (*manifestlist.Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.assembled = append(r.assembled, opts)
+	d := digest.FromString("index")
+	return &manifestlist.Result{Digest: d, Reference: "registry.example.com/team/app@" + d.String()}, nil
+}
+
+func (r *registry) Untag(_ context.Context, _ manifestlist.Access, refs ...string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.untagged = append(r.untagged, refs)
+	return r.untagErr
+}
+
+// build is a four-platform Build with each platform's entry in phase.
+func build(phase buildv1.BuildPhase, entries map[string]buildv1.BuildPhase) *buildv1.Build {
+	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, ResourceVersion: "1"}}
+	b.Spec.Platforms = four
+	b.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: output}
+	b.Status.Phase = phase
+	for _, p := range four {
+		e := buildv1.BuildStatusPlatform{Platform: p, Phase: entries[p]}
+		if e.Phase == buildv1.BuildPhaseComplete {
+			parts := strings.Split(p, "/")
+			e.Output = &buildv1.BuildStatusPlatformOutput{ImageDigest: digest.FromString(p).String(), OS: parts[0], Architecture: parts[1]}
+		}
+		if e.Phase == buildv1.BuildPhaseFailed {
+			e.Reason, e.Message = buildv1.StatusReasonDockerBuildFailed, "exit status 1"
+		}
+		b.Status.Platforms = append(b.Status.Platforms, e)
+	}
+	return b
+}
+
+func allIn(phase buildv1.BuildPhase) map[string]buildv1.BuildPhase {
+	m := map[string]buildv1.BuildPhase{}
+	for _, p := range four {
+		m[p] = phase
+	}
+	return m
+}
+
+func perPlatformTags() []string {
+	var tags []string
+	for _, p := range four {
+		tags = append(tags, output+"-"+strings.ReplaceAll(p, "/", "-"))
+	}
+	return tags
+}
+
+func newRun(b *builds, r *registry) (*Run, *strings.Builder) {
+	out := &strings.Builder{}
+	return &Run{Builds: b, Registry: r, Key: key, Out: out, WaitTimeout: time.Minute}, out
+}
+
+func TestWaitsThenPushes(t *testing.T) {
+	b, reg := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))), &registry{}
+	run, out := newRun(b, reg)
+	done := make(chan error, 1)
+	go func() { done <- run.Do(context.Background()) }()
+	b.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)))
+	if err := <-done; err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+	if len(reg.assembled) != 1 || reg.assembled[0].Output != output || len(reg.assembled[0].Entries) != 4 {
+		t.Errorf("assembled %+v, want one list of four platforms at %s", reg.assembled, output)
+	}
+	if len(reg.untagged) != 1 || !slices.Equal(reg.untagged[0], perPlatformTags()) {
+		t.Errorf("untagged %v, want %v", reg.untagged, perPlatformTags())
+	}
+	st := b.lastApplied()
+	if st["outputDockerImageReference"] != output || st["output"] == nil {
+		t.Errorf("recorded %v, want the output and its digest", st)
+	}
+	if !strings.Contains(out.String(), "Waiting for linux/amd64 (Running)") {
+		t.Errorf("log does not say what it waited for:\n%s", out)
+	}
+}
+
+func TestEndedBuildOnlyUntags(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		untagErr error
+		wantErr  bool
+		wantCond string
+	}{
+		{name: "tags removed", wantCond: "True"},
+		{name: "tags cannot be removed", untagErr: errors.New("DELETE: 401 Unauthorized"), wantErr: true, wantCond: "False"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ended := build(buildv1.BuildPhaseFailed, map[string]buildv1.BuildPhase{"linux/amd64": buildv1.BuildPhaseComplete,
+				"linux/arm64": buildv1.BuildPhaseCancelled, "linux/ppc64le": buildv1.BuildPhaseCancelled, "linux/s390x": buildv1.BuildPhaseFailed})
+			b, reg := newBuilds(ended), &registry{untagErr: tt.untagErr}
+			run, out := newRun(b, reg)
+			err := run.Do(context.Background())
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Do: %v, want error %v\n%s", err, tt.wantErr, out)
+			}
+			if len(reg.assembled) != 0 {
+				t.Errorf("a manifest list was pushed for an ended build: %+v", reg.assembled)
+			}
+			if len(reg.untagged) != 1 || !slices.Equal(reg.untagged[0], perPlatformTags()) {
+				t.Errorf("untagged %v, want %v", reg.untagged, perPlatformTags())
+			}
+			conds, _ := b.lastApplied()["conditions"].([]any)
+			if len(conds) != 1 || conds[0].(map[string]any)["status"] != tt.wantCond {
+				t.Errorf("applied %v, want the PlatformTagsRemoved condition %s", b.lastApplied(), tt.wantCond)
+			}
+		})
+	}
+}
+
+func TestFailsWithoutPushing(t *testing.T) {
+	tests := []struct {
+		name       string
+		first      *buildv1.Build
+		then       *buildv1.Build
+		event      watch.EventType
+		timeout    time.Duration
+		wantReason buildv1.StatusReason
+		wantMsg    string
+	}{
+		{
+			name:       "a required platform failed",
+			first:      build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)),
+			then:       build(buildv1.BuildPhaseRunning, map[string]buildv1.BuildPhase{"linux/amd64": "Complete", "linux/arm64": "Complete", "linux/ppc64le": "Complete", "linux/s390x": "Failed"}),
+			event:      watch.Modified,
+			wantReason: buildv1.StatusReasonPlatformBuildFailed,
+			wantMsg:    "linux/s390x",
+		},
+		{
+			name:  "the build was cancelled",
+			first: build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)),
+			then: func() *buildv1.Build {
+				b := build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))
+				b.Status.Cancelled = true
+				return b
+			}(),
+			event:      watch.Modified,
+			wantReason: buildv1.StatusReasonCancelledBuild,
+			wantMsg:    "cancelled",
+		},
+		{
+			name:       "the build was deleted",
+			first:      build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)),
+			then:       build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)),
+			event:      watch.Deleted,
+			wantReason: buildv1.StatusReasonManifestListFailed,
+			wantMsg:    "deleted",
+		},
+		{
+			name:       "the platforms do not finish in time",
+			first:      build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)),
+			timeout:    100 * time.Millisecond,
+			wantReason: buildv1.StatusReasonManifestListFailed,
+			wantMsg:    "linux/s390x (Running)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, reg := newBuilds(tt.first), &registry{}
+			run, out := newRun(b, reg)
+			if tt.timeout > 0 {
+				run.WaitTimeout = tt.timeout
+			}
+			done := make(chan error, 1)
+			go func() { done <- run.Do(context.Background()) }()
+			if tt.then != nil {
+				b.send(t, tt.event, tt.then)
+			}
+			err := <-done
+			if err == nil || !strings.Contains(err.Error(), string(tt.wantReason)) || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("Do: %v, want %s saying %q\n%s", err, tt.wantReason, tt.wantMsg, out)
+			}
+			if len(reg.assembled) != 0 {
+				t.Errorf("a manifest list was pushed: %+v", reg.assembled)
+			}
+			if len(reg.untagged) != 1 {
+				t.Errorf("untagged %v, want the per-platform tags removed once", reg.untagged)
+			}
+		})
+	}
+}
