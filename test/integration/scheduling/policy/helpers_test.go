@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
@@ -20,7 +21,7 @@ func makePod(ns, name string) *podWrapper {
 	return &podWrapper{pod: &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: ptrTo[int64](0),
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
 			Containers:                    []corev1.Container{{Name: "c", Image: "registry.invalid/app:1"}},
 		},
 	}}
@@ -53,8 +54,6 @@ func (w *podWrapper) requiredTerms(terms ...corev1.NodeSelectorTerm) *podWrapper
 }
 
 func (w *podWrapper) obj() *corev1.Pod { return w.pod }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func requiredAffinity(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
 	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
@@ -107,7 +108,7 @@ func exerciseControlPlane(ctx context.Context, t *testing.T, prefix string) {
 		},
 		&appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-deploy"},
-			Spec:       appsv1.DeploymentSpec{Replicas: ptrTo[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels("deploy")}, Template: template("deploy", true)},
+			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels("deploy")}, Template: template("deploy", true)},
 		},
 		&batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-job"},

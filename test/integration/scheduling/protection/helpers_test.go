@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
@@ -85,7 +86,7 @@ func makePod(ns, name string) *podWrapper {
 	return &podWrapper{pod: &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: ptrTo[int64](0),
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
 			Containers:                    []corev1.Container{{Name: "c", Image: "busybox"}},
 		},
 	}}
@@ -109,8 +110,6 @@ func (w *podWrapper) onControlPlane() *podWrapper {
 func (w *podWrapper) nodeName(n string) *podWrapper      { w.pod.Spec.NodeName = n; return w }
 func (w *podWrapper) schedulerName(n string) *podWrapper { w.pod.Spec.SchedulerName = n; return w }
 func (w *podWrapper) obj() *corev1.Pod                   { return w.pod.DeepCopy() }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // harness is one case: a namespace and helpers failing the case.
 type harness struct {
