@@ -148,7 +148,25 @@ func run(cmd *cobra.Command, opts *options) error {
 		return fmt.Errorf("no component to run: --controllers=%s selects none of: %s",
 			strings.Join(opts.controllers, ","), strings.Join(componentNames(), ", "))
 	}
+	if err := checkPlacementPair(enabled); err != nil {
+		return err
+	}
 	return runManager(cmd.Context(), opts, enabled)
+}
+
+// checkPlacementPair refuses the placement webhook without the placement
+// controller: a process that could gate pods must be one that releases
+// them. (The webhook gates only while a controller's heartbeat is fresh in
+// any case; this makes the mistake fail at start instead of doing nothing.)
+func checkPlacementPair(enabled []component) error {
+	has := func(name string) bool {
+		return slices.ContainsFunc(enabled, func(c component) bool { return c.name == name })
+	}
+	if has("placement-webhook") && !has("pod-placement") {
+		return fmt.Errorf("--controllers: placement-webhook needs pod-placement in the same process " +
+			"(the gate it adds is removed only by the placement controller): use --controllers=...,placement-webhook,pod-placement")
+	}
+	return nil
 }
 
 func main() {

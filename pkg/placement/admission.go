@@ -32,6 +32,7 @@ func isReservedNamespace(ns, own string) bool {
 const (
 	skipNoConfig          = "no-config"
 	skipConfigDeleting    = "config-deleting"
+	skipNoController      = "no-controller"
 	skipReservedNamespace = "reserved-namespace"
 	skipNamespaceSelector = "namespace-not-selected"
 	skipNodeName          = "node-name"
@@ -49,6 +50,9 @@ type admissionInput struct {
 	namespaceLabels labels.Set // nil when unknown
 	config          *multiarchv1beta1.ClusterPodPlacementConfig
 	ownNamespace    string
+	// controllerAlive: a placement controller's heartbeat is fresh, so a
+	// gate added now will be removed.
+	controllerAlive bool
 }
 
 // shouldGate decides whether a new pod gets the scheduling gate, and when
@@ -59,6 +63,8 @@ func shouldGate(in admissionInput) (bool, string) {
 		return false, skipNoConfig
 	case in.config.DeletionTimestamp != nil:
 		return false, skipConfigDeleting
+	case !in.controllerAlive:
+		return false, skipNoController
 	case isReservedNamespace(in.namespace, in.ownNamespace):
 		return false, skipReservedNamespace
 	case in.pod.Spec.NodeName != "":

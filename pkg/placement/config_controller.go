@@ -127,10 +127,32 @@ func (r *configReconciler) deprovision(ctx context.Context, cfg *multiarchv1beta
 	return ctrl.Result{}, nil
 }
 
+// releaseOnStop releases every gated pod when the controller is told to
+// go, after the heartbeat lease was released: once from the apiserver, and
+// again after window, for pods whose admission saw the heartbeat still
+// fresh and whose create completed after the first pass.
+func (r *configReconciler) releaseOnStop(ctx context.Context, window time.Duration) error {
+	const why = "the placement controller stopped"
+	if err := r.releaseFrom(ctx, r.apiReader, why, client.MatchingFieldsSelector{Selector: unboundSelector()}); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(window):
+	}
+	return r.releaseFrom(ctx, r.apiReader, why, client.MatchingFieldsSelector{Selector: unboundSelector()})
+}
+
 // releaseAll removes the gate from every gated pod, several at once.
 func (r *configReconciler) releaseAll(ctx context.Context, why string) error {
+	return r.releaseFrom(ctx, r.pods, why)
+}
+
+// releaseFrom releases the gated pods reader lists.
+func (r *configReconciler) releaseFrom(ctx context.Context, reader client.Reader, why string, opts ...client.ListOption) error {
 	list := &corev1.PodList{}
-	if err := r.pods.List(ctx, list); err != nil {
+	if err := reader.List(ctx, list, opts...); err != nil {
 		return err
 	}
 	var (

@@ -4,12 +4,15 @@
 // Three parts, deployable apart from one binary:
 //   - the gate webhook (webhook.go) adds the scheduling gate
 //     multiarch.openshift.io/scheduling-gate to new pods while a
-//     ClusterPodPlacementConfig exists; it reads only informer caches;
+//     ClusterPodPlacementConfig exists and a placement controller's
+//     heartbeat lease (heartbeat.go) is fresh; it reads only informer
+//     caches;
 //   - the pod placement controller (pod_controller.go) inspects each gated
 //     pod's images, restricts its required node affinity to the
 //     architectures they share (affinity.go, a pure merge that respects
 //     KEP-3838's rules), adds preferred weights, labels the pod and removes
-//     the gate in one update;
+//     the gate in one update; it handles every unbound pod carrying the
+//     gate, whoever added it, and releases them all when told to stop;
 //   - the config controller (config_controller.go) keeps the webhook
 //     configuration's namespaceSelector in sync with the config and, when
 //     the config is deleted, releases every gated pod before it goes.

@@ -59,6 +59,25 @@ type Options struct {
 	// config is deleted; default 16.
 	ReleaseParallelism int
 
+	// HeartbeatInterval is how often the leading controller renews the
+	// heartbeat lease; default 2s.
+	HeartbeatInterval time.Duration
+	// HeartbeatTTL is how long after its last renewal the webhook still
+	// takes the heartbeat for a running controller; default 20s, longer
+	// than a leader election takes after a crash, so gating goes on while
+	// another replica takes over.
+	HeartbeatTTL time.Duration
+	// AdmissionWindow is how long a pod admitted while the heartbeat was
+	// fresh may take to be stored: a controller told to stop releases the
+	// gated pods, waits this long and releases again, so that a pod gated
+	// just before the heartbeat ended is not left behind; default 3s, the
+	// gate webhook's timeout.
+	AdmissionWindow time.Duration
+	// ReleaseOnStopTimeout bounds the release of the gated pods when the
+	// controller stops; default 25s (within the manager's 30s graceful
+	// shutdown).
+	ReleaseOnStopTimeout time.Duration
+
 	// SetLogVerbosity, when set, is called with the logr verbosity the
 	// ClusterPodPlacementConfig asks for (Normal 0, Debug 1, Trace 2,
 	// TraceAll 3; 0 when there is no config).
@@ -80,6 +99,10 @@ func DefaultOptions() Options {
 		Workers:                  32,
 		ImageParallelism:         8,
 		ReleaseParallelism:       16,
+		HeartbeatInterval:        2 * time.Second,
+		HeartbeatTTL:             20 * time.Second,
+		AdmissionWindow:          3 * time.Second,
+		ReleaseOnStopTimeout:     25 * time.Second,
 	}
 }
 
@@ -100,6 +123,10 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.Workers, d.Workers)
 	setDefault(&o.ImageParallelism, d.ImageParallelism)
 	setDefault(&o.ReleaseParallelism, d.ReleaseParallelism)
+	setDefault(&o.HeartbeatInterval, d.HeartbeatInterval)
+	setDefault(&o.HeartbeatTTL, d.HeartbeatTTL)
+	setDefault(&o.AdmissionWindow, d.AdmissionWindow)
+	setDefault(&o.ReleaseOnStopTimeout, d.ReleaseOnStopTimeout)
 	return o
 }
 

@@ -4,15 +4,18 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -40,12 +43,29 @@ import (
 // +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=multiarch.openshift.io,resources=podplacementconfigs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
 
 // gatedSelector selects the pods the webhook gated and the controller has
-// not released yet. The placement caches hold only those: a cluster's
-// running pods cost them nothing.
+// not released yet: what the webhook's event informer watches.
 func gatedSelector() labels.Selector {
 	return labels.SelectorFromSet(labels.Set{SchedulingGateLabel: SchedulingGateLabelGated})
+}
+
+// unboundSelector selects the pods no node has been chosen for: every pod
+// carrying the gate is among them, whoever added the gate (the webhook, a
+// template or backup that kept it, an earlier placement controller), so
+// none is missed; a cluster's running pods cost the controller nothing.
+func unboundSelector() fields.Selector {
+	return fields.OneTermEqualSelector("spec.nodeName", "")
+}
+
+// heartbeatKey is the heartbeat lease of opts.
+func heartbeatKey(opts Options) types.NamespacedName {
+	ns := opts.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	return types.NamespacedName{Namespace: ns, Name: HeartbeatLeaseName}
 }
 
 // gateEventTTL is how long the webhook waits to see a pod it gated
@@ -83,6 +103,22 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 	if err := mgr.Add(gated); err != nil {
 		return err
 	}
+	// The heartbeat lease alone, to gate only while a controller runs.
+	key := heartbeatKey(opts)
+	leases, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces:    map[string]cache.Config{key.Namespace: {}},
+		DefaultFieldSelector: fields.OneTermEqualSelector("metadata.name", key.Name),
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(leases); err != nil {
+		return err
+	}
+	if _, err := leases.GetInformer(ctx, &coordinationv1.Lease{}); err != nil {
+		return fmt.Errorf("placement webhook: informer for the heartbeat lease: %w", err)
+	}
 	podMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}}
 	informer, err := gated.GetInformer(ctx, podMeta)
 	if err != nil {
@@ -100,6 +136,9 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 	wh := &gateWebhook{
 		decoder:      admission.NewDecoder(mgr.GetScheme()),
 		cache:        mgr.GetCache(),
+		leases:       leases,
+		heartbeat:    key,
+		now:          time.Now,
 		ownNamespace: opts.Namespace,
 		events:       events,
 		metrics:      metrics,
@@ -113,7 +152,7 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 	return mgr.AddReadyzCheck("placement-webhook-cache", func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
 		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) || !gated.WaitForCacheSync(ctx) {
+		if !mgr.GetCache().WaitForCacheSync(ctx) || !gated.WaitForCacheSync(ctx) || !leases.WaitForCacheSync(ctx) {
 			return fmt.Errorf("placement webhook informers have not synced")
 		}
 		return nil
@@ -134,7 +173,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 	placementCache, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:            {Label: gatedSelector()},
+			&corev1.Pod{}:            {Field: unboundSelector()},
 			&corev1.Secret{}:         {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockerConfigJson))},
 			&corev1.ServiceAccount{}: {},
 		},
@@ -212,6 +251,21 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		releasePar:        opts.ReleaseParallelism,
 		now:               time.Now,
 		setVerbosity:      opts.SetLogVerbosity,
+	}
+	identity, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(&heartbeat{
+		client: mgr.GetClient(), key: heartbeatKey(opts), identity: identity + "_" + string(uuid.NewUUID()),
+		interval: opts.HeartbeatInterval, ttl: opts.HeartbeatTTL, now: time.Now,
+		onStop: func(ctx context.Context) error {
+			return configs.releaseOnStop(ctx, opts.AdmissionWindow)
+		},
+		onStopTimeout: opts.ReleaseOnStopTimeout,
+		log:           mgr.GetLogger().WithName("placement-heartbeat"),
+	}); err != nil {
+		return err
 	}
 	toConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}}}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,6 +27,9 @@ import (
 type gateWebhook struct {
 	decoder      admission.Decoder
 	cache        client.Reader
+	leases       client.Reader // the heartbeat lease
+	heartbeat    types.NamespacedName
+	now          func() time.Time
 	ownNamespace string
 	events       *gateEvents
 	metrics      *webhookMetrics
@@ -83,6 +87,12 @@ func (w *gateWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 		ns := &corev1.Namespace{}
 		if err := w.cache.Get(ctx, types.NamespacedName{Name: namespace}, ns); err == nil {
 			in.namespaceLabels = labels.Set(ns.Labels)
+		}
+	}
+	if in.config != nil {
+		lease := &coordinationv1.Lease{}
+		if err := w.leases.Get(ctx, w.heartbeat, lease); err == nil {
+			in.controllerAlive = controllerAlive(lease, w.now())
 		}
 	}
 	ok, reason := shouldGate(in)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
@@ -33,6 +35,8 @@ type stubCache struct {
 	client.Reader
 	config     *multiarchv1beta1.ClusterPodPlacementConfig
 	namespaces map[string]*corev1.Namespace
+	// noController leaves out the heartbeat lease.
+	noController bool
 }
 
 func (s *stubCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
@@ -42,6 +46,13 @@ func (s *stubCache) Get(_ context.Context, key client.ObjectKey, obj client.Obje
 			return apierrors.NewNotFound(multiarchv1beta1.GroupVersion.WithResource("clusterpodplacementconfigs").GroupResource(), key.Name)
 		}
 		s.config.DeepCopyInto(o)
+		return nil
+	case *coordinationv1.Lease:
+		if s.noController {
+			return apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)
+		}
+		now := metav1.NewMicroTime(time.Now())
+		o.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To("controller"), RenewTime: &now, LeaseDurationSeconds: ptr.To[int32](20)}
 		return nil
 	case *corev1.Namespace:
 		ns, ok := s.namespaces[key.Name]
@@ -65,7 +76,7 @@ func newTestWebhook(t testing.TB, cache *stubCache) (admission.Handler, *fakeRec
 	}
 	rec := &fakeRecorder{}
 	wh := &gateWebhook{
-		decoder: admission.NewDecoder(scheme), cache: cache, ownNamespace: "archway-system",
+		decoder: admission.NewDecoder(scheme), cache: cache, leases: cache, now: time.Now, ownNamespace: "archway-system",
 		events: newGateEvents(rec, time.Minute), metrics: metrics, log: logr.Discard(),
 	}
 	return wh, rec

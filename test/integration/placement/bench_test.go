@@ -464,9 +464,10 @@ func BenchmarkGateToUngate(b *testing.B) {
 		b.ReportMetric(p99, "burst-p99-ms")
 	}
 
-	// Backlog: 2,000 pods gated while the controller is down (the same 20
-	// images, half :latest with policy Always), then one replica started
-	// on them: its own rate, with no creates competing for the apiserver.
+	// Backlog: 2,000 pods created with the gate while the controller is
+	// down (the same 20 images, half :latest with policy Always), then one
+	// replica started on them: its own rate, with no creates competing for
+	// the apiserver.
 	const backlog = 2000
 	suiteController.stop()
 	var names []string
@@ -474,7 +475,7 @@ func BenchmarkGateToUngate(b *testing.B) {
 		names = append(names, fmt.Sprintf("backlog-%04d", i))
 	}
 	err := createPods(ctx, backlog, 50, func(i int) *corev1.Pod {
-		w := makePod(ns, names[i]).image(refs[i%len(refs)]).nodeSelector(unschedulableKey, "true")
+		w := makePod(ns, names[i]).image(refs[i%len(refs)]).nodeSelector(unschedulableKey, "true").withGate()
 		if always[refs[i%len(refs)]] {
 			w.pullAlways()
 		}

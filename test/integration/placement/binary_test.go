@@ -89,6 +89,8 @@ placement:
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 	)
+	// Its heartbeat lease where the suite's webhook looks for it.
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+suiteOptions().Namespace)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -127,18 +129,27 @@ placement:
 			Namespace: h.ns, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}, DryRun: ptr.To(true),
 		},
 	})
-	resp, err := tlsClient(ca, 1).Post(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, placement.WebhookPath), "application/json", bytes.NewReader(review))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// It gates once it has seen its own controller's heartbeat.
 	var answer admissionv1.AdmissionReview
-	err = json.NewDecoder(resp.Body).Decode(&answer)
-	_ = resp.Body.Close()
-	if err != nil || answer.Response == nil || !strings.Contains(string(answer.Response.Patch), placement.SchedulingGate) {
+	err = wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		resp, err := tlsClient(ca, 1).Post(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, placement.WebhookPath), "application/json", bytes.NewReader(review))
+		if err != nil {
+			return false, err
+		}
+		answer = admissionv1.AdmissionReview{}
+		err = json.NewDecoder(resp.Body).Decode(&answer)
+		_ = resp.Body.Close()
+		return err == nil && answer.Response != nil && strings.Contains(string(answer.Response.Patch), placement.SchedulingGate), err
+	})
+	if err != nil {
 		t.Errorf("the binary's webhook did not gate the pod: %v %+v", err, answer.Response)
 	}
 
-	// Its controller places a pod the suite's webhook gated.
+	// Its controller places a pod the suite's webhook gated, once the
+	// webhook has seen its heartbeat.
+	if err := waitHeartbeatSeen(h.ctx); err != nil {
+		t.Fatal(err)
+	}
 	h.create(makePod(h.ns, "placed").image(imgARM64S390X).obj())
 	h.expectLabels(h.waitReleased("placed"), map[string]string{placement.MultiArchLabel: ""})
 	if arch := h.waitBound("placed"); arch != "arm64" && arch != "s390x" {
@@ -146,7 +157,7 @@ placement:
 	}
 
 	// Its metrics endpoint serves the placement metrics.
-	resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
 	if err != nil {
 		t.Fatal(err)
 	}

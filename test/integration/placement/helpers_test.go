@@ -309,11 +309,17 @@ func applyConfig(ctx context.Context, spec multiarchv1beta1.ClusterPodPlacementC
 	}); err != nil {
 		return err
 	}
-	return wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		seen := &multiarchv1beta1.ClusterPodPlacementConfig{}
 		err := webhookMgr.GetCache().Get(ctx, key, seen)
 		return err == nil && seen.Generation >= generation, nil
-	})
+	}); err != nil {
+		return err
+	}
+	if spec.NamespaceSelector != nil {
+		return nil
+	}
+	return waitHeartbeatSeen(ctx)
 }
 
 // deleteConfig deletes the ClusterPodPlacementConfig and waits until it is

@@ -96,6 +96,9 @@ func setup(ctx context.Context) (stopWebhook func(), err error) {
 	if err := pushSuiteImages(ctx); err != nil {
 		return stopWebhook, fmt.Errorf("pushing images: %w", err)
 	}
+	if err := ensureNamespace(ctx, suiteOptions().Namespace); err != nil {
+		return stopWebhook, err
+	}
 	if stopWebhook, err = startWebhook(ctx); err != nil {
 		return func() {}, fmt.Errorf("starting the webhook: %w", err)
 	}

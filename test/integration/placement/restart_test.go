@@ -57,9 +57,10 @@ func countGated(ctx context.Context, ns string) (gatedPods, total int, err error
 	return gatedPods, len(pods.Items), nil
 }
 
-// TestControllerRestartReleasesBacklog: with the controller down, the
-// webhook keeps gating; a controller started on a backlog of 1,000 gated
-// pods releases them all.
+// TestControllerRestartReleasesBacklog: a controller started on a backlog
+// of 1,000 pods created with the gate while no controller ran (restored
+// from a backup, say: the webhook itself gates only while a controller
+// runs) places them all.
 func TestControllerRestartReleasesBacklog(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
 	h := newHarness(t, "restart", nil)
@@ -77,7 +78,7 @@ func TestControllerRestartReleasesBacklog(t *testing.T) {
 	images := []string{imgAll, imgARM64S390X, imgAMD64Only, testBed.BaseImage}
 	start := time.Now()
 	err := createPods(h.ctx, n, 32, func(i int) *corev1.Pod {
-		return makePod(h.ns, fmt.Sprintf("backlog-%04d", i)).image(images[i%len(images)]).nodeSelector(unschedulableKey, "true").obj()
+		return makePod(h.ns, fmt.Sprintf("backlog-%04d", i)).image(images[i%len(images)]).nodeSelector(unschedulableKey, "true").withGate().obj()
 	})
 	if err != nil {
 		t.Fatal(err)
