@@ -13,15 +13,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.podman.io/image/v5/docker/reference"
 	"golang.org/x/sync/semaphore"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/dockercfg"
 	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // maxDefaultJobs bounds how many platforms `builder build` builds at once
@@ -106,7 +105,7 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 	if err != nil {
 		return err
 	}
-	auth, err := dockercfg.Find(opts.authFile)
+	auth, err := registry.FindAuthFile(opts.authFile)
 	if err != nil {
 		return err
 	}
@@ -145,7 +144,7 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 	var index *manifestlist.Result
 	var listErr error
 	if plan.output != "" {
-		access := manifestlist.Access{AuthFile: auth.Path, Insecure: plan.insecureOutput}
+		access := registry.Access{AuthFile: auth, InsecureRegistries: opts.insecureRegistries, UserAgent: "archway-builder"}
 		index, listErr = pushIndex(ctx, plan, results, access)
 		if !opts.keepPlatformTags && len(pushed) > 0 {
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -169,14 +168,13 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 
 // localPlan is a `builder build` checked and resolved.
 type localPlan struct {
-	platforms      []string // as given, in order
-	allowFail      []string
-	output         string // the manifest list's reference; empty to build only
-	insecureOutput bool
-	buildArgs      map[string]string
-	labels         map[string]string
-	jobs           int
-	format         imagebuild.Format
+	platforms []string // as given, in order
+	allowFail []string
+	output    string // the manifest list's reference; empty to build only
+	buildArgs map[string]string
+	labels    map[string]string
+	jobs      int
+	format    imagebuild.Format
 }
 
 // planLocalBuild checks opts and resolves the defaults: this machine's
@@ -209,7 +207,6 @@ func planLocalBuild(opts localBuildOptions) (localPlan, error) {
 			return localPlan{}, fmt.Errorf("--tag: %w", err)
 		}
 		plan.output = opts.tag
-		plan.insecureOutput = insecureRegistry(opts.tag, opts.insecureRegistries)
 	}
 	if plan.buildArgs, err = parseKeyValues(opts.buildArgs, true); err != nil {
 		return localPlan{}, fmt.Errorf("--build-arg: %w", err)
@@ -255,20 +252,10 @@ func parseKeyValues(kvs []string, fromEnv bool) (map[string]string, error) {
 	return out, nil
 }
 
-// insecureRegistry reports whether ref's registry is reached without TLS
-// checks: a loopback registry or one of insecure.
-func insecureRegistry(ref string, insecure []string) bool {
-	host := refRegistry(ref)
-	if host == "" {
-		return false
-	}
-	return slices.Contains(insecure, host) || imagebuild.IsLoopback(host)
-}
-
 // buildPlatforms builds, pushes and reads back every platform, plan.jobs at
 // a time, and returns the results in the order of plan.platforms.
 func buildPlatforms(ctx context.Context, b *imagebuild.Builder, plan localPlan, opts localBuildOptions,
-	contextDir string, auth dockercfg.File, out io.Writer) []platformResult {
+	contextDir string, auth registry.AuthFile, out io.Writer) []platformResult {
 	results := make([]platformResult, len(plan.platforms))
 	sem := semaphore.NewWeighted(int64(plan.jobs))
 	var wg sync.WaitGroup
@@ -290,7 +277,7 @@ func buildPlatforms(ctx context.Context, b *imagebuild.Builder, plan localPlan, 
 }
 
 func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, opts localBuildOptions,
-	contextDir string, auth dockercfg.File, p string, out io.Writer) (res platformResult) {
+	contextDir string, auth registry.AuthFile, p string, out io.Writer) (res platformResult) {
 	start := time.Now()
 	res = platformResult{platform: p}
 	defer func() { res.took = time.Since(start) }()
@@ -350,7 +337,7 @@ func platformStatuses(results []platformResult) []buildv1.BuildStatusPlatform {
 
 // pushIndex selects the platforms that go into the manifest list and pushes
 // it to plan.output.
-func pushIndex(ctx context.Context, plan localPlan, results []platformResult, access manifestlist.Access) (*manifestlist.Result, error) {
+func pushIndex(ctx context.Context, plan localPlan, results []platformResult, access registry.Access) (*manifestlist.Result, error) {
 	sel, err := manifestlist.Select(platformStatuses(results), plan.allowFail)
 	if err != nil {
 		return nil, err
@@ -416,14 +403,4 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-// refRegistry returns the registry of an image reference ("host:port"), or
-// "" when ref is not one.
-func refRegistry(ref string) string {
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return ""
-	}
-	return reference.Domain(named)
 }

@@ -101,7 +101,7 @@ func TestPlanLocalBuild(t *testing.T) {
 			opts: localBuildOptions{platforms: []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x", "linux/arm/v7"},
 				tag: "127.0.0.1:5000/app:v1", allowFail: []string{"linux/s390x"}, format: "docker"},
 			check: func(t *testing.T, p localPlan) {
-				if p.jobs != maxDefaultJobs || p.output != "127.0.0.1:5000/app:v1" || !p.insecureOutput || p.format != imagebuild.FormatDocker {
+				if p.jobs != maxDefaultJobs || p.output != "127.0.0.1:5000/app:v1" || p.format != imagebuild.FormatDocker {
 					t.Errorf("plan %+v", p)
 				}
 			},
@@ -135,21 +135,6 @@ func TestPlanLocalBuild(t *testing.T) {
 			}
 			tt.check(t, p)
 		})
-	}
-}
-
-func TestInsecureRegistry(t *testing.T) {
-	for ref, want := range map[string]bool{
-		"127.0.0.1:5000/app:v1":       true,
-		"localhost:5000/app":          true,
-		"localhost/app":               true,
-		"registry.example.com/app:v1": false,
-		"mirror.local:5000/app":       true, // listed
-		"app":                         false,
-	} {
-		if got := insecureRegistry(ref, []string{"mirror.local:5000"}); got != want {
-			t.Errorf("insecureRegistry(%q) = %v, want %v", ref, got, want)
-		}
 	}
 }
 

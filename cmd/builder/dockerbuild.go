@@ -17,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/dockercfg"
 	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/build/source"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // Environment variables a build pod gets besides OpenShift's BUILD,
@@ -224,11 +224,11 @@ func (d *dockerBuild) run(ctx context.Context, stdin io.Reader) (report.Result, 
 	if err != nil {
 		return report.Result{}, err
 	}
-	pushAuth, err := dockercfg.Find(os.Getenv(buildv1.PushDockerConfigPathEnv))
+	pushAuth, err := registry.FindAuthFile(os.Getenv(buildv1.PushDockerConfigPathEnv))
 	if err != nil {
 		return report.Result{}, &statusError{reason: buildv1.StatusReasonPushImageToRegistryFailed, err: err}
 	}
-	pullAuth, err := dockercfg.Find(os.Getenv(buildv1.PullDockerConfigPathEnv))
+	pullAuth, err := registry.FindAuthFile(os.Getenv(buildv1.PullDockerConfigPathEnv))
 	if err != nil {
 		return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
 	}
@@ -417,7 +417,7 @@ func outputReference(out buildv1.BuildOutput) (string, error) {
 	if out.To.Name == "" {
 		return "", &statusError{reason: buildv1.StatusReasonInvalidOutputReference, err: errors.New("output.to has no name")}
 	}
-	if refRegistry(out.To.Name) == "" {
+	if registry.Host(out.To.Name) == "" {
 		return "", &statusError{reason: buildv1.StatusReasonInvalidOutputReference,
 			err: fmt.Errorf("output %q is not an image reference", out.To.Name)}
 	}

@@ -15,7 +15,7 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/manifestlistpod"
 	"github.com/archway-build/archway/pkg/build/report"
-	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 type manifestListOptions struct {
@@ -79,25 +79,30 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 	if err != nil {
 		return err
 	}
-	authFile := opts.authFile
-	if authFile == "" {
-		if authFile, err = manifestlist.AuthFileFromDir(os.Getenv(buildv1.PushDockerConfigPathEnv)); err != nil {
-			return err
-		}
+	authPath := opts.authFile
+	if authPath == "" {
+		authPath = os.Getenv(buildv1.PushDockerConfigPathEnv)
+	}
+	authFile, err := registry.FindAuthFile(authPath)
+	if err != nil {
+		return err
+	}
+	insecure := opts.insecureRegs
+	if opts.insecure {
+		insecure = append(insecure, registry.AllRegistries)
 	}
 	c, err := report.NewClient(opts.kubeconfig, manifestlistpod.FieldManager)
 	if err != nil {
 		return err
 	}
 	run := &manifestlistpod.Run{
-		Builds:             c,
-		Registry:           manifestlistpod.Registries{},
-		Key:                key,
-		Access:             manifestlist.Access{AuthFile: authFile, Insecure: opts.insecure},
-		InsecureRegistries: opts.insecureRegs,
-		Out:                out,
-		TerminationLog:     opts.terminationLog,
-		WaitTimeout:        opts.waitTimeout,
+		Builds:         c,
+		Registry:       manifestlistpod.Registries{},
+		Key:            key,
+		Access:         registry.Access{AuthFile: authFile, InsecureRegistries: insecure, UserAgent: "archway-builder"},
+		Out:            out,
+		TerminationLog: opts.terminationLog,
+		WaitTimeout:    opts.waitTimeout,
 	}
 	return run.Do(ctx)
 }

@@ -19,6 +19,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // maxConfigSize bounds the image configs Assemble reads: a platform's config
@@ -38,7 +39,7 @@ type Options struct {
 	// Entries).
 	Entries []Entry
 	// Access gives the credentials and TLS settings for the registry.
-	Access
+	Access registry.Access
 }
 
 // Result is the manifest list Assemble pushed.
@@ -119,14 +120,14 @@ func FetchChildren(ctx context.Context, opts Options) ([]Child, error) {
 		return nil, &Error{Reason: buildv1.StatusReasonInvalidOutputReference, Err: err}
 	}
 	repo := reference.TrimNamed(tagged)
-	sys := opts.SystemContext()
+	sys := opts.Access.SystemContext(reference.Domain(repo))
 	children := make([]Child, len(opts.Entries))
 	errs := make([]error, len(opts.Entries))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(fetchParallelism)
 	for i, e := range opts.Entries {
 		g.Go(func() error {
-			children[i], errs[i] = fetchChild(gctx, sys, opts.AuthFile, repo, e)
+			children[i], errs[i] = fetchChild(gctx, sys, opts.Access.CredentialSource(), repo, e)
 			return nil
 		})
 	}
@@ -138,7 +139,7 @@ func FetchChildren(ctx context.Context, opts Options) ([]Child, error) {
 }
 
 // fetchChild reads one entry's manifest and config.
-func fetchChild(ctx context.Context, sys *types.SystemContext, authFile string, repo reference.Named, e Entry) (Child, error) {
+func fetchChild(ctx context.Context, sys *types.SystemContext, credSource string, repo reference.Named, e Entry) (Child, error) {
 	if err := e.Digest.Validate(); err != nil {
 		return Child{}, skewError(e.Platform, fmt.Errorf("platform %s: image digest %q: %w", e.Platform, e.Digest, err))
 	}
@@ -152,12 +153,12 @@ func fetchChild(ctx context.Context, sys *types.SystemContext, authFile string, 
 	}
 	src, err := ref.NewImageSource(ctx, sys)
 	if err != nil {
-		return Child{}, childError(e, byDigest, authFile, err)
+		return Child{}, childError(e, byDigest, credSource, err)
 	}
 	defer src.Close()
 	raw, mediaType, err := src.GetManifest(ctx, nil)
 	if err != nil {
-		return Child{}, childError(e, byDigest, authFile, err)
+		return Child{}, childError(e, byDigest, credSource, err)
 	}
 	if ok, err := manifest.MatchesDigest(raw, e.Digest); err != nil || !ok {
 		return Child{}, fmt.Errorf("platform %s: the registry's manifest for %s does not have that digest", e.Platform, byDigest)
@@ -179,7 +180,7 @@ func fetchChild(ctx context.Context, sys *types.SystemContext, authFile string, 
 	}
 	config, err := readConfig(ctx, src, m.ConfigInfo())
 	if err != nil {
-		return Child{}, fmt.Errorf("platform %s: reading the image config of %s: %w", e.Platform, byDigest, childError(e, byDigest, authFile, err))
+		return Child{}, fmt.Errorf("platform %s: reading the image config of %s: %w", e.Platform, byDigest, childError(e, byDigest, credSource, err))
 	}
 	return Child{
 		Entry:     e,
@@ -217,13 +218,13 @@ func readConfig(ctx context.Context, src types.ImageSource, info types.BlobInfo)
 
 // childError says what went wrong reading a child: missing from the
 // repository is version skew; refused credentials name the auth file.
-func childError(e Entry, ref reference.Named, authFile string, err error) error {
+func childError(e Entry, ref reference.Named, credSource string, err error) error {
 	if isNotFound(err) {
 		return skewError(e.Platform, fmt.Errorf(
 			"platform %s recorded image digest %s, which %s does not hold: the image was pushed elsewhere or removed (version skew): %w",
 			e.Platform, e.Digest, reference.TrimNamed(ref).Name(), err))
 	}
-	return fmt.Errorf("platform %s: reading %s: %w", e.Platform, ref, credentialsHint(authFile, err))
+	return fmt.Errorf("platform %s: reading %s: %w", e.Platform, ref, credentialsHint(credSource, err))
 }
 
 // isNotFound reports whether a containers/image error says the registry does
@@ -252,7 +253,7 @@ func isNotFound(err error) bool {
 
 // credentialsHint adds to an authentication error where the credentials came
 // from, the first thing to check.
-func credentialsHint(authFile string, err error) error {
+func credentialsHint(credSource string, err error) error {
 	var unauthorized docker.ErrUnauthorizedForCredentials
 	if !errors.As(err, &unauthorized) {
 		var ec errcode.Error
@@ -260,26 +261,22 @@ func credentialsHint(authFile string, err error) error {
 			return err
 		}
 	}
-	where := "the default credential files"
-	if authFile != "" {
-		where = authFile
-	}
-	return fmt.Errorf("%w (credentials from %s)", err, where)
+	return fmt.Errorf("%w (credentials from %s)", err, credSource)
 }
 
 // push puts the list at the output tag.
-func push(ctx context.Context, access Access, tagged reference.NamedTagged, list []byte) error {
+func push(ctx context.Context, access registry.Access, tagged reference.NamedTagged, list []byte) error {
 	ref, err := docker.NewReference(tagged)
 	if err != nil {
 		return err
 	}
-	dest, err := ref.NewImageDestination(ctx, access.SystemContext())
+	dest, err := ref.NewImageDestination(ctx, access.SystemContext(reference.Domain(tagged)))
 	if err != nil {
-		return fmt.Errorf("pushing the manifest list to %s: %w", tagged, credentialsHint(access.AuthFile, err))
+		return fmt.Errorf("pushing the manifest list to %s: %w", tagged, credentialsHint(access.CredentialSource(), err))
 	}
 	defer dest.Close()
 	if err := dest.PutManifest(ctx, list, nil); err != nil {
-		return fmt.Errorf("pushing the manifest list to %s: %w", tagged, credentialsHint(access.AuthFile, err))
+		return fmt.Errorf("pushing the manifest list to %s: %w", tagged, credentialsHint(access.CredentialSource(), err))
 	}
 	if err := dest.Commit(ctx, nil); err != nil {
 		return fmt.Errorf("pushing the manifest list to %s: %w", tagged, err)

@@ -43,7 +43,7 @@
 //	res, err := manifestlist.Assemble(ctx, manifestlist.Options{
 //		Output:   "registry.example.com/team/app:v1",
 //		Entries:  entries, // one per platform that goes in, with its digest
-//		Access:   manifestlist.Access{AuthFile: authFile, Insecure: false},
+//		Access:   registry.Access{AuthFile: authFile}, // authFile from registry.FindAuthFile
 //	})
 //	// res.Digest is the index digest, res.Reference "registry.example.com/team/app@sha256:...".
 //
@@ -65,8 +65,8 @@
 // Errors that a Build's status should carry are *Error values with a Reason
 // (see ReasonOf); anything else is ManifestListFailed.
 //
-// Credentials come from a docker config file (Access.AuthFile; see
-// AuthFileFromDir for the directories Kubernetes mounts secrets in), read the
-// way containers/image reads them (auths, credential helpers, identity
-// tokens).
+// Credentials, TLS and insecure registries follow package registry's rules
+// (registry.Access): a docker config file found by registry.FindAuthFile
+// (also in the directories Kubernetes mounts secrets in), read the way
+// containers/image reads it (auths, credential helpers, identity tokens).
 package manifestlist

@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/pkg/docker/config"
+	"go.podman.io/image/v5/types"
+
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // Untag removes each tag refs name from its registry with the distribution
@@ -21,9 +27,28 @@ import (
 // (a registry that does not allow deleting, credentials it refuses) is
 // returned, one error per reference, joined; removing tags is a courtesy to
 // the registry, so callers log the error and go on.
-func Untag(ctx context.Context, access Access, refs ...string) error {
+//
+// The request is go-containerregistry's remote.Delete on a tag reference,
+// which sends exactly that DELETE (the tag as the reference, never resolved
+// to a digest) and speaks the registry's token challenges; containers/image
+// has no way to remove a tag. Credentials are found by containers/image from
+// access, as for every other request, and TLS follows access's rules.
+//
+// Why per-platform tags at all, rather than pushing each platform's image
+// by digest only so that nothing needs untagging: the index can only be
+// pushed once every platform is done, and until then a manifest no tag
+// points at is garbage to the registry. Distribution's garbage collector
+// (registry garbage-collect, also with --delete-untagged) removes manifests
+// that no tag reaches, so a collection run between a platform's push and the
+// index's would delete the image the index is about to list (and the index
+// push then fails with "manifest unknown"); other registries (Harbor's tag
+// retention, ECR lifecycle rules on untagged images, Quay's expiry) prune
+// untagged manifests on their own schedules too. The tag is what keeps each
+// platform's image alive while the others build, and untagging afterwards
+// is safe: the index then reaches the children, which no collector removes.
+func Untag(ctx context.Context, access registry.Access, refs ...string) error {
 	var errs []error
-	clients := map[string]*registryClient{}
+	clients := map[string]*untagger{} // by repository
 	for _, s := range refs {
 		named, err := reference.ParseNormalizedNamed(s)
 		if err != nil {
@@ -35,47 +60,100 @@ func Untag(ctx context.Context, access Access, refs ...string) error {
 			errs = append(errs, fmt.Errorf("untagging %s: not a reference to a tag (untagging never deletes by digest)", s))
 			continue
 		}
-		repo := reference.TrimNamed(tagged)
-		c, ok := clients[repo.Name()]
+		c, ok := clients[tagged.Name()]
 		if !ok {
-			if c, err = newRegistryClient(ctx, access, repo); err != nil {
+			if c, err = newUntagger(ctx, access, tagged); err != nil {
 				errs = append(errs, fmt.Errorf("untagging %s: %w", s, err))
 				continue
 			}
-			clients[repo.Name()] = c
+			clients[tagged.Name()] = c
 		}
-		if err := c.untag(ctx, tagged.Tag()); err != nil {
+		if err := c.untag(ctx, tagged); err != nil {
 			errs = append(errs, fmt.Errorf("untagging %s: %w", tagged, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// untag deletes one tag of c's repository.
-func (c *registryClient) untag(ctx context.Context, tag string) error {
-	path := "/v2/" + reference.Path(c.repo) + "/manifests/" + tag
-	resp, err := c.do(ctx, http.MethodDelete, path, "delete")
+// untagger deletes tags of one repository, authenticated once (one ping,
+// one token) for all of them.
+type untagger struct {
+	access    registry.Access
+	transport http.RoundTripper
+	// anonymous is true when no credentials were found, for messages.
+	anonymous bool
+	options   []name.Option
+}
+
+// newUntagger finds the credentials and TLS settings for ref's repository
+// and authenticates to its registry for deleting.
+func newUntagger(ctx context.Context, access registry.Access, ref reference.Named) (*untagger, error) {
+	host := reference.Domain(ref)
+	u := &untagger{access: access}
+	if access.IsInsecure(host) {
+		u.options = append(u.options, name.Insecure) // plain HTTP when HTTPS fails
+	}
+	repo, err := name.NewRepository(ref.Name(), u.options...)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := config.GetCredentialsForRef(access.SystemContext(host), ref)
+	if err != nil {
+		return nil, fmt.Errorf("reading credentials for %s: %w", ref.Name(), err)
+	}
+	auth := authn.Anonymous
+	u.anonymous = creds == (types.DockerAuthConfig{})
+	if !u.anonymous {
+		auth = authn.FromConfig(authn.AuthConfig{
+			Username: creds.Username, Password: creds.Password, IdentityToken: creds.IdentityToken,
+		})
+	}
+	rt, err := access.Transport(host)
+	if err != nil {
+		return nil, err
+	}
+	rt = transport.NewUserAgent(rt, access.SystemContext(host).DockerRegistryUserAgent)
+	if u.transport, err = transport.NewWithContext(ctx, repo.Registry, auth, rt,
+		[]string{repo.Scope(transport.DeleteScope)}); err != nil {
+		return nil, u.explain(host, err)
+	}
+	return u, nil
+}
+
+// untag deletes one tag: remote.Delete sends DELETE
+// /v2/<name>/manifests/<tag> with the tag as the reference.
+func (u *untagger) untag(ctx context.Context, ref reference.NamedTagged) error {
+	tag, err := name.NewTag(ref.String(), u.options...)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusAccepted, http.StatusOK, http.StatusNoContent:
-		return nil
-	case http.StatusNotFound:
-		return nil // already gone
-	case http.StatusMethodNotAllowed:
-		return fmt.Errorf("the registry does not allow deleting tags (%s)%s", resp.Status, registryMessage(resp))
-	default:
-		return fmt.Errorf("DELETE %s: %s%s", path, resp.Status, registryMessage(resp))
+	err = remote.Delete(tag, remote.WithContext(ctx), remote.WithTransport(u.transport))
+	var terr *transport.Error
+	if errors.As(err, &terr) {
+		switch terr.StatusCode {
+		case http.StatusNotFound:
+			return nil // already gone
+		case http.StatusMethodNotAllowed:
+			return fmt.Errorf("the registry does not allow deleting tags: %w", err)
+		}
 	}
+	if err != nil {
+		return u.explain(reference.Domain(ref), err)
+	}
+	return nil
 }
 
-// registryMessage is the start of an error body, for messages.
-func registryMessage(resp *http.Response) string {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if msg := strings.TrimSpace(string(body)); msg != "" {
-		return ": " + msg
+// explain says which credentials a registry refused, or that it wants some.
+func (u *untagger) explain(host string, err error) error {
+	var terr *transport.Error
+	if !errors.As(err, &terr) {
+		return fmt.Errorf("reaching registry %s: %w", host, err)
 	}
-	return ""
+	if terr.StatusCode != http.StatusUnauthorized && terr.StatusCode != http.StatusForbidden {
+		return err
+	}
+	if u.anonymous {
+		return fmt.Errorf("registry %s requires credentials, and %s has none for it: %w", host, u.access.CredentialSource(), err)
+	}
+	return fmt.Errorf("the registry refused the credentials for %s from %s: %w", host, u.access.CredentialSource(), err)
 }

@@ -17,8 +17,8 @@ import (
 	"go.podman.io/buildah/imagebuildah"
 	lplatform "go.podman.io/common/libimage/platform"
 
-	"github.com/archway-build/archway/pkg/build/dockercfg"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // Format is the manifest format of built images.
@@ -67,7 +67,7 @@ type Request struct {
 	// Format is the image's manifest format. Default: FormatOCI.
 	Format Format
 	// PullAuth holds the credentials for pulling base images.
-	PullAuth dockercfg.File
+	PullAuth registry.AuthFile
 	// Out receives the build's step output. Default: discarded.
 	Out io.Writer
 }

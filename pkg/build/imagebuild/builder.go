@@ -20,10 +20,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +30,7 @@ import (
 	"go.podman.io/image/v5/types"
 	"go.podman.io/storage"
 
-	"github.com/archway-build/archway/pkg/build/dockercfg"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 var (
@@ -59,8 +57,8 @@ type Config struct {
 	StorageDriver string
 
 	// InsecureRegistries are registries ("host" or "host:port") reached over
-	// plain HTTP or without TLS verification. Loopback registries
-	// (localhost, 127.0.0.0/8, ::1) always are, as docker treats them.
+	// plain HTTP or without TLS verification, as registry.Access has them
+	// (loopback registries always are).
 	InsecureRegistries []string
 
 	// SignaturePolicyPath is a signature policy to use instead of the
@@ -173,40 +171,30 @@ func (b *Builder) TempDir() string { return b.tmpDir }
 func (b *Builder) StorageDriver() string { return b.store.GraphDriverName() }
 
 // systemContext returns the containers/image settings for an operation that
-// touches the registries of refs, with the credentials of auth.
-func (b *Builder) systemContext(refs []string, auth dockercfg.File) (*types.SystemContext, error) {
-	conf, err := b.registriesConf(refs)
+// touches the registries of refs, with the credentials of auth. The
+// insecure registries go in a registries.conf, since a build pulls from and
+// pushes to several registries at once.
+func (b *Builder) systemContext(refs []string, auth registry.AuthFile) (*types.SystemContext, error) {
+	access := registry.Access{AuthFile: auth, InsecureRegistries: b.cfg.InsecureRegistries, UserAgent: "archway-builder"}
+	conf, err := b.registriesConf(access.InsecureHosts(refs...))
 	if err != nil {
 		return nil, err
 	}
-	sys := &types.SystemContext{
-		SignaturePolicyPath:         b.policyPath,
-		SystemRegistriesConfPath:    conf,
-		SystemRegistriesConfDirPath: b.emptyDir,
-		RegistriesDirPath:           b.emptyDir,
-		UserShortNameAliasConfPath:  filepath.Join(b.confDir, "short-name-aliases.conf"),
-		BlobInfoCacheDir:            b.blobCacheDir,
-		BigFilesTemporaryDir:        b.tmpDir,
-		DockerRegistryUserAgent:     "archway-builder",
-	}
-	auth.Apply(sys)
+	sys := access.SystemContext("")
+	sys.SignaturePolicyPath = b.policyPath
+	sys.SystemRegistriesConfPath = conf
+	sys.SystemRegistriesConfDirPath = b.emptyDir
+	sys.RegistriesDirPath = b.emptyDir
+	sys.UserShortNameAliasConfPath = filepath.Join(b.confDir, "short-name-aliases.conf")
+	sys.BlobInfoCacheDir = b.blobCacheDir
+	sys.BigFilesTemporaryDir = b.tmpDir
 	return sys, nil
 }
 
-// registriesConf returns a registries.conf naming as insecure the
-// configured registries and the loopback registries among refs. Each set of
-// insecure registries gets a file of its own: containers/image caches a
-// registries.conf by path for the life of the process.
-func (b *Builder) registriesConf(refs []string) (string, error) {
-	insecure := slices.Clone(b.cfg.InsecureRegistries)
-	for _, ref := range refs {
-		if host := registryHost(ref); host != "" && IsLoopback(host) {
-			insecure = append(insecure, host)
-		}
-	}
-	slices.Sort(insecure)
-	insecure = slices.Compact(insecure)
-
+// registriesConf returns a registries.conf naming insecure as insecure.
+// Each set of insecure registries gets a file of its own: containers/image
+// caches a registries.conf by path for the life of the process.
+func (b *Builder) registriesConf(insecure []string) (string, error) {
 	var sb strings.Builder
 	sb.Write(registriesConf)
 	for _, host := range insecure {
@@ -226,32 +214,6 @@ func (b *Builder) registriesConf(refs []string) (string, error) {
 	}
 	b.confFiles[path] = true
 	return path, nil
-}
-
-// registryHost returns the registry part of an image reference ("host" or
-// "host:port"), or "" when ref is not a reference.
-func registryHost(ref string) string {
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return ""
-	}
-	return reference.Domain(named)
-}
-
-// IsLoopback reports whether a registry ("host" or "host:port") is on the
-// loopback interface: such registries are reached without TLS checks, as
-// docker reaches them.
-func IsLoopback(registry string) bool {
-	host := registry
-	if h, _, err := net.SplitHostPort(registry); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // contextErr prefers the context's error, which says why work stopped,

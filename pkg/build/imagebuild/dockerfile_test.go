@@ -158,25 +158,6 @@ func TestReplaceLastFrom(t *testing.T) {
 	}
 }
 
-func TestIsLoopback(t *testing.T) {
-	for registry, want := range map[string]bool{
-		"127.0.0.1:5000":    true,
-		"127.0.0.1":         true,
-		"127.1.2.3:80":      true,
-		"localhost:5000":    true,
-		"localhost":         true,
-		"[::1]:5000":        true,
-		"registry.local":    false,
-		"10.0.0.1:5000":     false,
-		"docker.io":         false,
-		"localhost.example": false,
-	} {
-		if got := IsLoopback(registry); got != want {
-			t.Errorf("IsLoopback(%q) = %v, want %v", registry, got, want)
-		}
-	}
-}
-
 func TestUlimitOption(t *testing.T) {
 	if got := ulimitOption("nofile", 20000); got != "nofile=20000:20000" {
 		t.Errorf("got %q", got)

@@ -12,8 +12,8 @@ import (
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/types"
 
-	"github.com/archway-build/archway/pkg/build/dockercfg"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // Image is an image manifest in a registry, as a manifest list entry needs
@@ -34,7 +34,7 @@ type Image struct {
 // Inspect reads the image manifest ref names (a tag or a digest) and its
 // config from the registry: what a pushed image really is, whatever the
 // build meant it to be. ref must name an image, not an index.
-func (b *Builder) Inspect(ctx context.Context, ref string, auth dockercfg.File) (Image, error) {
+func (b *Builder) Inspect(ctx context.Context, ref string, auth registry.AuthFile) (Image, error) {
 	sys, err := b.systemContext([]string{ref}, auth)
 	if err != nil {
 		return Image{}, err

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/archway-build/archway/pkg/build/dockercfg"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // Output is what building, pushing and reading back one platform's image
@@ -41,7 +41,7 @@ func (e *PlatformMismatchError) Error() string {
 // it back from the registry, failing with a *PlatformMismatchError (in a
 // *StageError with StageInspect) when the registry's copy says another
 // platform. With an empty dest the image is only built.
-func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pushAuth dockercfg.File) (Output, error) {
+func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pushAuth registry.AuthFile) (Output, error) {
 	start := time.Now()
 	var out Output
 	var err error

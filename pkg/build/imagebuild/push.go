@@ -11,7 +11,7 @@ import (
 	"go.podman.io/image/v5/pkg/compression"
 	"go.podman.io/storage/pkg/archive"
 
-	"github.com/archway-build/archway/pkg/build/dockercfg"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // Pushed is an image pushed to a registry.
@@ -30,7 +30,7 @@ type Pushed struct {
 // received: pushing from a store recompresses layers, so no digest known
 // before the push is the pushed image's. A failure is a *StageError with
 // StagePush.
-func (b *Builder) Push(ctx context.Context, imageID, dest string, format Format, auth dockercfg.File, out io.Writer) (Pushed, error) {
+func (b *Builder) Push(ctx context.Context, imageID, dest string, format Format, auth registry.AuthFile, out io.Writer) (Pushed, error) {
 	start := time.Now()
 	if out == nil {
 		out = io.Discard

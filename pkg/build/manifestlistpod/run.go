@@ -30,10 +30,10 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // FieldManager is the field manager of everything the manifest-list pod
@@ -56,7 +56,7 @@ type Builds interface {
 // Registry pushes manifest lists and removes tags.
 type Registry interface {
 	Assemble(ctx context.Context, opts manifestlist.Options) (*manifestlist.Result, error)
-	Untag(ctx context.Context, access manifestlist.Access, refs ...string) error
+	Untag(ctx context.Context, access registry.Access, refs ...string) error
 }
 
 // Registries is the Registry of package manifestlist.
@@ -68,7 +68,7 @@ func (Registries) Assemble(ctx context.Context, opts manifestlist.Options) (*man
 }
 
 // Untag removes tags (manifestlist.Untag).
-func (Registries) Untag(ctx context.Context, access manifestlist.Access, refs ...string) error {
+func (Registries) Untag(ctx context.Context, access registry.Access, refs ...string) error {
 	return manifestlist.Untag(ctx, access, refs...)
 }
 
@@ -81,10 +81,7 @@ type Run struct {
 	// Key names the Build.
 	Key types.NamespacedName
 	// Access holds the registry credentials and TLS policy.
-	Access manifestlist.Access
-	// InsecureRegistries are reached without TLS checks, as are loopback
-	// registries (as docker-build does).
-	InsecureRegistries []string
+	Access registry.Access
 	// Out receives the log.
 	Out io.Writer
 	// TerminationLog is the file the failure reason goes to, if it exists
@@ -119,9 +116,6 @@ func (r *Run) Do(ctx context.Context) error {
 	if kind := build.Spec.Output.To.Kind; kind != "" && kind != "DockerImage" {
 		return r.fail(ctx, build, buildv1.StatusReasonInvalidOutputReference,
 			fmt.Errorf("output kind %s is not supported: use DockerImage", kind))
-	}
-	if host := registryOf(output); host != "" && (slices.Contains(r.InsecureRegistries, host) || imagebuild.IsLoopback(host)) {
-		r.Access.Insecure = true
 	}
 	tags := r.platformTags(build, output)
 	if waitErr == nil && build.Status.Phase.IsTerminal() && build.Status.Phase != buildv1.BuildPhaseComplete {
@@ -395,14 +389,4 @@ func (r *Run) printResult(res *manifestlist.Result, took time.Duration) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", c.Platform, listed, c.Digest, c.Size, c.MediaType)
 	}
 	_ = tw.Flush()
-}
-
-// registryOf returns the registry ("host" or "host:port") of an image
-// reference, or "" when it does not parse.
-func registryOf(ref string) string {
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return ""
-	}
-	return reference.Domain(named)
 }

@@ -21,6 +21,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 const output = "registry.example.com/team/app:v1"
@@ -108,15 +109,15 @@ func toUnstructured(b *buildv1.Build) *unstructured.Unstructured {
 	return u
 }
 
-// registry records what the flow asks of the registry.
-type registry struct {
+// fakeRegistry records what the flow asks of the registry.
+type fakeRegistry struct {
 	mu        sync.Mutex
 	assembled []manifestlist.Options
 	untagged  [][]string
 	untagErr  error
 }
 
-func (r *registry) Assemble(_ context.Context, opts manifestlist.Options) (*manifestlist.Result, error) {
+func (r *fakeRegistry) Assemble(_ context.Context, opts manifestlist.Options) (*manifestlist.Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.assembled = append(r.assembled, opts)
@@ -124,7 +125,7 @@ func (r *registry) Assemble(_ context.Context, opts manifestlist.Options) (*mani
 	return &manifestlist.Result{Digest: d, Reference: "registry.example.com/team/app@" + d.String()}, nil
 }
 
-func (r *registry) Untag(_ context.Context, _ manifestlist.Access, refs ...string) error {
+func (r *fakeRegistry) Untag(_ context.Context, _ registry.Access, refs ...string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.untagged = append(r.untagged, refs)
@@ -167,13 +168,13 @@ func perPlatformTags() []string {
 	return tags
 }
 
-func newRun(b *builds, r *registry) (*Run, *strings.Builder) {
+func newRun(b *builds, r *fakeRegistry) (*Run, *strings.Builder) {
 	out := &strings.Builder{}
 	return &Run{Builds: b, Registry: r, Key: key, Out: out, WaitTimeout: time.Minute}, out
 }
 
 func TestWaitsThenPushes(t *testing.T) {
-	b, reg := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))), &registry{}
+	b, reg := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))), &fakeRegistry{}
 	run, out := newRun(b, reg)
 	done := make(chan error, 1)
 	go func() { done <- run.Do(context.Background()) }()
@@ -209,7 +210,7 @@ func TestEndedBuildOnlyUntags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ended := build(buildv1.BuildPhaseFailed, map[string]buildv1.BuildPhase{"linux/amd64": buildv1.BuildPhaseComplete,
 				"linux/arm64": buildv1.BuildPhaseCancelled, "linux/ppc64le": buildv1.BuildPhaseCancelled, "linux/s390x": buildv1.BuildPhaseFailed})
-			b, reg := newBuilds(ended), &registry{untagErr: tt.untagErr}
+			b, reg := newBuilds(ended), &fakeRegistry{untagErr: tt.untagErr}
 			run, out := newRun(b, reg)
 			err := run.Do(context.Background())
 			if (err != nil) != tt.wantErr {
@@ -277,7 +278,7 @@ func TestFailsWithoutPushing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, reg := newBuilds(tt.first), &registry{}
+			b, reg := newBuilds(tt.first), &fakeRegistry{}
 			run, out := newRun(b, reg)
 			if tt.timeout > 0 {
 				run.WaitTimeout = tt.timeout

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // fakeRegistry is a registry in memory: tags point at digests, digests
@@ -30,7 +32,7 @@ func newFakeRegistry() *fakeRegistry {
 	return &fakeRegistry{tags: map[string]digest.Digest{}, platforms: map[digest.Digest]Platforms{}, auth: map[string]string{}}
 }
 
-func (f *fakeRegistry) push(repoTag string, ps ...Platform) digest.Digest {
+func (f *fakeRegistry) push(repoTag string, ps ...platform.Platform) digest.Digest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := digest.FromString(fmt.Sprint(repoTag, ps, len(f.platforms)))
@@ -90,8 +92,8 @@ func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 var (
-	amd64 = Platform{OS: "linux", Architecture: "amd64"}
-	arm64 = Platform{OS: "linux", Architecture: "arm64"}
+	amd64 = platform.Platform{OS: "linux", Architecture: "amd64"}
+	arm64 = platform.Platform{OS: "linux", Architecture: "arm64"}
 )
 
 func TestCacheTagsAndDigests(t *testing.T) {

@@ -1,8 +1,9 @@
 package image
 
 import (
-	"encoding/json"
 	"fmt"
+
+	"go.podman.io/image/v5/manifest"
 )
 
 // Annotations buildkit puts on index entries that are not runnable images.
@@ -11,42 +12,40 @@ const (
 	attestationManifest     = "attestation-manifest"
 )
 
-// indexDocument is what an OCI image index and a Docker manifest list share.
-type indexDocument struct {
-	Manifests []struct {
-		Platform *struct {
-			OS           string `json:"os"`
-			Architecture string `json:"architecture"`
-		} `json:"platform,omitempty"`
-		Annotations map[string]string `json:"annotations,omitempty"`
-	} `json:"manifests"`
-}
-
 // PlatformsFromIndex returns the runnable platforms of an OCI image index
-// or Docker manifest list. Entries with no platform, an unknown OS or
-// architecture (buildkit's attestations are "unknown/unknown") or an
-// attestation annotation are skipped.
-func PlatformsFromIndex(blob []byte) (Platforms, error) {
-	var doc indexDocument
-	if err := json.Unmarshal(blob, &doc); err != nil {
+// or Docker manifest list (mimeType says which; anything but a Docker
+// manifest list is read as an OCI index). Entries with no platform, an
+// unknown OS or architecture (buildkit's attestations are "unknown/unknown")
+// or an attestation annotation are skipped.
+func PlatformsFromIndex(blob []byte, mimeType string) (Platforms, error) {
+	ps := Platforms{}
+	if mimeType == manifest.DockerV2ListMediaType {
+		list, err := manifest.Schema2ListFromManifest(blob)
+		if err != nil {
+			return nil, fmt.Errorf("reading the manifest list: %w", err)
+		}
+		for _, m := range list.Manifests {
+			ps = append(ps, PlatformFromConfig(m.Platform.OS, m.Platform.Architecture)...)
+		}
+		return sortPlatforms(ps), nil
+	}
+	index, err := manifest.OCI1IndexFromManifest(blob)
+	if err != nil {
 		return nil, fmt.Errorf("reading the image index: %w", err)
 	}
-	ps := Platforms{}
-	for _, m := range doc.Manifests {
+	for _, m := range index.Manifests {
 		if m.Platform == nil || m.Annotations[referenceTypeAnnotation] == attestationManifest {
 			continue
 		}
-		p := Platform{OS: m.Platform.OS, Architecture: m.Platform.Architecture}
-		if !known(p.OS) || !known(p.Architecture) {
-			continue
-		}
-		ps = append(ps, p)
+		ps = append(ps, PlatformFromConfig(m.Platform.OS, m.Platform.Architecture)...)
 	}
 	return sortPlatforms(ps), nil
 }
 
 // PlatformFromConfig returns the platform of a single image from its
-// config's os and architecture, or no platform when either is unknown.
+// config's os and architecture, or no platform when either is unknown. The
+// variant is left out: nodes are selected by kubernetes.io/arch, which has
+// none.
 func PlatformFromConfig(os, architecture string) Platforms {
 	if !known(os) || !known(architecture) {
 		return Platforms{}

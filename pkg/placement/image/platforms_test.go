@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -12,6 +13,7 @@ func sortedList(s sets.Set[string]) []string { return sets.List(s) }
 func TestPlatformsFromIndex(t *testing.T) {
 	tests := []struct {
 		name, index string
+		mimeType    string
 		want        string
 		linux       string
 	}{
@@ -40,6 +42,13 @@ func TestPlatformsFromIndex(t *testing.T) {
 			linux: "[amd64]",
 		},
 		{
+			name:     "docker manifest list",
+			mimeType: "application/vnd.docker.distribution.manifest.list.v2+json",
+			index:    `{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.list.v2+json","manifests":[{"mediaType":"application/vnd.docker.distribution.manifest.v2+json","digest":"sha256:` + strings.Repeat("a", 64) + `","size":1,"platform":{"os":"linux","architecture":"arm","variant":"v7"}},{"mediaType":"application/vnd.docker.distribution.manifest.v2+json","digest":"sha256:` + strings.Repeat("b", 64) + `","size":1,"platform":{"os":"linux","architecture":"amd64"}}]}`,
+			want:     "[linux/amd64 linux/arm]",
+			linux:    "[amd64 arm]",
+		},
+		{
 			name:  "empty index",
 			index: `{"manifests":[]}`,
 			want:  "[]",
@@ -48,7 +57,7 @@ func TestPlatformsFromIndex(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := PlatformsFromIndex([]byte(tt.index))
+			got, err := PlatformsFromIndex([]byte(tt.index), tt.mimeType)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +69,7 @@ func TestPlatformsFromIndex(t *testing.T) {
 			}
 		})
 	}
-	if _, err := PlatformsFromIndex([]byte("{")); err == nil {
+	if _, err := PlatformsFromIndex([]byte("{"), ""); err == nil {
 		t.Error("want an error for a broken index")
 	}
 }

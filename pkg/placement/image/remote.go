@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/distribution/reference"
@@ -13,12 +12,15 @@ import (
 	cimage "go.podman.io/image/v5/image"
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/types"
+
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // RemoteOptions configure how Remote reaches registries.
 type RemoteOptions struct {
 	// InsecureRegistries are hosts (host or host:port) reached over plain
-	// HTTP or TLS without verification, like registries.conf's insecure.
+	// HTTP or TLS without verification, like registries.conf's insecure
+	// (registry.Access's rule: loopback registries always are).
 	InsecureRegistries []string
 	// RegistriesConfPath is a registries.conf for mirrors and insecure
 	// registries; empty means containers/image's system default.
@@ -71,7 +73,7 @@ func (r *Remote) Architectures(ctx context.Context, ref Reference, auth Auth) (P
 			mime = manifest.GuessMIMEType(blob)
 		}
 		if manifest.MIMETypeIsMultiImage(mime) {
-			platforms, err = PlatformsFromIndex(blob)
+			platforms, err = PlatformsFromIndex(blob, mime)
 			return err
 		}
 		img, err := cimage.FromUnparsedImage(ctx, sys, cimage.UnparsedInstance(src, nil))
@@ -137,17 +139,15 @@ func (r *Remote) withAuth(ctx context.Context, name string, auth Auth, do func(c
 }
 
 func (r *Remote) systemContext(host string, cred Credential) *types.SystemContext {
-	sys := &types.SystemContext{
-		SystemRegistriesConfPath: r.opts.RegistriesConfPath,
-		DockerRegistryUserAgent:  r.opts.UserAgent,
+	access := registry.Access{
 		// Explicit credentials, possibly empty: never the controller's own
 		// auth files.
-		DockerAuthConfig: &types.DockerAuthConfig{
+		Credential: &types.DockerAuthConfig{
 			Username: cred.Username, Password: cred.Password, IdentityToken: cred.IdentityToken,
 		},
+		InsecureRegistries: r.opts.InsecureRegistries,
+		RegistriesConfPath: r.opts.RegistriesConfPath,
+		UserAgent:          r.opts.UserAgent,
 	}
-	if slices.Contains(r.opts.InsecureRegistries, host) {
-		sys.DockerInsecureSkipTLSVerify = types.OptionalBoolTrue
-	}
-	return sys
+	return access.SystemContext(host)
 }

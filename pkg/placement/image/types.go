@@ -1,6 +1,7 @@
 package image
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,20 +10,14 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/archway-build/archway/pkg/platform"
 )
 
-// Platform is one OS and architecture an image has a variant for, as an
-// index entry or an image config names them (the variant is ignored: nodes
-// are selected by kubernetes.io/arch, which has no variant).
-type Platform struct {
-	OS           string
-	Architecture string
-}
-
-func (p Platform) String() string { return p.OS + "/" + p.Architecture }
-
-// Platforms is the set of platforms of one image.
-type Platforms []Platform
+// Platforms is the set of platforms of one image: OS and architecture as an
+// index entry or an image config names them, without variants (nodes are
+// selected by kubernetes.io/arch, which has no variant).
+type Platforms []platform.Platform
 
 // Architectures returns the architectures the image has for os (linux
 // when empty). A windows/amd64 entry does not make a linux image amd64.
@@ -97,20 +92,8 @@ type Registry interface {
 
 // sortPlatforms sorts and deduplicates ps in place.
 func sortPlatforms(ps Platforms) Platforms {
-	slices.SortFunc(ps, func(a, b Platform) int {
-		if a.OS != b.OS {
-			if a.OS < b.OS {
-				return -1
-			}
-			return 1
-		}
-		switch {
-		case a.Architecture < b.Architecture:
-			return -1
-		case a.Architecture > b.Architecture:
-			return 1
-		}
-		return 0
+	slices.SortFunc(ps, func(a, b platform.Platform) int {
+		return cmp.Or(cmp.Compare(a.OS, b.OS), cmp.Compare(a.Architecture, b.Architecture), cmp.Compare(a.Variant, b.Variant))
 	})
 	return slices.Compact(ps)
 }

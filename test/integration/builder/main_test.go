@@ -20,7 +20,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"go.podman.io/buildah"
 
-	"github.com/archway-build/archway/pkg/build/dockercfg"
+	"github.com/archway-build/archway/pkg/registry"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -119,4 +119,4 @@ func digestOf(s string) digest.Digest { return digest.Digest(s) }
 
 // noAuth is no registry credentials: containers/image looks in its default
 // places (there are none on the bed's machines).
-var noAuth = dockercfg.File{}
+var noAuth = registry.AuthFile{}

@@ -16,11 +16,12 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/registry"
 	"github.com/archway-build/archway/test/bed"
 )
 
 // insecure reaches the bed's plain-HTTP registries.
-var insecure = manifestlist.Access{Insecure: true}
+var insecure = registry.Access{InsecureRegistries: []string{registry.AllRegistries}}
 
 // wantPlatforms are the platforms the index of fourPlatforms lists, in
 // order: the base image records arm64 with variant v8.
@@ -241,8 +242,8 @@ func TestAuthRegistry(t *testing.T) {
 	if err := os.WriteFile(bad, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wrong := manifestlist.Access{AuthFile: bad, Insecure: true}
-	right := manifestlist.Access{AuthFile: good, Insecure: true}
+	wrong := registry.Access{AuthFile: registry.AuthFile{Path: bad}, InsecureRegistries: []string{registry.AllRegistries}}
+	right := registry.Access{AuthFile: registry.AuthFile{Path: good}, InsecureRegistries: []string{registry.AllRegistries}}
 
 	_, err = manifestlist.Assemble(ctx, manifestlist.Options{Output: output, Entries: entries(digests, fourPlatforms), Access: wrong})
 	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "authentication required") {

@@ -1,12 +1,10 @@
-package dockercfg
+package registry
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"go.podman.io/image/v5/types"
 )
 
 func write(t *testing.T, dir, name, content string) string {
@@ -18,26 +16,26 @@ func write(t *testing.T, dir, name, content string) string {
 	return path
 }
 
-func TestFind(t *testing.T) {
+func TestFindAuthFileAuthFile(t *testing.T) {
 	configJSON := `{"auths":{"r.example.com":{"auth":"dTpw"}}}`
 	legacy := `{"r.example.com":{"auth":"dTpw","email":"a@b"}}`
 
 	t.Run("empty path means none", func(t *testing.T) {
-		f, err := Find("")
-		if err != nil || f != (File{}) {
-			t.Fatalf("Find(\"\") = %+v, %v", f, err)
+		f, err := FindAuthFile("")
+		if err != nil || f != (AuthFile{}) {
+			t.Fatalf("FindAuthFile(\"\") = %+v, %v", f, err)
 		}
 	})
 	t.Run("a file", func(t *testing.T) {
 		path := write(t, t.TempDir(), "whatever.json", configJSON)
-		f, err := Find(path)
+		f, err := FindAuthFile(path)
 		if err != nil || f.Path != path || f.Legacy {
 			t.Fatalf("got %+v, %v", f, err)
 		}
 	})
 	t.Run("a legacy file", func(t *testing.T) {
 		path := write(t, t.TempDir(), "cfg", legacy)
-		f, err := Find(path)
+		f, err := FindAuthFile(path)
 		if err != nil || !f.Legacy {
 			t.Fatalf("got %+v, %v", f, err)
 		}
@@ -46,7 +44,7 @@ func TestFind(t *testing.T) {
 		dir := t.TempDir()
 		path := write(t, dir, ".dockerconfigjson", configJSON)
 		write(t, dir, ".dockercfg", legacy)
-		f, err := Find(dir)
+		f, err := FindAuthFile(dir)
 		if err != nil || f.Path != path || f.Legacy {
 			t.Fatalf("got %+v, %v", f, err)
 		}
@@ -54,41 +52,25 @@ func TestFind(t *testing.T) {
 	t.Run("a dockercfg secret mount", func(t *testing.T) {
 		dir := t.TempDir()
 		path := write(t, dir, ".dockercfg", legacy)
-		f, err := Find(dir)
+		f, err := FindAuthFile(dir)
 		if err != nil || f.Path != path || !f.Legacy {
 			t.Fatalf("got %+v, %v", f, err)
 		}
 	})
 	t.Run("a directory without a config", func(t *testing.T) {
-		_, err := Find(t.TempDir())
+		_, err := FindAuthFile(t.TempDir())
 		if err == nil || !strings.Contains(err.Error(), "holds none of") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("a missing path", func(t *testing.T) {
-		if _, err := Find(filepath.Join(t.TempDir(), "nope")); err == nil {
+		if _, err := FindAuthFile(filepath.Join(t.TempDir(), "nope")); err == nil {
 			t.Fatal("no error")
 		}
 	})
 	t.Run("not JSON", func(t *testing.T) {
-		if _, err := Find(write(t, t.TempDir(), "config.json", "nope")); err == nil {
+		if _, err := FindAuthFile(write(t, t.TempDir(), "config.json", "nope")); err == nil {
 			t.Fatal("no error")
 		}
 	})
-}
-
-func TestApply(t *testing.T) {
-	sys := &types.SystemContext{}
-	File{Path: "/a/config.json"}.Apply(sys)
-	if sys.AuthFilePath != "/a/config.json" || sys.LegacyFormatAuthFilePath != "" {
-		t.Errorf("got %+v", sys)
-	}
-	File{Path: "/a/.dockercfg", Legacy: true}.Apply(sys)
-	if sys.AuthFilePath != "" || sys.LegacyFormatAuthFilePath != "/a/.dockercfg" {
-		t.Errorf("got %+v", sys)
-	}
-	File{}.Apply(sys)
-	if sys.LegacyFormatAuthFilePath != "/a/.dockercfg" {
-		t.Errorf("the zero File changed sys: %+v", sys)
-	}
 }
