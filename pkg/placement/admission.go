@@ -38,6 +38,8 @@ const (
 	skipNodeName          = "node-name"
 	skipDaemonSet         = "daemonset"
 	skipPinnedArch        = "node-selector-arch"
+	skipRequiredArch      = "required-arch"
+	skipControlPlane      = "control-plane"
 	skipAlreadyGated      = "already-gated"
 )
 
@@ -49,7 +51,9 @@ type admissionInput struct {
 	namespace       string
 	namespaceLabels labels.Set // nil when unknown
 	config          *multiarchv1beta1.ClusterPodPlacementConfig
-	ownNamespace    string
+	// local are the PodPlacementConfigs of the pod's namespace.
+	local        []multiarchv1beta1.PodPlacementConfig
+	ownNamespace string
 	// controllerAlive: a placement controller's heartbeat is fresh, so a
 	// gate added now will be removed.
 	controllerAlive bool
@@ -73,6 +77,10 @@ func shouldGate(in admissionInput) (bool, string) {
 		return false, skipDaemonSet
 	case pinsArch(in.pod):
 		return false, skipPinnedArch
+	case selectsControlPlane(in.pod):
+		return false, skipControlPlane
+	case allTermsConstrainArch(in.pod) && !wouldAddPreferences(in.pod, policyFor(in.pod, &in.config.Spec, in.local)):
+		return false, skipRequiredArch
 	case hasGate(in.pod):
 		return false, skipAlreadyGated
 	}
@@ -88,13 +96,34 @@ func shouldGate(in admissionInput) (bool, string) {
 	return true, ""
 }
 
+// isDaemonSetPod reports whether a DaemonSet is the pod's controller: the
+// DaemonSet controller places its pods itself, one per node. A pod that
+// merely lists a DaemonSet among its owners is placed like any other.
 func isDaemonSetPod(pod *corev1.Pod) bool {
-	for _, ref := range pod.OwnerReferences {
-		if ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, "apps/") {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, "apps/")
+}
+
+// controlPlaneRoleLabels are the node labels only control-plane nodes have.
+var controlPlaneRoleLabels = []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
+
+// selectsControlPlane reports whether the pod's nodeSelector can match only
+// control-plane nodes: their architecture is the cluster's, and whoever
+// pins a pod there has chosen its node.
+func selectsControlPlane(pod *corev1.Pod) bool {
+	for _, key := range controlPlaneRoleLabels {
+		if _, ok := pod.Spec.NodeSelector[key]; ok {
 			return true
 		}
 	}
 	return false
+}
+
+// wouldAddPreferences reports whether placing the pod would add a
+// preferred term: some config applying to it weighs an architecture, and
+// the pod states no architecture preference of its own.
+func wouldAddPreferences(pod *corev1.Pod, pol policy) bool {
+	return len(pol.weights) > 0 && !hasArchPreference(pod)
 }
 
 // gate adds the scheduling gate and the gated label to pod.

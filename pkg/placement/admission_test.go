@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 )
@@ -22,7 +23,32 @@ func TestShouldGate(t *testing.T) {
 	withNodeName := plain()
 	withNodeName.Spec.NodeName = "node-amd64-1"
 	daemon := plain()
-	daemon.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds"}}
+	daemon.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", Controller: ptr.To(true)}}
+	listsDaemonSet := plain()
+	listsDaemonSet.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds"}}
+	controlPlane := plain()
+	controlPlane.Spec.NodeSelector = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+	master := plain()
+	master.Spec.NodeSelector = map[string]string{"node-role.kubernetes.io/master": ""}
+	archTerm := func(values ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: ArchLabel, Operator: corev1.NodeSelectorOpIn, Values: values}}}
+	}
+	withTerms := func(terms ...corev1.NodeSelectorTerm) *corev1.Pod {
+		p := plain()
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
+		}}
+		return p
+	}
+	requiredArch := withTerms(archTerm("arm64"), archTerm("amd64"))
+	oneTermOpen := withTerms(archTerm("arm64"), corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpExists}}})
+	requiredArchOwnPreference := withTerms(archTerm("arm64", "amd64"))
+	requiredArchOwnPreference.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.PreferredSchedulingTerm{{Weight: 20, Preference: archTerm("amd64")}}
+	scoring := cfg.DeepCopy()
+	scoring.Spec.Plugins = &multiarchv1beta1.Plugins{NodeAffinityScoring: &multiarchv1beta1.NodeAffinityScoring{
+		Enabled: true, Platforms: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{{Architecture: "ppc64le", Weight: 30}},
+	}}
+	nsScoring := []multiarchv1beta1.PodPlacementConfig{{ObjectMeta: metav1.ObjectMeta{Name: "tuning"}, Spec: multiarchv1beta1.PodPlacementConfigSpec{Plugins: scoring.Spec.Plugins}}}
 	job := plain()
 	job.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j"}}
 	pinned := plain()
@@ -49,6 +75,14 @@ func TestShouldGate(t *testing.T) {
 		{name: "kubernetes (no dash) is not reserved", in: admissionInput{pod: plain(), namespace: "kubernetes", config: cfg, controllerAlive: true}, want: true},
 		{name: "nodeName set", in: admissionInput{pod: withNodeName, namespace: "app", config: cfg, controllerAlive: true}, wantReason: skipNodeName},
 		{name: "DaemonSet pod", in: admissionInput{pod: daemon, namespace: "app", config: cfg, controllerAlive: true}, wantReason: skipDaemonSet},
+		{name: "a pod that merely lists a DaemonSet", in: admissionInput{pod: listsDaemonSet, namespace: "app", config: cfg, controllerAlive: true}, want: true},
+		{name: "control-plane nodeSelector", in: admissionInput{pod: controlPlane, namespace: "app", config: cfg, controllerAlive: true}, wantReason: skipControlPlane},
+		{name: "master nodeSelector", in: admissionInput{pod: master, namespace: "app", config: cfg, controllerAlive: true}, wantReason: skipControlPlane},
+		{name: "every required term pins arch, no preferences", in: admissionInput{pod: requiredArch, namespace: "app", config: cfg, controllerAlive: true}, wantReason: skipRequiredArch},
+		{name: "every required term pins arch, the cluster config would add a preference", in: admissionInput{pod: requiredArch, namespace: "app", config: scoring, controllerAlive: true}, want: true},
+		{name: "every required term pins arch, a namespace config would add a preference", in: admissionInput{pod: requiredArch, namespace: "app", config: cfg, local: nsScoring, controllerAlive: true}, want: true},
+		{name: "every required term pins arch, the pod states its own arch preference", in: admissionInput{pod: requiredArchOwnPreference, namespace: "app", config: scoring, controllerAlive: true}, wantReason: skipRequiredArch},
+		{name: "one required term leaves arch open", in: admissionInput{pod: oneTermOpen, namespace: "app", config: cfg, controllerAlive: true}, want: true},
 		{name: "Job pod", in: admissionInput{pod: job, namespace: "app", config: cfg, controllerAlive: true}, want: true},
 		{name: "nodeSelector pins arch", in: admissionInput{pod: pinned, namespace: "app", config: cfg, controllerAlive: true}, wantReason: skipPinnedArch},
 		{name: "other nodeSelector", in: admissionInput{pod: otherSelector, namespace: "app", config: cfg, controllerAlive: true}, want: true},

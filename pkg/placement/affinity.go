@@ -52,6 +52,18 @@ func allTermsConstrainArch(pod *corev1.Pod) bool {
 	return len(terms) > 0 && !slices.ContainsFunc(terms, func(t corev1.NodeSelectorTerm) bool { return !constrainsArch(t) })
 }
 
+// hasArchPreference reports whether the pod states a preference of its own
+// on kubernetes.io/arch: such a pod gets no configured preference.
+func hasArchPreference(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil {
+		return false
+	}
+	return slices.ContainsFunc(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution, func(p corev1.PreferredSchedulingTerm) bool {
+		return constrainsArch(p.Preference)
+	})
+}
+
 // pinsArch reports whether the pod's nodeSelector names an architecture.
 func pinsArch(pod *corev1.Pod) bool {
 	_, ok := pod.Spec.NodeSelector[ArchLabel]

@@ -75,14 +75,15 @@ func podOS(pod *corev1.Pod) string {
 // preflight decides what needs no inspection: a pod that now pins
 // kubernetes.io/arch in its nodeSelector is released as it is; a pod whose
 // every required term constrains the architecture is released as it is
-// unless preferences are to be added. ok is false when the pod's images
+// unless preferences are to be added (the webhook decides the same at
+// admission; this covers pods gated by others). ok is false when the pod's images
 // must be inspected.
 func preflight(pod *corev1.Pod, pol policy) (decision, bool) {
 	if pinsArch(pod) {
 		return release(pod, outcomeIgnored, corev1.EventTypeNormal, EventGatedPodIgnored,
 			"The gated pod now pins "+ArchLabel+" in its nodeSelector and no longer needs architecture-aware placement; scheduling gate removed"), true
 	}
-	if allTermsConstrainArch(pod) && len(pol.weights) == 0 {
+	if allTermsConstrainArch(pod) && !wouldAddPreferences(pod, pol) {
 		return release(pod, outcomeConflict, corev1.EventTypeNormal, EventPredicatesConflict,
 			"All the required node selector terms already constrain "+ArchLabel+"; left unchanged and scheduling gate removed"), true
 	}

@@ -89,6 +89,12 @@ func (w *gateWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 			in.namespaceLabels = labels.Set(ns.Labels)
 		}
 	}
+	if in.config != nil && allTermsConstrainArch(pod) {
+		local := &multiarchv1beta1.PodPlacementConfigList{}
+		if err := w.cache.List(ctx, local, client.InNamespace(namespace)); err == nil {
+			in.local = local.Items
+		}
+	}
 	if in.config != nil {
 		lease := &coordinationv1.Lease{}
 		if err := w.leases.Get(ctx, w.heartbeat, lease); err == nil {

@@ -213,16 +213,16 @@ func TestPinnedPodsAndReservedNamespacesAreNotGated(t *testing.T) {
 	}
 }
 
-// TestPodsThatNeedNoPlacement: a pod whose every required term already
-// constrains kubernetes.io/arch is released as it is; a gated pod that
-// comes to pin kubernetes.io/arch in its nodeSelector while gated is
-// released as it is.
+// TestPodsThatNeedNoPlacement: a pod gated by others whose every required
+// term already constrains kubernetes.io/arch is released as it is (the
+// webhook would not have gated it); a gated pod that comes to pin
+// kubernetes.io/arch in its nodeSelector while gated is released as it is.
 func TestPodsThatNeedNoPlacement(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
 	h := newHarness(t, "noplacement", nil)
 	h.create(makePod(h.ns, "user-arch").image(imgAll).requiredTerms(
 		corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{archIn("s390x")}},
-	).obj())
+	).withGate().obj())
 	pod := h.waitReleased("user-arch")
 	h.expectLabels(pod, map[string]string{placement.NodeAffinityLabel: placement.LabelValueNotSet})
 	h.waitEvent("user-arch", placement.EventPredicatesConflict)
