@@ -26,7 +26,7 @@ import (
 const BuilderImage = "quay.io/archway/builder:e2e"
 
 // BuildTags are the tags every build of archway's buildah code needs.
-const BuildTags = "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3"
+const BuildTags = bed.BuildTags
 
 // Platforms are the four platforms of the bed's nodes, and UnameOf what
 // `uname -m` prints on each.
@@ -45,16 +45,13 @@ type Binaries struct {
 // the build tags, one after the other (two large links at once crawl on 2
 // cores). Go's build cache makes a second call take a few seconds.
 func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
-	bins := Binaries{Builder: filepath.Join(dir, "builder"), Controller: filepath.Join(dir, "build-controller")}
-	for _, p := range []struct{ out, pkg string }{{bins.Builder, "./cmd/builder"}, {bins.Controller, "./cmd/build-controller"}} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags, "-o", p.out, p.pkg)
-		cmd.Dir = bed.RepoRoot()
-		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return bins, fmt.Errorf("go build %s: %w\n%s", p.pkg, err, out)
-		}
+	var bins Binaries
+	var err error
+	if bins.Builder, err = bed.GoBuild(ctx, dir, "./cmd/builder"); err != nil {
+		return bins, err
 	}
-	return bins, nil
+	bins.Controller, err = bed.GoBuild(ctx, dir, "./cmd/build-controller")
+	return bins, err
 }
 
 // Options configure an Env.

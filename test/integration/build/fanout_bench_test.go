@@ -51,11 +51,9 @@ func BenchmarkFanOut(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "build-controller")
-	goBuild := exec.CommandContext(ctx, "go", "build", "-tags", "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3", "-o", bin, "./cmd/build-controller")
-	goBuild.Dir = bed.RepoRoot()
-	if out, err := goBuild.CombinedOutput(); err != nil {
-		b.Fatalf("building build-controller: %v\n%s", err, out)
+	bin, err := bed.GoBuild(ctx, dir, "./cmd/build-controller")
+	if err != nil {
+		b.Fatal(err)
 	}
 	config := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(config, []byte("apiVersion: config.archway.dev/v1alpha1\nkind: BuildControllerConfiguration\nbuild:\n  builderImage: "+builderImage+"\n"), 0o600); err != nil {

@@ -24,9 +24,6 @@ import (
 	"github.com/archway-build/archway/test/bed"
 )
 
-// buildTags are the tags every build of archway's buildah code needs.
-const buildTags = "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3"
-
 // fourPlatforms are the platforms the tests build for, and what `uname -m`
 // says on each.
 var (
@@ -68,14 +65,7 @@ var builderBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "builder")
-	cmd := exec.Command("go", "build", "-tags", buildTags, "-o", out, "./cmd/builder")
-	cmd.Dir = bed.RepoRoot()
-	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/builder: %w\n%s", err, msg)
-	}
-	return out, nil
+	return bed.GoBuild(context.Background(), dir, "./cmd/builder")
 })
 
 // runBuilder runs the builder binary with args and env (added to the

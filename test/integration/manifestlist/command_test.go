@@ -27,17 +27,8 @@ import (
 	"github.com/archway-build/archway/test/bed"
 )
 
-// buildTags are the build tags cmd/builder needs (see the Makefile).
-const buildTags = "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3"
-
 var builderBinary = sync.OnceValues(func() (string, error) {
-	out := filepath.Join(theBed.Dir, "builder")
-	cmd := exec.Command("go", "build", "-tags", buildTags, "-o", out, "./cmd/builder")
-	cmd.Dir = bed.RepoRoot()
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", errors.New("building cmd/builder: " + err.Error() + "\n" + string(msg))
-	}
-	return out, nil
+	return bed.GoBuild(context.Background(), theBed.Dir, "./cmd/builder")
 })
 
 // syncBuffer collects a process's output while the test reads it.

@@ -37,17 +37,15 @@ func TestBuildControllerBinary(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
 	h := newHarness(t, "binary", nil)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "build-controller")
-	build := exec.Command("go", "build", "-tags", "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3", "-o", bin, "./cmd/build-controller")
-	build.Dir = bed.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building build-controller: %v\n%s", err, out)
+	bin, err := bed.GoBuild(h.ctx, dir, "./cmd/build-controller")
+	if err != nil {
+		t.Fatal(err)
 	}
 	certs := filepath.Join(dir, "certs")
 	if err := os.Mkdir(certs, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ca, err := writeServingCert(certs)
+	ca, err := bed.WriteServingCert(certs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +62,7 @@ placement:
 	}
 	ports := make([]int, 3)
 	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = bed.FreePort(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,10 +11,7 @@ package placement
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -26,11 +23,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/test/bed"
@@ -173,71 +168,31 @@ func suiteOptions() placement.Options {
 	return o
 }
 
-// webhookInstall registers the webhook configurations of manifests/placement
-// as they are, through envtest: it makes a serving certificate and a port on
-// loopback for this process, and points each webhook's clientConfig at
-// them (service path -> URL, caBundle -> its CA).
-var webhookInstall *envtest.WebhookInstallOptions
+// webhooks serves the gate webhook for the whole suite, registered with
+// the webhook configurations of manifests/placement as they are (envtest
+// points them at this process with the certificate it made).
+var webhooks *bed.Webhooks
 
-// startWebhook serves the gate webhook over TLS on loopback with the
-// certificate envtest made; stop ends it, waits, and removes the
-// certificate.
+// startWebhook serves the gate webhook over TLS on loopback; stop ends it,
+// waits, and removes the certificate.
 func startWebhook(ctx context.Context) (stop func(), err error) {
-	dir := filepath.Join(bed.RepoRoot(), "manifests", "placement")
-	webhookInstall = &envtest.WebhookInstallOptions{
-		Paths: []string{
-			filepath.Join(dir, "mutating_webhook_configuration.yaml"),
-			filepath.Join(dir, "validating_webhook_configuration.yaml"),
-		},
-		LocalServingHost: "127.0.0.1",
-	}
-	// The certificate and port first: the server needs them before the
-	// configurations point the apiserver at it.
-	if err := webhookInstall.PrepWithoutInstalling(); err != nil {
-		return nil, err
-	}
-	webhookCA = webhookInstall.LocalServingCAData
-	host, port := webhookInstall.LocalServingHost, webhookInstall.LocalServingPort
-	webhookMgr, err = ctrl.NewManager(testBed.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: webhookInstall.LocalServingCertDir}),
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	webhooks, err = testBed.StartWebhooks(ctx, scheme, []string{
+		"manifests/placement/mutating_webhook_configuration.yaml",
+		"manifests/placement/validating_webhook_configuration.yaml",
+	}, func(mgr ctrl.Manager) error {
+		return placement.SetupWebhook(mgr, suiteOptions(), prometheus.NewRegistry())
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := placement.SetupWebhook(webhookMgr, suiteOptions(), prometheus.NewRegistry()); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := webhookMgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "webhook manager:", err)
-		}
-	}()
-	stop = func() { cancel(); <-done; _ = webhookInstall.Cleanup() }
-	webhookURL = "https://" + net.JoinHostPort(host, strconv.Itoa(port)) + placement.WebhookPath
-	syncCtx, cancelSync := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelSync()
-	if !webhookMgr.GetCache().WaitForCacheSync(syncCtx) {
-		stop()
-		return nil, fmt.Errorf("the webhook's informers did not sync")
-	}
-	if err := waitServing(syncCtx, webhookURL, webhookCA); err != nil {
-		stop()
-		return nil, err
-	}
-	return stop, nil
+	webhookMgr, webhookURL, webhookCA = webhooks.Manager, webhooks.URL+placement.WebhookPath, webhooks.CA
+	return webhooks.Stop, nil
 }
 
 // registerWebhook creates the webhook configurations of manifests/placement,
 // pointed at this process, and waits until the apiserver has them.
 func registerWebhook() error {
-	return webhookInstall.Install(testBed.Config)
+	return webhooks.Install()
 }
 
 // controllerRun is a running manager with the placement controllers.

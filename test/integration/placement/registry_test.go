@@ -15,12 +15,13 @@ import (
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // closedPortRegistry is a registry host where nothing listens.
 func closedPortRegistry(t *testing.T) string {
 	t.Helper()
-	port, err := freePort()
+	port, err := bed.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,23 +15,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
@@ -52,9 +45,7 @@ var (
 	// webhookMgr serves the webhook for the whole suite.
 	webhookMgr ctrl.Manager
 	// registry holds the webhook's metrics.
-	registry   *prometheus.Registry
-	webhookURL string
-	webhookCA  []byte
+	registry *prometheus.Registry
 )
 
 func TestMain(m *testing.M) {
@@ -111,80 +102,28 @@ func zapLevel() zapcore.Level {
 	return zapcore.ErrorLevel
 }
 
-// startWebhook serves the webhook over TLS on loopback with a certificate
-// made for the run; stop ends it and waits.
+// webhooks serves the webhook for the whole suite, registered with the
+// webhook configuration of manifests/scheduling/protection as it is
+// (envtest points it at this process with the certificate it made).
+var webhooks *bed.Webhooks
+
+// startWebhook serves the webhook over TLS on loopback; stop ends it and
+// waits.
 func startWebhook(ctx context.Context) (stop func(), err error) {
-	dir, err := os.MkdirTemp(testBed.Dir, "webhook-certs-")
-	if err != nil {
-		return nil, err
-	}
-	if webhookCA, err = writeServingCert(dir); err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	webhookMgr, err = ctrl.NewManager(testBed.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}),
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return nil, err
-	}
 	registry = prometheus.NewRegistry()
-	if err := protection.Setup(webhookMgr, registry); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := webhookMgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "webhook manager:", err)
-		}
-	}()
-	stop = func() { cancel(); <-done }
-	webhookURL = fmt.Sprintf("https://127.0.0.1:%d%s", port, protection.WebhookPath)
-	syncCtx, cancelSync := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelSync()
-	if !webhookMgr.GetCache().WaitForCacheSync(syncCtx) {
-		stop()
-		return nil, fmt.Errorf("the webhook's informers did not sync")
-	}
-	if err := waitServing(syncCtx, webhookURL, webhookCA); err != nil {
-		stop()
-		return nil, err
-	}
-	return stop, nil
-}
-
-// registerWebhook creates the webhook configuration of
-// manifests/scheduling/protection, pointed at this process.
-func registerWebhook(ctx context.Context) error {
-	vwc, err := manifestWebhookConfiguration()
-	if err != nil {
-		return err
-	}
-	vwc.Annotations = nil
-	base := strings.TrimSuffix(webhookURL, protection.WebhookPath)
-	for i := range vwc.Webhooks {
-		url := base + *vwc.Webhooks[i].ClientConfig.Service.Path
-		vwc.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: webhookCA}
-	}
-	return k8s.Create(ctx, vwc)
-}
-
-func manifestWebhookConfiguration() (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	data, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "manifests", "scheduling", "protection", "validating_webhook_configuration.yaml"))
+	webhooks, err = testBed.StartWebhooks(ctx, scheme, []string{"manifests/scheduling/protection/validating_webhook_configuration.yaml"},
+		func(mgr ctrl.Manager) error { return protection.Setup(mgr, registry) })
 	if err != nil {
 		return nil, err
 	}
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	return vwc, yaml.UnmarshalStrict(data, vwc)
+	webhookMgr = webhooks.Manager
+	return webhooks.Stop, nil
+}
+
+// registerWebhook creates the webhook configuration, pointed at this
+// process.
+func registerWebhook(context.Context) error {
+	return webhooks.Install()
 }
 
 // shippedConfig is the default ControlPlaneProtection of

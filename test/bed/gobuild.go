@@ -1,0 +1,29 @@
+package bed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+)
+
+// BuildTags are the build tags archway's binaries need (the Makefile's
+// BUILD_TAGS): buildah without extra C libraries.
+const BuildTags = "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3"
+
+// GoBuild builds the repository's package pkg (e.g. "./cmd/builder") into
+// dir with BuildTags and returns the binary's path, so that a test runs the
+// real program as pods and people do. Go's build cache makes a second
+// build of an unchanged package take a few seconds.
+func GoBuild(ctx context.Context, dir, pkg string) (string, error) {
+	out := filepath.Join(dir, path.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags, "-o", out, pkg)
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return out, nil
+}
