@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,6 +63,12 @@ func run(m *testing.M) int {
 	scheme = bed.NewScheme()
 	utilruntime.Must(kupidv1alpha1.AddToScheme(scheme))
 	if k8s, err = client.New(testBed.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// archway's namespace, as an install makes it: the placement
+	// controller's heartbeat Lease lives there.
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: placementOptions().Namespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

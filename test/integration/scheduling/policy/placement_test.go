@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,6 +55,7 @@ func TestPolicyThenPlacement(t *testing.T) {
 	createPolicy(t, nsPolicy(ns, "hosts", 0, &metav1.LabelSelector{}, kupidv1alpha1.SchedulingCriteria{
 		Affinity: requiredAffinity(terms...),
 	}))
+	waitGating(t, ns)
 	// A single-architecture image would make the placement controller
 	// choose; the bed's base image runs everywhere, so every term gets the
 	// same arch requirement and the policy's hosts decide.
@@ -95,6 +97,23 @@ func TestPolicyThenPlacement(t *testing.T) {
 
 // startPlacementController runs the placement controllers in a manager
 // of their own until the test ends (after the test's other cleanups).
+// waitGating waits until the gate webhook gates pods of ns (a dry-run
+// create comes back gated): it has seen the config and the placement
+// controller's heartbeat, without which it gates nothing.
+func waitGating(t *testing.T, ns string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
+		p := makePod(ns, "probe").image(testBed.BaseImage).obj()
+		if err := k8s.Create(ctx, p, client.DryRunAll); err != nil {
+			return false, nil
+		}
+		return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == placement.SchedulingGate }), nil
+	})
+	if err != nil {
+		t.Fatalf("the gate webhook never gated a pod of %s (it gates only while it sees a placement controller's heartbeat): %v", ns, err)
+	}
+}
+
 func startPlacementController(t *testing.T) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(testBed.Config, ctrl.Options{
