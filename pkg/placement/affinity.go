@@ -1,12 +1,12 @@
 package placement
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-
-	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 )
 
 // The merge below follows what the apiserver allows on a gated pod
@@ -103,12 +103,42 @@ func withRequirement(affinity *corev1.Affinity, req corev1.NodeSelectorRequireme
 	return out, changed
 }
 
+// sourceEntry is one configured preference as the pod's
+// preferred-affinity-sources annotation records it.
+type sourceEntry struct {
+	preference
+	// skipped says why it was not applied; empty when it was.
+	skipped string
+}
+
+// String is arch:weight:source, with :skipped when it was not applied.
+func (e sourceEntry) String() string {
+	s := fmt.Sprintf("%s:%d:%s", e.Architecture, e.Weight, e.Source)
+	if e.skipped != "" {
+		s += ":skipped"
+	}
+	return s
+}
+
+// sourcesAnnotation is the value of PreferredAffinitySourcesAnnotation.
+func sourcesAnnotation(entries []sourceEntry) string {
+	parts := make([]string, len(entries))
+	for i, e := range entries {
+		parts[i] = e.String()
+	}
+	return strings.Join(parts, ",")
+}
+
 // withPreferences returns affinity with one preferred term per configured
-// architecture the pod can run on (archs), weighted as configured. An
-// architecture the pod already prefers (a preferred term with
-// kubernetes.io/arch In [..., arch, ...]) keeps the user's weight. It
-// reports whether anything was added. affinity is not modified.
-func withPreferences(affinity *corev1.Affinity, weights []multiarchv1beta1.NodeAffinityScoringPlatformTerm, archs sets.Set[string]) (*corev1.Affinity, bool) {
+// architecture (pol.weights) the pod can run on (archs; nil when the
+// images' architectures are unknown, and then every configured one),
+// weighted as configured, and the record of where each came from. A pod
+// that states its own kubernetes.io/arch preference gets none: every
+// configured weight is recorded as skipped, as are the weights a
+// higher-priority config overrode. It reports whether anything was added.
+// affinity is not modified.
+func withPreferences(affinity *corev1.Affinity, pol policy, archs sets.Set[string], own bool) (*corev1.Affinity, bool, []sourceEntry) {
+	var entries []sourceEntry
 	out := affinity.DeepCopy()
 	if out == nil {
 		out = &corev1.Affinity{}
@@ -116,20 +146,16 @@ func withPreferences(affinity *corev1.Affinity, weights []multiarchv1beta1.NodeA
 	if out.NodeAffinity == nil {
 		out.NodeAffinity = &corev1.NodeAffinity{}
 	}
-	preferred := sets.New[string]()
-	for _, p := range out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-		for _, r := range p.Preference.MatchExpressions {
-			if r.Key == ArchLabel && r.Operator == corev1.NodeSelectorOpIn {
-				preferred.Insert(r.Values...)
-			}
-		}
-	}
 	added := false
-	for _, w := range weights {
-		if !archs.Has(w.Architecture) || preferred.Has(w.Architecture) {
+	for _, w := range pol.weights {
+		switch {
+		case own:
+			entries = append(entries, sourceEntry{preference: w, skipped: "the pod states its own " + ArchLabel + " preference"})
 			continue
+		case archs != nil && !archs.Has(w.Architecture):
+			continue // the pod cannot run there: nothing to prefer
 		}
-		preferred.Insert(w.Architecture)
+		entries = append(entries, sourceEntry{preference: w})
 		out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
 			corev1.PreferredSchedulingTerm{
 				Weight: w.Weight,
@@ -139,8 +165,11 @@ func withPreferences(affinity *corev1.Affinity, weights []multiarchv1beta1.NodeA
 			})
 		added = true
 	}
-	if !added {
-		return affinity, false
+	for _, w := range pol.shadowed {
+		entries = append(entries, sourceEntry{preference: w, skipped: "a higher-priority config sets " + w.Architecture})
 	}
-	return out, true
+	if !added {
+		return affinity, false, entries
+	}
+	return out, true, entries
 }

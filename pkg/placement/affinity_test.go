@@ -6,8 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-
-	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 )
 
 func expr(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorRequirement {
@@ -119,9 +117,11 @@ func TestWithRequirement(t *testing.T) {
 }
 
 func TestWithPreferences(t *testing.T) {
-	weights := []multiarchv1beta1.NodeAffinityScoringPlatformTerm{
-		{Architecture: "arm64", Weight: 50}, {Architecture: "amd64", Weight: 10}, {Architecture: "s390x", Weight: 1},
-	}
+	pol := policy{weights: []preference{
+		{Architecture: "arm64", Weight: 50, Source: "PodPlacementConfig-tuning"},
+		{Architecture: "amd64", Weight: 10, Source: sourceCluster},
+		{Architecture: "s390x", Weight: 1, Source: sourceCluster},
+	}, shadowed: []preference{{Architecture: "arm64", Weight: 5, Source: sourceCluster}}}
 	pref := func(w int32, arch string) corev1.PreferredSchedulingTerm {
 		return corev1.PreferredSchedulingTerm{Weight: w, Preference: term(expr(ArchLabel, corev1.NodeSelectorOpIn, arch))}
 	}
@@ -136,30 +136,61 @@ func TestWithPreferences(t *testing.T) {
 		out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution, terms...)
 		return out
 	}
-	userPref := corev1.PreferredSchedulingTerm{Weight: 99, Preference: term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64", "ppc64le"))}
+	userPref := corev1.PreferredSchedulingTerm{Weight: 20, Preference: term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))}
 	zonePref := corev1.PreferredSchedulingTerm{Weight: 3, Preference: term(zoneA)}
+	const shadowed = "arm64:5:ClusterPodPlacementConfig:skipped"
 	tests := []struct {
-		name      string
-		affinity  *corev1.Affinity
-		archs     []string
-		want      *corev1.Affinity
-		wantAdded bool
+		name        string
+		affinity    *corev1.Affinity
+		archs       []string // nil: unknown
+		own         bool
+		want        *corev1.Affinity
+		wantAdded   bool
+		wantSources string
 	}{
-		{name: "none: only the compatible architectures, in config order", archs: []string{"amd64", "arm64"}, want: withPrefs(nil, pref(50, "arm64"), pref(10, "amd64")), wantAdded: true},
-		{name: "required kept", affinity: required(term(zoneA)), archs: []string{"s390x"}, want: withPrefs(required(term(zoneA)), pref(1, "s390x")), wantAdded: true},
-		{name: "unrelated preference kept", affinity: withPrefs(nil, zonePref), archs: []string{"arm64"}, want: withPrefs(nil, zonePref, pref(50, "arm64")), wantAdded: true},
-		{name: "the user's arch preference wins", affinity: withPrefs(nil, userPref), archs: []string{"amd64", "arm64"}, want: withPrefs(nil, userPref, pref(50, "arm64")), wantAdded: true},
-		{name: "nothing compatible: unchanged", affinity: withPrefs(nil, zonePref), archs: []string{"ppc64le"}, want: withPrefs(nil, zonePref), wantAdded: false},
-		{name: "all already preferred: unchanged", affinity: withPrefs(nil, userPref), archs: []string{"amd64"}, want: withPrefs(nil, userPref), wantAdded: false},
+		{
+			name: "only the compatible architectures, in config order", archs: []string{"amd64", "arm64"},
+			want: withPrefs(nil, pref(50, "arm64"), pref(10, "amd64")), wantAdded: true,
+			wantSources: "arm64:50:PodPlacementConfig-tuning,amd64:10:ClusterPodPlacementConfig," + shadowed,
+		},
+		{
+			name: "required kept", affinity: required(term(zoneA)), archs: []string{"s390x"},
+			want: withPrefs(required(term(zoneA)), pref(1, "s390x")), wantAdded: true, wantSources: "s390x:1:ClusterPodPlacementConfig," + shadowed,
+		},
+		{
+			name: "unrelated preference kept", affinity: withPrefs(nil, zonePref), archs: []string{"arm64"},
+			want: withPrefs(nil, zonePref, pref(50, "arm64")), wantAdded: true, wantSources: "arm64:50:PodPlacementConfig-tuning," + shadowed,
+		},
+		{
+			name: "the pod states its own arch preference: none added, all recorded as skipped", affinity: withPrefs(nil, userPref),
+			archs: []string{"amd64", "arm64"}, own: true, want: withPrefs(nil, userPref),
+			wantSources: "arm64:50:PodPlacementConfig-tuning:skipped,amd64:10:ClusterPodPlacementConfig:skipped,s390x:1:ClusterPodPlacementConfig:skipped," + shadowed,
+		},
+		{
+			name: "nothing compatible: unchanged", affinity: withPrefs(nil, zonePref), archs: []string{"ppc64le"},
+			want: withPrefs(nil, zonePref), wantSources: shadowed,
+		},
+		{
+			name: "architectures unknown (inspection failed): every configured one",
+			want: withPrefs(nil, pref(50, "arm64"), pref(10, "amd64"), pref(1, "s390x")), wantAdded: true,
+			wantSources: "arm64:50:PodPlacementConfig-tuning,amd64:10:ClusterPodPlacementConfig,s390x:1:ClusterPodPlacementConfig," + shadowed,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, added := withPreferences(tt.affinity, weights, sets.New(tt.archs...))
+			var archs sets.Set[string]
+			if tt.archs != nil {
+				archs = sets.New(tt.archs...)
+			}
+			got, added, entries := withPreferences(tt.affinity, pol, archs, tt.own)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("affinity (-want +got):\n%s", diff)
 			}
 			if added != tt.wantAdded {
 				t.Errorf("added = %v, want %v", added, tt.wantAdded)
+			}
+			if got := sourcesAnnotation(entries); got != tt.wantSources {
+				t.Errorf("sources %q, want %q", got, tt.wantSources)
 			}
 		})
 	}

@@ -32,6 +32,32 @@ type decision struct {
 	eventType string
 	reason    string
 	message   string
+	// skipped are the configured preferences not applied, one event each.
+	skipped []sourceEntry
+}
+
+// applyPreferences adds the configured preferences to out (archs nil when
+// the images' architectures are unknown), records their sources in the
+// annotation and labels the pod when any was added. It returns whether
+// any was added.
+func applyPreferences(out *corev1.Pod, pol policy, archs sets.Set[string], d *decision) bool {
+	affinity, added, entries := withPreferences(out.Spec.Affinity, pol, archs, hasArchPreference(out))
+	if added {
+		out.Spec.Affinity = affinity
+		setLabel(out, PreferredNodeAffinityLabel, LabelValueSet)
+	}
+	if len(entries) > 0 {
+		if out.Annotations == nil {
+			out.Annotations = map[string]string{}
+		}
+		out.Annotations[PreferredAffinitySourcesAnnotation] = sourcesAnnotation(entries)
+	}
+	for _, e := range entries {
+		if e.skipped != "" {
+			d.skipped = append(d.skipped, e)
+		}
+	}
+	return added
 }
 
 // imageResult is what inspecting one of a pod's images found: the
@@ -128,21 +154,19 @@ func decide(pod *corev1.Pod, pol policy, results []imageResult) decision {
 		}
 	}
 	affinity, changed := withRequirement(out.Spec.Affinity, archRequirement(archs))
-	affinity, preferred := withPreferences(affinity, pol.weights, archs)
-	if changed || preferred {
+	if changed {
 		out.Spec.Affinity = affinity
 	}
 	setLabel(out, NodeAffinityLabel, valueSet(changed))
-	if preferred {
-		setLabel(out, PreferredNodeAffinityLabel, LabelValueSet)
-	}
+	var d decision
+	preferred := applyPreferences(out, pol, archs, &d)
 	if archs.Len() == 1 {
 		setLabel(out, SingleArchLabel, sets.List(archs)[0])
 	} else {
 		setLabel(out, MultiArchLabel, "")
 	}
-	d := decision{outcome: outcomePlaced, pod: out, eventType: corev1.EventTypeNormal, reason: EventPredicateSet,
-		message: "Set the supported architectures to " + fmt.Sprint(sets.List(archs))}
+	d.outcome, d.pod, d.eventType, d.reason = outcomePlaced, out, corev1.EventTypeNormal, EventPredicateSet
+	d.message = "Set the supported architectures to " + fmt.Sprint(sets.List(archs))
 	if !changed {
 		d.outcome, d.reason = outcomeConflict, EventPredicatesConflict
 		d.message = "All the required node selector terms already constrain " + ArchLabel + "; left unchanged"
@@ -164,13 +188,18 @@ func decideAfterError(pod *corev1.Pod, pol policy, err error) decision {
 		setLabel(out, NodeAffinityLabel, valueSet(changed))
 		setLabel(out, FallbackArchLabel, pol.fallback)
 		setLabel(out, ImageInspectionErrorLabel, "")
-		return decision{outcome: outcomeFallback, pod: out, eventType: corev1.EventTypeWarning, reason: EventFallbackPredicateSet,
+		d := decision{outcome: outcomeFallback, pod: out, eventType: corev1.EventTypeWarning, reason: EventFallbackPredicateSet,
 			message: truncate("Image inspection failed; set the node affinity to the fallback architecture " + pol.fallback +
 				" and removed the scheduling gate. Registry error: " + err.Error())}
+		// The images' architectures are unknown: every configured
+		// preference applies.
+		applyPreferences(out, pol, nil, &d)
+		return d
 	}
 	d := release(pod, outcomeInspectionError, corev1.EventTypeWarning, EventInspectionError,
-		"Image inspection failed after every retry; removed the scheduling gate with the node affinity unchanged. Registry error: "+err.Error())
+		"Image inspection failed after every retry; removed the scheduling gate with the required node affinity unchanged. Registry error: "+err.Error())
 	setLabel(d.pod, ImageInspectionErrorLabel, "")
+	applyPreferences(d.pod, pol, nil, &d)
 	return d
 }
 

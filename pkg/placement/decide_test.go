@@ -8,8 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-
-	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 )
 
 func gatedPod(mutate ...func(*corev1.Pod)) *corev1.Pod {
@@ -27,7 +25,7 @@ func ok(image string, archs ...string) imageResult {
 }
 
 func TestDecide(t *testing.T) {
-	scoring := policy{weights: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{
+	scoring := policy{weights: []preference{
 		{Architecture: "arm64", Weight: 40}, {Architecture: "amd64", Weight: 20},
 	}}
 	fallback := policy{fallback: "amd64"}
@@ -145,7 +143,7 @@ func TestPreflight(t *testing.T) {
 	if d, done := preflight(allArch, policy{}); !done || d.reason != EventPredicatesConflict || d.pod.Labels[NodeAffinityLabel] != "not-set" {
 		t.Errorf("all terms with arch: done=%v reason=%q", done, d.reason)
 	}
-	withScoring := policy{weights: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{{Architecture: "arm64", Weight: 1}}}
+	withScoring := policy{weights: []preference{{Architecture: "arm64", Weight: 1}}}
 	if _, done := preflight(allArch, withScoring); done {
 		t.Error("with scoring on, the images must be inspected for preferences")
 	}

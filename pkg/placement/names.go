@@ -65,6 +65,17 @@ const (
 	ImageInspectionErrorLabel = "multiarch.openshift.io/image-inspect-error"
 )
 
+// Pod annotations.
+const (
+	// PreferredAffinitySourcesAnnotation lists the configured preferences
+	// of the pod and where each came from: arch:weight:source[:skipped],
+	// comma-separated, source ClusterPodPlacementConfig or
+	// PodPlacementConfig-<name>; skipped ones were not applied (the pod
+	// states its own kubernetes.io/arch preference, or a higher-priority
+	// config set that architecture).
+	PreferredAffinitySourcesAnnotation = "multiarch.openshift.io/preferred-affinity-sources"
+)
+
 // Event reasons, one event per outcome per pod.
 const (
 	// EventSchedGateAdded: the webhook gated the pod.
@@ -90,6 +101,10 @@ const (
 	// EventSchedGateRemovalFailed: the apiserver refused the update that
 	// places the pod; it is released with its affinity unchanged.
 	EventSchedGateRemovalFailed = "ArchAwareSchedGateRemovalFailed"
+	// EventPreferenceSkipped: a configured preference was not applied
+	// because it overlaps with the pod's own or a higher-priority config's;
+	// one event per skipped preference (an archway addition).
+	EventPreferenceSkipped = "ArchAwarePreferredAffinitySkipped"
 	// EventNoSupportedArchitectures: the pod's images share no
 	// architecture; it stays Pending.
 	EventNoSupportedArchitectures = "NoSupportedArchitecturesFound"

@@ -152,6 +152,10 @@ func (r *podReconciler) write(ctx context.Context, pod *corev1.Pod, d decision) 
 	r.metrics.pods.WithLabelValues(d.outcome).Inc()
 	r.metrics.gated.Observe(r.now().Sub(pod.CreationTimestamp.Time).Seconds())
 	r.recorder.Eventf(d.pod, nil, d.eventType, d.reason, "Place", "%s", d.message)
+	for _, e := range d.skipped {
+		r.recorder.Eventf(d.pod, nil, corev1.EventTypeNormal, EventPreferenceSkipped, "Place",
+			"Did not add the preferred affinity %s:%d from %s: %s", e.Architecture, e.Weight, e.Source, e.skipped)
+	}
 	logger.V(1).Info("released gated pod", "outcome", d.outcome, "reason", d.reason)
 	return ctrl.Result{}, nil
 }

@@ -15,9 +15,29 @@ import (
 // policy is what the configs ask of one pod: preferred architecture
 // weights and the fallback architecture.
 type policy struct {
-	weights  []multiarchv1beta1.NodeAffinityScoringPlatformTerm
+	// weights are the winning weight of each architecture, in order.
+	weights []preference
+	// shadowed are the weights a higher-priority config overrode for the
+	// same architecture: recorded on the pod as skipped.
+	shadowed []preference
 	fallback string
 }
+
+// preference is one configured architecture weight and the config it
+// comes from.
+type preference struct {
+	Architecture string
+	Weight       int32
+	// Source names the config as the preferred-affinity-sources annotation
+	// does: ClusterPodPlacementConfig or PodPlacementConfig-<name>.
+	Source string
+}
+
+// Sources of preferences, as the multiarch tuning operator names them.
+const (
+	sourceCluster   = "ClusterPodPlacementConfig"
+	sourcePodPrefix = "PodPlacementConfig-"
+)
 
 // policyFor merges the configs that apply to pod. The PodPlacementConfigs
 // of its namespace whose labelSelector matches the pod go first, by
@@ -40,19 +60,22 @@ func policyFor(pod *corev1.Pod, cluster *multiarchv1beta1.ClusterPodPlacementCon
 	})
 	var p policy
 	seen := sets.New[string]()
-	add := func(plugins *multiarchv1beta1.Plugins) {
+	add := func(plugins *multiarchv1beta1.Plugins, source string) {
 		for _, w := range scoringTerms(plugins) {
-			if !seen.Has(w.Architecture) {
-				seen.Insert(w.Architecture)
-				p.weights = append(p.weights, w)
+			pref := preference{Architecture: w.Architecture, Weight: w.Weight, Source: source}
+			if seen.Has(w.Architecture) {
+				p.shadowed = append(p.shadowed, pref)
+				continue
 			}
+			seen.Insert(w.Architecture)
+			p.weights = append(p.weights, pref)
 		}
 	}
 	for _, c := range matching {
-		add(c.Spec.Plugins)
+		add(c.Spec.Plugins, sourcePodPrefix+c.Name)
 	}
 	if cluster != nil {
-		add(cluster.Plugins)
+		add(cluster.Plugins, sourceCluster)
 		p.fallback = cluster.FallbackArchitecture
 	}
 	return p

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,12 +38,12 @@ func TestPolicyFor(t *testing.T) {
 		local   []multiarchv1beta1.PodPlacementConfig
 		want    string
 	}{
-		{name: "cluster only", cluster: cluster, want: "[{s390x 100} {amd64 1}] amd64"},
-		{name: "nothing", want: "[] "},
+		{name: "cluster only", cluster: cluster, want: "[{s390x 100 C} {amd64 1 C}] [] amd64"},
+		{name: "nothing", want: "[] [] "},
 		{
 			name: "a namespace config wins over the cluster's for the architectures it names", cluster: cluster,
 			local: []multiarchv1beta1.PodPlacementConfig{ppc("arm", 10, map[string]string{"app": "web"}, scoringPlugins(true, "arm64", 100, "s390x", 1))},
-			want:  "[{arm64 100} {s390x 1} {amd64 1}] amd64",
+			want:  "[{arm64 100 P-arm} {s390x 1 P-arm} {amd64 1 C}] [{s390x 100 C}] amd64",
 		},
 		{
 			name: "higher priority first, architecture by architecture", cluster: cluster,
@@ -50,7 +51,7 @@ func TestPolicyFor(t *testing.T) {
 				ppc("low", 10, map[string]string{"app": "web"}, scoringPlugins(true, "arm64", 100, "s390x", 1)),
 				ppc("high", 20, nil, scoringPlugins(true, "arm64", 5, "ppc64le", 90)),
 			},
-			want: "[{arm64 5} {ppc64le 90} {s390x 1} {amd64 1}] amd64",
+			want: "[{arm64 5 P-high} {ppc64le 90 P-high} {s390x 1 P-low} {amd64 1 C}] [{arm64 100 P-low} {s390x 100 C}] amd64",
 		},
 		{
 			name: "configs that do not select the pod, are disabled or are being deleted do not count", cluster: cluster,
@@ -59,7 +60,7 @@ func TestPolicyFor(t *testing.T) {
 				ppc("disabled", 40, nil, scoringPlugins(false, "ppc64le", 100)),
 				deleting,
 			},
-			want: "[{s390x 100} {amd64 1}] amd64",
+			want: "[{s390x 100 C} {amd64 1 C}] [] amd64",
 		},
 		{
 			name: "equal priorities (refused by validation) are ordered by name",
@@ -67,17 +68,21 @@ func TestPolicyFor(t *testing.T) {
 				ppc("b", 1, nil, scoringPlugins(true, "arm64", 2)),
 				ppc("a", 1, nil, scoringPlugins(true, "arm64", 1)),
 			},
-			want: "[{arm64 1}] ",
+			want: "[{arm64 1 P-a}] [{arm64 2 P-b}] ",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := policyFor(pod, tt.cluster, tt.local)
-			var ws []string
-			for _, w := range p.weights {
-				ws = append(ws, fmt.Sprintf("{%s %d}", w.Architecture, w.Weight))
+			show := func(ps []preference) []string {
+				out := []string{}
+				for _, w := range ps {
+					src := strings.Replace(strings.Replace(w.Source, sourceCluster, "C", 1), sourcePodPrefix, "P-", 1)
+					out = append(out, fmt.Sprintf("{%s %d %s}", w.Architecture, w.Weight, src))
+				}
+				return out
 			}
-			if got := fmt.Sprintf("%v %s", ws, p.fallback); got != tt.want {
+			if got := fmt.Sprintf("%v %v %s", show(p.weights), show(p.shadowed), p.fallback); got != tt.want {
 				t.Errorf("policy %s, want %s", got, tt.want)
 			}
 		})
