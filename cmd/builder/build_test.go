@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/imagebuild"
 )
@@ -50,15 +48,6 @@ func TestPrefixWritersDoNotInterleaveLines(t *testing.T) {
 		if !strings.HasPrefix(line, "[") || !strings.HasSuffix(line, "] hello world") {
 			t.Fatalf("interleaved line %q", line)
 		}
-	}
-}
-
-func TestTailBuffer(t *testing.T) {
-	tb := &tailBuffer{max: 5}
-	_, _ = tb.Write([]byte("abc"))
-	_, _ = tb.Write([]byte("defgh"))
-	if tb.String() != "defgh" {
-		t.Errorf("got %q", tb.String())
 	}
 }
 
@@ -152,88 +141,6 @@ func TestPlatformStatuses(t *testing.T) {
 	}
 }
 
-func TestImageLabels(t *testing.T) {
-	b := &buildv1.Build{}
-	b.Name, b.Namespace = "app-7", "team"
-	b.Spec.Source = buildv1.BuildSource{Git: &buildv1.GitBuildSource{URI: "https://git.example.com/app.git", Ref: "main"}, ContextDir: "web"}
-	b.Spec.Output.ImageLabels = []buildv1.ImageLabel{{Name: "team", Value: "blue"}, {Name: labelBuildName, Value: "override"}}
-	rev := &buildv1.SourceRevision{Type: buildv1.BuildSourceGit, Git: &buildv1.GitSourceRevision{
-		Commit: "abc123", Author: buildv1.SourceControlUser{Name: "Ada", Email: "ada@example.com"}, Message: "fix it"}}
-	want := map[string]string{
-		labelBuildName:        "override",
-		labelBuildNamespace:   "team",
-		labelSourceLocation:   "https://git.example.com/app.git",
-		labelCommitRef:        "main",
-		labelSourceContextDir: "web",
-		labelCommitID:         "abc123",
-		labelCommitAuthor:     "Ada <ada@example.com>",
-		labelCommitMessage:    "fix it",
-		"team":                "blue",
-	}
-	if got := imageLabels(b, rev); !reflect.DeepEqual(got, want) {
-		t.Errorf("got %v\nwant %v", got, want)
-	}
-}
-
-func TestBuildArgsAndEnv(t *testing.T) {
-	vars := []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B"}}
-	args, err := buildArgs(vars)
-	if err != nil || !reflect.DeepEqual(args, map[string]string{"A": "1", "B": ""}) {
-		t.Errorf("buildArgs = %v, %v", args, err)
-	}
-	env, err := buildEnv(vars)
-	if err != nil || !reflect.DeepEqual(env, []string{"A=1", "B="}) {
-		t.Errorf("buildEnv = %v, %v", env, err)
-	}
-	unresolved := []corev1.EnvVar{{Name: "S", ValueFrom: &corev1.EnvVarSource{}}}
-	if _, err := buildArgs(unresolved); statusReason(err) != buildv1.StatusReasonUnresolvableEnvironmentVariable {
-		t.Errorf("buildArgs with valueFrom: %v", err)
-	}
-	if _, err := buildEnv(unresolved); statusReason(err) != buildv1.StatusReasonUnresolvableEnvironmentVariable {
-		t.Errorf("buildEnv with valueFrom: %v", err)
-	}
-}
-
-func TestOutputReference(t *testing.T) {
-	tests := []struct {
-		out        buildv1.BuildOutput
-		want       string
-		wantReason buildv1.StatusReason
-	}{
-		{out: buildv1.BuildOutput{}, want: ""},
-		{out: buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "DockerImage", Name: "r.example.com/app:v1-linux-arm64"}}, want: "r.example.com/app:v1-linux-arm64"},
-		{out: buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "ImageStreamTag", Name: "app:v1"}}, wantReason: buildv1.StatusReasonInvalidOutputReference},
-		{out: buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "DockerImage", Name: "Not A Ref"}}, wantReason: buildv1.StatusReasonInvalidOutputReference},
-	}
-	for _, tt := range tests {
-		got, err := outputReference(tt.out)
-		if tt.wantReason != "" {
-			if statusReason(err) != tt.wantReason {
-				t.Errorf("outputReference(%+v) err = %v, want %s", tt.out.To, err, tt.wantReason)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("outputReference(%+v) = %q, %v", tt.out.To, got, err)
-		}
-	}
-}
-
-func TestTargetPlatform(t *testing.T) {
-	b := &buildv1.Build{}
-	if p, err := targetPlatform(b); err != nil || p.String() != "" {
-		t.Errorf("classic: %v %v", p, err)
-	}
-	b.Spec.Platforms = []string{"linux/arm64"}
-	if p, err := targetPlatform(b); err != nil || p.String() != "linux/arm64" {
-		t.Errorf("one: %v %v", p, err)
-	}
-	b.Spec.Platforms = []string{"linux/arm64", "linux/amd64"}
-	if _, err := targetPlatform(b); err == nil {
-		t.Error("two platforms accepted")
-	}
-}
-
 func TestIsMountPoint(t *testing.T) {
 	if !isMountPoint("/proc") {
 		t.Error("/proc is not a mount point")
@@ -243,16 +150,5 @@ func TestIsMountPoint(t *testing.T) {
 	}
 	if isMountPoint("/nonexistent/archway") {
 		t.Error("a missing directory is a mount point")
-	}
-}
-
-func TestRunMounts(t *testing.T) {
-	volumes := []buildv1.BuildVolume{
-		{Name: "certs", Mounts: []buildv1.BuildVolumeMount{{DestinationPath: "/etc/pki/extra"}, {DestinationPath: "/certs"}}},
-		{Name: "settings", Mounts: []buildv1.BuildVolumeMount{{DestinationPath: "/etc/app"}}},
-	}
-	want := []string{"/v/certs:/etc/pki/extra:ro", "/v/certs:/certs:ro", "/v/settings:/etc/app:ro"}
-	if got := runMounts(volumes, "/v"); !reflect.DeepEqual(got, want) {
-		t.Errorf("got %q, want %q", got, want)
 	}
 }

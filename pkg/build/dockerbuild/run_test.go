@@ -1,0 +1,257 @@
+package dockerbuild
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/report"
+	"github.com/archway-build/archway/pkg/build/source"
+	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
+)
+
+// reporter records what the flow reports.
+type reporter struct {
+	mu       sync.Mutex
+	calls    []string
+	complete *report.Result
+	failure  *report.Failure
+	// completeErr fails Complete.
+	completeErr error
+}
+
+func (r *reporter) Running(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "Running")
+	return nil
+}
+
+func (r *reporter) Complete(_ context.Context, res report.Result) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "Complete")
+	r.complete = &res
+	return r.completeErr
+}
+
+func (r *reporter) Failed(_ context.Context, f report.Failure) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "Failed")
+	r.failure = &f
+	return nil
+}
+
+// builder plays the image builder.
+type builder struct {
+	req    imagebuild.Request
+	dest   string
+	err    error
+	closed bool
+	// block makes BuildAndPush wait until ctx ends (a build a signal
+	// stops).
+	block bool
+}
+
+func (b *builder) BuildAndPush(ctx context.Context, req imagebuild.Request, dest string, _ registry.AuthFile) (imagebuild.Output, error) {
+	b.req, b.dest = req, dest
+	_, _ = req.Out.Write([]byte("STEP 1/2: FROM busybox\nSTEP 2/2: RUN make\n"))
+	if b.block {
+		<-ctx.Done()
+		return imagebuild.Output{}, &imagebuild.StageError{Stage: imagebuild.StageBuild, Err: ctx.Err()}
+	}
+	if b.err != nil {
+		return imagebuild.Output{Build: imagebuild.Result{Duration: time.Second}}, b.err
+	}
+	return imagebuild.Output{
+		Build:  imagebuild.Result{ImageID: "sha256:0123456789abcdef0123", Duration: time.Second},
+		Pushed: imagebuild.Pushed{Duration: time.Second},
+		Image: imagebuild.Image{Reference: dest + "@sha256:aa", Digest: "sha256:aa",
+			Platform: ocispec.Platform{OS: req.Platform.OS, Architecture: req.Platform.Architecture, Variant: req.Platform.Variant}},
+	}, nil
+}
+
+func (b *builder) TempDir() string { return os.TempDir() }
+
+func (b *builder) Close() error { b.closed = true; return nil }
+
+// dockerfileBuild is a one-platform Build of an inline Dockerfile.
+func dockerfileBuild() *buildv1.Build {
+	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Name: "app-1", Namespace: "team"}}
+	b.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType,
+		DockerStrategy: &buildv1.DockerBuildStrategy{BuildArgs: []corev1.EnvVar{{Name: "V", Value: "1"}}, NoCache: true}}
+	b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: ptr.To("FROM busybox\nRUN make\n")}
+	b.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1-linux-arm64"}
+	b.Spec.Platforms = []string{"linux/arm64"}
+	return b
+}
+
+// fetched plays the source fetch: the inline Dockerfile in a context dir.
+func fetched(_ context.Context, opts source.Options, dir string) (source.Fetched, error) {
+	if opts.Source.Dockerfile == nil {
+		return source.Fetched{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: errors.New("no source")}
+	}
+	return source.Fetched{Root: dir, ContextDir: dir, Dockerfile: filepath.Join(dir, "Dockerfile")}, nil
+}
+
+func newRun(t *testing.T, b *buildv1.Build, ib *builder) (*Run, *reporter, *strings.Builder) {
+	t.Helper()
+	target, err := TargetPlatform(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, out := &reporter{}, &strings.Builder{}
+	termination := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(termination, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &Run{
+		Build: b, Target: target, Reporter: rep, Out: out,
+		Options:    Options{WorkDir: t.TempDir(), Format: imagebuild.FormatDocker, TerminationLog: termination},
+		NewBuilder: func(imagebuild.Config) (ImageBuilder, error) { return ib, nil },
+		Fetch:      fetched,
+	}, rep, out
+}
+
+func TestRunCompletes(t *testing.T) {
+	ib := &builder{}
+	run, rep, out := newRun(t, dockerfileBuild(), ib)
+	if err := run.Do(context.Background()); err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+	if strings.Join(rep.calls, ",") != "Running,Complete" {
+		t.Fatalf("reported %v, want Running then Complete", rep.calls)
+	}
+	if want, _ := platform.Parse("linux/arm64"); ib.req.Platform != want {
+		t.Errorf("built for %s, want %s", ib.req.Platform, want)
+	}
+	if ib.dest != "registry.example.com/team/app:v1-linux-arm64" || ib.req.Args["V"] != "1" || !ib.req.NoCache {
+		t.Errorf("request %+v to %s: want the Build's output, build args and noCache", ib.req, ib.dest)
+	}
+	if ib.req.Labels["io.openshift.build.name"] != "app-1" {
+		t.Errorf("image labels %v, want OpenShift's build labels", ib.req.Labels)
+	}
+	res := rep.complete
+	if res.OutputReference != ib.dest || res.Image == nil || res.Image.Digest != "sha256:aa" {
+		t.Errorf("reported %+v, want the pushed image", res)
+	}
+	var stages []string
+	for _, s := range res.Stages {
+		stages = append(stages, string(s.Name))
+	}
+	if got := strings.Join(stages, ","); got != "FetchInputs,Build,PushImage" {
+		t.Errorf("stages %s, want FetchInputs,Build,PushImage", got)
+	}
+	if !ib.closed {
+		t.Error("the image builder was not closed")
+	}
+	if !strings.Contains(out.String(), "Pushed registry.example.com/team/app:v1-linux-arm64@sha256:aa (linux/arm64") {
+		t.Errorf("log:\n%s", out)
+	}
+}
+
+func TestRunFails(t *testing.T) {
+	tests := []struct {
+		name        string
+		build       func(*buildv1.Build)
+		buildErr    error
+		completeErr error
+		wantReason  buildv1.StatusReason
+		wantMsg     string
+		wantBuilt   bool
+	}{
+		{
+			name:       "a strategy docker-build does not run",
+			build:      func(b *buildv1.Build) { b.Spec.Strategy.Type = buildv1.SourceBuildStrategyType },
+			wantReason: buildv1.StatusReasonUnsupportedBuildStrategy,
+			wantMsg:    `strategy "Source"`,
+		},
+		{
+			name:       "an output that is not an image",
+			build:      func(b *buildv1.Build) { b.Spec.Output.To.Kind = "ImageStreamTag" },
+			wantReason: buildv1.StatusReasonInvalidOutputReference,
+			wantMsg:    "ImageStreamTag",
+		},
+		{
+			name:       "the source cannot be fetched",
+			build:      func(b *buildv1.Build) { b.Spec.Source.Dockerfile = nil },
+			wantReason: buildv1.StatusReasonFetchSourceFailed,
+			wantMsg:    "no source",
+		},
+		{
+			name:       "a RUN step fails",
+			buildErr:   &imagebuild.StageError{Stage: imagebuild.StageBuild, Err: errors.New("RUN make: exit status 2")},
+			wantReason: buildv1.StatusReasonDockerBuildFailed,
+			wantMsg:    "exit status 2",
+			wantBuilt:  true,
+		},
+		{
+			name:        "the image was pushed but recording it failed",
+			completeErr: errors.New("apiserver unreachable"),
+			wantReason:  buildv1.StatusReasonGenericBuildFailed,
+			wantMsg:     "recording it failed",
+			wantBuilt:   true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := dockerfileBuild()
+			if tt.build != nil {
+				tt.build(b)
+			}
+			ib := &builder{err: tt.buildErr}
+			run, rep, out := newRun(t, b, ib)
+			rep.completeErr = tt.completeErr
+			err := run.Do(context.Background())
+			if err == nil || !strings.Contains(err.Error(), string(tt.wantReason)) {
+				t.Fatalf("Do: %v, want a %s failure\n%s", err, tt.wantReason, out)
+			}
+			f := rep.failure
+			if f == nil || f.Reason != tt.wantReason || !strings.Contains(f.Message, tt.wantMsg) {
+				t.Fatalf("reported %+v, want %s saying %q", f, tt.wantReason, tt.wantMsg)
+			}
+			if (ib.dest != "") != tt.wantBuilt {
+				t.Errorf("built: %v, want %v", ib.dest != "", tt.wantBuilt)
+			}
+			if tt.wantBuilt && !strings.Contains(f.LogSnippet, "RUN make") {
+				t.Errorf("log snippet %q, want the end of the build's log", f.LogSnippet)
+			}
+			msg, err := os.ReadFile(run.Options.TerminationLog)
+			if err != nil || !strings.HasPrefix(string(msg), string(tt.wantReason)+": ") {
+				t.Errorf("termination message %q (%v), want it to start with the reason", msg, err)
+			}
+		})
+	}
+}
+
+// TestRunStoppedBySignal: a build a signal stops (its pod is being deleted)
+// reports nothing; the controller says what became of the platform.
+func TestRunStoppedBySignal(t *testing.T) {
+	ib := &builder{block: true}
+	run, rep, out := newRun(t, dockerfileBuild(), ib)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run.Do(ctx) }()
+	cancel()
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("Do: %v, want interrupted\n%s", err, out)
+	}
+	if strings.Join(rep.calls, ",") != "Running" {
+		t.Errorf("reported %v after a signal, want only Running", rep.calls)
+	}
+}
