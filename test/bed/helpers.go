@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 // DefaultTimeout bounds the bed's waiting helpers.
@@ -198,4 +202,15 @@ func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFun
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, DefaultTimeout)
+}
+
+// SetTestLogger makes controller-runtime's logger log errors only, to
+// stderr, unless ARCHWAY_TEST_VERBOSE is set (then everything): the suites'
+// controllers and webhooks stay quiet unless asked.
+func SetTestLogger() {
+	level := zapcore.ErrorLevel
+	if os.Getenv("ARCHWAY_TEST_VERBOSE") != "" {
+		level = zapcore.Level(-2)
+	}
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
 }

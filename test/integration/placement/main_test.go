@@ -16,15 +16,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/archway-build/archway/pkg/placement"
@@ -62,7 +59,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	bed.SetTestLogger()
 	ctx := context.Background()
 	var err error
 	testBed, err = bed.Start(ctx, bed.Options{AuthRegistry: true})
@@ -105,14 +102,6 @@ func setup(ctx context.Context) (stopWebhook func(), err error) {
 		return stopWebhook, fmt.Errorf("starting the controller: %w", err)
 	}
 	return stopWebhook, nil
-}
-
-// zapLevel logs errors only, unless ARCHWAY_TEST_VERBOSE is set.
-func zapLevel() zapcore.Level {
-	if os.Getenv("ARCHWAY_TEST_VERBOSE") != "" {
-		return zapcore.Level(-2)
-	}
-	return zapcore.ErrorLevel
 }
 
 func pushSuiteImages(ctx context.Context) error {

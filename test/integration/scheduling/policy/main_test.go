@@ -15,15 +15,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 	"github.com/archway-build/archway/pkg/placement"
@@ -51,7 +48,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	bed.SetTestLogger()
 	ctx := context.Background()
 	var err error
 	testBed, err = bed.Start(ctx, bed.Options{})
@@ -84,14 +81,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-// zapLevel logs errors only, unless ARCHWAY_TEST_VERBOSE is set.
-func zapLevel() zapcore.Level {
-	if os.Getenv("ARCHWAY_TEST_VERBOSE") != "" {
-		return zapcore.Level(-2)
-	}
-	return zapcore.ErrorLevel
 }
 
 // placementOptions are the placement options of the suite: the bed's

@@ -18,13 +18,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
@@ -53,7 +50,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	bed.SetTestLogger()
 	ctx := context.Background()
 	var err error
 	// The bed's scheduler would run as the bed's admin: this suite runs
@@ -92,14 +89,6 @@ func run(m *testing.M) int {
 	}
 	defer scheduler.stop()
 	return m.Run()
-}
-
-// zapLevel logs errors only, unless ARCHWAY_TEST_VERBOSE is set.
-func zapLevel() zapcore.Level {
-	if os.Getenv("ARCHWAY_TEST_VERBOSE") != "" {
-		return zapcore.Level(-2)
-	}
-	return zapcore.ErrorLevel
 }
 
 // webhooks serves the webhook for the whole suite, registered with the
