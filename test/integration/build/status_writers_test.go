@@ -1,0 +1,187 @@
+package build
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/test/bed"
+)
+
+// podNameExtra is the user info a service-account token bound to a pod
+// carries: the pod's name.
+const podNameExtra = "authentication.kubernetes.io/pod-name"
+
+// installManifest creates the objects of a YAML file of the repository and
+// returns them.
+func installManifest(t *testing.T, ctx context.Context, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(bed.RepoRoot(), path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := k8s.Create(ctx, u); err != nil {
+			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		objs = append(objs, u)
+	}
+	return objs
+}
+
+// writer is a client acting as the namespace's builder service account,
+// from pod (none: a token bound to no pod).
+func (h *harness) writer(pod string) client.Client {
+	h.t.Helper()
+	cfg := rest.CopyConfig(testBed.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + h.ns + ":builder",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + h.ns, "system:authenticated"},
+	}
+	if pod != "" {
+		cfg.Impersonate.Extra = map[string][]string{podNameExtra: {pod}}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+// applyStatusAs applies status fields of the case's Build through c, as
+// manager.
+func (h *harness) applyStatusAs(c client.Client, manager string, status map[string]any, opts ...client.SubResourceApplyOption) error {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": buildv1.GroupVersion.String(), "kind": "Build",
+		"metadata": map[string]any{"name": h.build, "namespace": h.ns},
+		"status":   status,
+	}}
+	return c.Status().Apply(h.ctx, client.ApplyConfigurationFromUnstructured(u),
+		append([]client.SubResourceApplyOption{client.FieldOwner(manager), client.ForceOwnership}, opts...)...)
+}
+
+func entryStatus(p string, fields map[string]any) map[string]any {
+	entry := map[string]any{"platform": p}
+	for k, v := range fields {
+		entry[k] = v
+	}
+	return map[string]any{"platforms": []any{entry}}
+}
+
+// TestStatusWriters: with manifests/build-controller's policy, a service
+// account of the Build's namespace writes the Build's status only from the
+// Build's own pods, each pod only its part, and a platform's entry only
+// until it has ended. With the policy's binding gone, the same forged
+// writes go through (so the test can fail).
+func TestStatusWriters(t *testing.T) {
+	h := newHarness(t, "writers")
+	h.cfg = testConfig(nil)
+	h.ctrl = startController(t, h.ns, h.cfg)
+	objs := installManifest(t, h.ctx, "manifests/build-controller/status_writers_policy.yaml")
+	t.Cleanup(func() {
+		for _, o := range objs {
+			_ = k8s.Delete(context.Background(), o)
+		}
+	})
+	// The builder service account may patch Build status, as its role
+	// grants in a cluster.
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "builder", Namespace: h.ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{buildv1.GroupName}, Resources: []string{"builds/status"}, Verbs: []string{"get", "patch", "update"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "builder", Namespace: h.ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "builder"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "builder", Namespace: h.ns}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(h.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createBuild(nil, amd64, arm64).do(h)
+	wantPlatformPods(amd64, arm64).do(h)
+	amdPod := h.platformPod(amd64)
+	mlPod := build.ManifestListPodName(h.build)
+	running := map[string]any{"phase": "Running"}
+
+	// The policy is in force once a write from no pod is refused.
+	stranger := h.writer("")
+	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, bed.DefaultTimeout, true, func(context.Context) (bool, error) {
+		err := h.applyStatusAs(stranger, "x", entryStatus(amd64, running), client.DryRunAll)
+		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err), nil
+	})
+	if err != nil {
+		t.Fatal("the status writers policy never took effect")
+	}
+
+	refused := func(what string, err error, words string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), words) {
+			t.Errorf("%s: got %v, want it refused saying %q", what, err, words)
+		}
+	}
+	refused("a token bound to no pod", h.applyStatusAs(stranger, "x", entryStatus(amd64, running)), "only from one of the Build's pods")
+	refused("a pod that is not the Build's", h.applyStatusAs(h.writer("intruder"), "x", entryStatus(amd64, running)), "is not a pod of Build")
+
+	amd := h.writer(amdPod)
+	if err := h.applyStatusAs(amd, "archway-builder-linux-amd64", entryStatus(amd64, running)); err != nil {
+		t.Fatalf("the amd64 pod writing its own entry: %v", err)
+	}
+	refused("the amd64 pod writing arm64's entry", h.applyStatusAs(amd, "x", entryStatus(arm64, map[string]any{"phase": "Complete"})), "only its own platform")
+	refused("the amd64 pod writing the build's reason", h.applyStatusAs(amd, "x", map[string]any{"reason": "Forged"}), "only its own platform")
+
+	ml := h.writer(mlPod)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	if err := h.applyStatusAs(ml, "archway-builder-manifest-list", map[string]any{"output": map[string]any{"to": map[string]any{"imageDigest": digest}}}); err != nil {
+		t.Fatalf("the manifest-list pod writing the output: %v", err)
+	}
+	refused("the manifest-list pod writing a platform's entry", h.applyStatusAs(ml, "x", entryStatus(arm64, map[string]any{"phase": "Complete"})), "not its platforms")
+	refused("the manifest-list pod writing the phase", h.applyStatusAs(ml, "x", map[string]any{"phase": "Complete"}), "not its platforms")
+
+	// A cancel ends every platform; a builder still running cannot turn
+	// its platform Complete afterwards.
+	cancelBuild().do(h)
+	wantEntry(amd64, buildv1.BuildPhaseCancelled, buildv1.StatusReasonCancelledBuild).do(h)
+	refused("the amd64 pod writing Complete after the cancel", h.applyStatusAs(amd, "archway-builder-linux-amd64",
+		entryStatus(amd64, map[string]any{"phase": "Complete"})), "its entry is final")
+
+	// Without the binding the same forged write goes through.
+	for _, o := range objs {
+		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
+			if err := k8s.Delete(h.ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	err = wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, bed.DefaultTimeout, true, func(context.Context) (bool, error) {
+		return h.applyStatusAs(h.writer("intruder"), "x", entryStatus(arm64, map[string]any{"message": "forged"}), client.DryRunAll) == nil, nil
+	})
+	if err != nil {
+		t.Error("with the policy unbound, a forged write is still refused: the checks above prove nothing")
+	}
+}
