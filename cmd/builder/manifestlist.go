@@ -46,7 +46,9 @@ status.platforms has finished, and then:
     platforms that succeeded to spec.output.to, and records its digest in
     status.output.to.imageDigest and the output in status.outputDockerImageReference;
   - removes every per-platform tag (DELETE of the tag, never of a digest), also when the build
-    failed; untag errors are logged and ignored.
+    failed; untag errors are logged and ignored. The tags removed are computed from the spec:
+    spec.output.to with the suffix of each platform of the Build in $BUILD (the platforms the
+    controller resolved), else of the Build's spec.platforms; never a reference read from status.
 
 When the Build has already ended Failed, Error or Cancelled (the controller starts this pod then,
 once every platform pod has ended, so that no late push can tag again), it only removes the
@@ -75,7 +77,7 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	key, err := buildKey(opts.build)
+	key, platforms, err := buildKey(opts.build)
 	if err != nil {
 		return err
 	}
@@ -103,30 +105,38 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 		Out:            out,
 		TerminationLog: opts.terminationLog,
 		WaitTimeout:    opts.waitTimeout,
+		Platforms:      platforms,
 	}
 	return run.Do(ctx)
 }
 
 // buildKey names the Build: --build, else the metadata of the Build in
-// $BUILD.
-func buildKey(flag string) (types.NamespacedName, error) {
+// $BUILD. It also returns the platforms of the Build in $BUILD, which the
+// controller resolved: the per-platform tags removed are theirs.
+func buildKey(flag string) (types.NamespacedName, []string, error) {
+	raw := os.Getenv(buildv1.BuildEnv)
+	var b buildv1.Build
+	if raw != "" {
+		if err := json.Unmarshal([]byte(raw), &b); err != nil {
+			return types.NamespacedName{}, nil, fmt.Errorf("reading the Build in $%s: %w", buildv1.BuildEnv, err)
+		}
+	}
 	if flag != "" {
 		ns, name, ok := strings.Cut(flag, "/")
 		if !ok || ns == "" || name == "" {
-			return types.NamespacedName{}, fmt.Errorf("--build %q: want namespace/name", flag)
+			return types.NamespacedName{}, nil, fmt.Errorf("--build %q: want namespace/name", flag)
 		}
-		return types.NamespacedName{Namespace: ns, Name: name}, nil
+		if b.Namespace != ns || b.Name != name {
+			// $BUILD describes another Build: its platforms are not this one's.
+			b.Spec.Platforms = nil
+		}
+		return types.NamespacedName{Namespace: ns, Name: name}, b.Spec.Platforms, nil
 	}
-	raw := os.Getenv(buildv1.BuildEnv)
 	if raw == "" {
-		return types.NamespacedName{}, fmt.Errorf("no Build: set $%s to the Build as JSON (as build pods have it) or pass --build namespace/name", buildv1.BuildEnv)
-	}
-	var b buildv1.Build
-	if err := json.Unmarshal([]byte(raw), &b); err != nil {
-		return types.NamespacedName{}, fmt.Errorf("reading the Build in $%s: %w", buildv1.BuildEnv, err)
+		return types.NamespacedName{}, nil, fmt.Errorf("no Build: set $%s to the Build as JSON (as build pods have it) or pass --build namespace/name", buildv1.BuildEnv)
 	}
 	if b.Name == "" || b.Namespace == "" {
-		return types.NamespacedName{}, fmt.Errorf("the Build in $%s has no name or namespace", buildv1.BuildEnv)
+		return types.NamespacedName{}, nil, fmt.Errorf("the Build in $%s has no name or namespace", buildv1.BuildEnv)
 	}
-	return types.NamespacedName{Namespace: b.Namespace, Name: b.Name}, nil
+	return types.NamespacedName{Namespace: b.Namespace, Name: b.Name}, b.Spec.Platforms, nil
 }

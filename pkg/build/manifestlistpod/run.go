@@ -17,12 +17,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"go.podman.io/image/v5/docker/reference"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -90,6 +88,10 @@ type Run struct {
 	// WaitTimeout bounds the wait for the platforms (and
 	// spec.completionDeadlineSeconds bounds it further).
 	WaitTimeout time.Duration
+	// Platforms are the platforms the controller resolved for the Build
+	// (spec.platforms of the Build in the pod's $BUILD); the per-platform
+	// tags removed are theirs. Empty: the Build's own spec.platforms.
+	Platforms []string
 }
 
 func (r *Run) logf(format string, args ...any) {
@@ -276,48 +278,25 @@ func waitingFor(b *buildv1.Build) string {
 	return strings.Join(waiting, ", ")
 }
 
-// platformTags are the per-platform tags to remove: one for every platform
-// the Build targets or has a status entry for, plus any other tag of the
-// output's repository a platform recorded pushing to. The output tag itself
-// is never among them.
+// platformTags are the per-platform tags to remove, computed from the
+// Build's spec alone: platform.Tags of the output and the platforms the
+// controller resolved (r.Platforms, from the pod's $BUILD), else the
+// Build's spec.platforms. A reference read from status is never removed:
+// any writer of a status entry could name another tag of the repository
+// (its :prod) there. The output tag itself is never among them.
 func (r *Run) platformTags(b *buildv1.Build, output string) []string {
-	var platforms []string
-	platforms = append(platforms, b.Spec.Platforms...)
-	for _, p := range b.Status.Platforms {
-		platforms = append(platforms, p.Platform)
+	platforms := r.Platforms
+	if len(platforms) == 0 {
+		platforms = b.Spec.Platforms
+	}
+	if len(platforms) == 0 {
+		r.logf("Warning: neither $%s nor the Build's spec.platforms lists the platforms: no per-platform tag is removed", buildv1.BuildEnv)
 	}
 	tags, err := platform.Tags(output, platforms)
 	if err != nil {
 		r.logf("Warning: %v", err)
 	}
-	for _, p := range b.Status.Platforms {
-		if tag, ok := otherTagOfRepository(p.OutputDockerImageReference, output); ok && !slices.Contains(tags, tag) {
-			tags = append(tags, tag)
-		}
-	}
 	return tags
-}
-
-// otherTagOfRepository returns ref spelled in full when it names a tag (and
-// no digest) in output's repository other than output's own tag.
-func otherTagOfRepository(ref, output string) (string, bool) {
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return "", false
-	}
-	tagged, ok := named.(reference.NamedTagged)
-	if _, digested := named.(reference.Digested); !ok || digested {
-		return "", false
-	}
-	out, err := reference.ParseNormalizedNamed(output)
-	if err != nil {
-		return "", false
-	}
-	outTagged, ok := reference.TagNameOnly(out).(reference.NamedTagged)
-	if !ok || out.Name() != named.Name() || outTagged.Tag() == tagged.Tag() {
-		return "", false
-	}
-	return tagged.String(), true
 }
 
 // untag removes the per-platform tags (those already gone are no error).

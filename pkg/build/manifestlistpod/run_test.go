@@ -301,3 +301,50 @@ func TestFailsWithoutPushing(t *testing.T) {
 		})
 	}
 }
+
+// TestUntagsOnlySpecTags: a status entry is written by build pods (and by
+// anyone who may patch builds/status), so a forged one naming the
+// repository's :prod, or a platform the Build does not target, must not
+// make the manifest-list pod remove that tag: the tags removed are
+// computed from spec.output.to and the platforms of the spec alone.
+func TestUntagsOnlySpecTags(t *testing.T) {
+	forge := func(b *buildv1.Build) *buildv1.Build {
+		b.Status.Platforms[1].OutputDockerImageReference = "registry.example.com/team/app:prod"
+		b.Status.Platforms = append(b.Status.Platforms, buildv1.BuildStatusPlatform{Platform: "linux/riscv64",
+			Phase: buildv1.BuildPhaseFailed, OutputDockerImageReference: "registry.example.com/team/app:stable"})
+		return b
+	}
+	for _, tt := range []struct {
+		name      string
+		build     *buildv1.Build
+		platforms []string // Run.Platforms, from $BUILD
+		want      []string
+	}{
+		{name: "ended build, spec.platforms", build: forge(build(buildv1.BuildPhaseFailed, allIn(buildv1.BuildPhaseFailed))), want: perPlatformTags()},
+		{name: "complete build, spec.platforms", build: forge(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete))), want: perPlatformTags()},
+		{name: "platforms resolved by the controller, none in the Build's spec", build: func() *buildv1.Build {
+			b := forge(build(buildv1.BuildPhaseFailed, allIn(buildv1.BuildPhaseFailed)))
+			b.Spec.Platforms = nil
+			return b
+		}(), platforms: four, want: perPlatformTags()},
+		{name: "no platforms anywhere in the spec: nothing removed", build: func() *buildv1.Build {
+			b := forge(build(buildv1.BuildPhaseFailed, allIn(buildv1.BuildPhaseFailed)))
+			b.Spec.Platforms = nil
+			return b
+		}()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, reg := newBuilds(tt.build), &fakeRegistry{}
+			run, out := newRun(b, reg)
+			run.Platforms = tt.platforms
+			_ = run.Do(context.Background())
+			var untagged []string
+			for _, refs := range reg.untagged {
+				untagged = append(untagged, refs...)
+			}
+			if !slices.Equal(untagged, tt.want) {
+				t.Errorf("untagged %v, want %v\n%s", untagged, tt.want, out)
+			}
+		})
+	}
+}

@@ -187,6 +187,9 @@ type platformStatus struct {
 	message  string
 	digest   digest.Digest
 	output   string // the Build's output, for the per-platform tag
+	// ref is the outputDockerImageReference recorded instead of the
+	// per-platform tag (a forged entry).
+	ref string
 }
 
 // apply writes the entry with server-side apply under a field manager of
@@ -213,6 +216,9 @@ func (s platformStatus) apply(t testing.TB, b *buildv1.Build) {
 			t.Fatal(err)
 		}
 		entry["outputDockerImageReference"] = tag
+	}
+	if s.ref != "" {
+		entry["outputDockerImageReference"] = s.ref
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"platforms": []any{entry}}}}
 	u.SetAPIVersion(buildv1.GroupVersion.String())
@@ -529,6 +535,49 @@ func TestCommandBuildEnded(t *testing.T) {
 			}
 			if tt.wantExit != 0 && len(tags) != 2 {
 				t.Errorf("tags %v, want the 2 pushed, which wrong credentials cannot remove", tags)
+			}
+		})
+	}
+}
+
+// TestCommandKeepsTagsStatusNames: a status entry naming another tag of
+// the output's repository (a forged entry: anyone who may write the
+// Build's status can write one) does not make the command remove that tag,
+// whether it pushes the manifest list or only removes the per-platform tags
+// of an ended Build: :prod survives, every per-platform tag is gone.
+func TestCommandKeepsTagsStatusNames(t *testing.T) {
+	for _, phase := range []buildv1.BuildPhase{buildv1.BuildPhaseRunning, buildv1.BuildPhaseFailed} {
+		t.Run(string(phase), func(t *testing.T) {
+			reg := theBed.Registry
+			repo := repoName(t)
+			output := reg.Host + "/" + repo + ":v1"
+			prod := reg.Host + "/" + repo + ":prod"
+			build := createBuild(t, output, fourPlatforms, nil)
+			digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
+			pushPlatforms(t, reg, output, fourPlatforms[:1], pushOptions{to: prod})
+			for _, p := range fourPlatforms {
+				s := platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: digests[p], output: output}
+				if p == "linux/arm64" {
+					s.ref = prod
+				}
+				s.apply(t, build)
+			}
+			if phase != buildv1.BuildPhaseRunning {
+				patch := []byte(`{"status":{"phase":"` + string(phase) + `","reason":"GenericBuildFailed","message":"ended"}}`)
+				if err := theBed.Client.Status().Patch(context.Background(), build, client.RawPatch(types.MergePatchType, patch)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			proc := startManifestList(t, build, nil)
+			if code := proc.waitExit(t); code != 0 {
+				t.Fatalf("exit code %d, want 0:\n%s", code, proc.out)
+			}
+			want := []string{"prod"}
+			if phase == buildv1.BuildPhaseRunning {
+				want = []string{"prod", "v1"}
+			}
+			if tags := tagsOf(t, reg, repo); !slices.Equal(tags, want) {
+				t.Errorf("tags %v, want %v: :prod kept, every per-platform tag removed", tags, want)
 			}
 		})
 	}

@@ -100,6 +100,8 @@ type pushOptions struct {
 	// as pushes each image under another platform's tag:
 	// as["linux/ppc64le"] = "linux/arm64" pushes the arm64 image as ppc64le.
 	as map[string]string
+	// to pushes every image to this reference instead of its platform's tag.
+	to string
 }
 
 // pushPlatforms pushes the base image's image of each platform to
@@ -136,6 +138,9 @@ func pushPlatforms(t testing.TB, reg *bed.Registry, output string, platforms []s
 		tag, err := platform.Tag(output, p)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if opts.to != "" {
+			tag = opts.to
 		}
 		dest, err := docker.ParseReference("//" + tag)
 		if err != nil {
