@@ -34,6 +34,9 @@ type decision struct {
 	message   string
 	// skipped are the configured preferences not applied, one event each.
 	skipped []sourceEntry
+	// appliedConfigs name the PodPlacementConfigs a preferred term was
+	// added from, for their status.
+	appliedConfigs []string
 }
 
 // applyPreferences adds the configured preferences to out (archs nil when
@@ -55,6 +58,8 @@ func applyPreferences(out *corev1.Pod, pol policy, archs sets.Set[string], d *de
 	for _, e := range entries {
 		if e.skipped != "" {
 			d.skipped = append(d.skipped, e)
+		} else if name, ok := strings.CutPrefix(e.Source, sourcePodPrefix); ok && added && !slices.Contains(d.appliedConfigs, name) {
+			d.appliedConfigs = append(d.appliedConfigs, name)
 		}
 	}
 	return added

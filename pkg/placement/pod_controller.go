@@ -34,6 +34,7 @@ type podReconciler struct {
 	retries   *retryTracker
 	policy    retryPolicy
 	imagePar  int
+	applied   *appliedCounter
 	now       func() time.Time
 }
 
@@ -152,6 +153,9 @@ func (r *podReconciler) write(ctx context.Context, pod *corev1.Pod, d decision) 
 	r.metrics.pods.WithLabelValues(d.outcome).Inc()
 	r.metrics.gated.Observe(r.now().Sub(pod.CreationTimestamp.Time).Seconds())
 	r.recorder.Eventf(d.pod, nil, d.eventType, d.reason, "Place", "%s", d.message)
+	for _, name := range d.appliedConfigs {
+		r.applied.record(types.NamespacedName{Namespace: pod.Namespace, Name: name}, r.now())
+	}
 	for _, e := range d.skipped {
 		r.recorder.Eventf(d.pod, nil, corev1.EventTypeNormal, EventPreferenceSkipped, "Place",
 			"Did not add the preferred affinity %s:%d from %s: %s", e.Architecture, e.Weight, e.Source, e.skipped)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -42,8 +43,9 @@ import (
 // +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=multiarch.openshift.io,resources=podplacementconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=podplacementconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
 
 // gatedSelector selects the pods the webhook gated and the controller has
 // not released yet: what the webhook's event informer watches.
@@ -133,6 +135,11 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 	}}); err != nil {
 		return err
 	}
+	// Claims are read and written through the apiserver only.
+	uncached, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
 	wh := &gateWebhook{
 		decoder:      admission.NewDecoder(mgr.GetScheme()),
 		cache:        mgr.GetCache(),
@@ -146,7 +153,10 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 	}
 	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: wh})
 	mgr.GetWebhookServer().Register(PodPlacementConfigValidationPath,
-		admission.WithValidator[*multiarchv1beta1.PodPlacementConfig](mgr.GetScheme(), podPlacementConfigValidator{cache: mgr.GetCache()}))
+		admission.WithValidator[*multiarchv1beta1.PodPlacementConfig](mgr.GetScheme(), podPlacementConfigValidator{
+			cache:  mgr.GetCache(),
+			claims: priorityClaims{client: uncached, grace: priorityClaimGrace, now: time.Now},
+		}))
 	mgr.GetWebhookServer().Register(ClusterPodPlacementConfigValidationPath,
 		admission.WithValidator[*multiarchv1beta1.ClusterPodPlacementConfig](mgr.GetScheme(), clusterConfigValidator{cache: mgr.GetCache()}))
 	return mgr.AddReadyzCheck("placement-webhook-cache", func(req *http.Request) error {
@@ -216,6 +226,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 	inspector := image.NewCache(instrumentedRegistry{inner: remote, metrics: metrics}, image.CacheOptions{
 		DigestTTL: opts.DigestCacheTTL, TagTTL: opts.TagCacheTTL, Size: opts.CacheSize, OnLookup: metrics.cacheLookup,
 	})
+	applied := newAppliedCounter()
 	pods := &podReconciler{
 		pods:      placementCache,
 		configs:   mgr.GetCache(),
@@ -229,6 +240,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 			tries: opts.InspectionTries, base: opts.InspectionBackoff, max: opts.InspectionMaxBackoff, deadline: opts.InspectionDeadline,
 		},
 		imagePar: opts.ImageParallelism,
+		applied:  applied,
 		now:      time.Now,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -267,6 +279,9 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 	}); err != nil {
 		return err
 	}
+	if err := setupConfigStatus(mgr, applied); err != nil {
+		return err
+	}
 	toConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}}}
 	})
@@ -276,4 +291,43 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		Watches(&admissionregistrationv1.MutatingWebhookConfiguration{}, toConfig,
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == opts.WebhookConfigurationName }))).
 		Complete(configs)
+}
+
+// setupConfigStatus adds the controller of the PodPlacementConfigs'
+// priority claims and status. Claims are Leases labelled
+// PriorityClaimLabel, in a cache of their own.
+func setupConfigStatus(mgr ctrl.Manager, applied *appliedCounter) error {
+	hasLabel, err := labels.NewRequirement(PriorityClaimLabel, selection.Exists, nil)
+	if err != nil {
+		return err
+	}
+	claims, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*hasLabel)}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(claims); err != nil {
+		return err
+	}
+	uncached, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	deleted := &deletedConfigs{}
+	r := &configStatusReconciler{
+		configs: mgr.GetCache(),
+		claims:  claims,
+		writer:  mgr.GetClient(),
+		direct:  priorityClaims{client: uncached, grace: priorityClaimGrace, now: time.Now},
+		deleted: deleted,
+		applied: applied,
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("pod-placement-config-status").
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&multiarchv1beta1.PodPlacementConfig{}), configStatusHandler(deleted, time.Now))).
+		WatchesRawSource(source.Kind(claims, client.Object(&coordinationv1.Lease{}), handler.EnqueueRequestsFromMapFunc(claimToHolder))).
+		WatchesRawSource(source.Channel(applied.notify, configStatusHandler(deleted, time.Now))).
+		Complete(r)
 }

@@ -50,8 +50,14 @@ func validateClusterConfigDeletion(local []multiarchv1beta1.PodPlacementConfig) 
 		len(local), local[0].Namespace, local[0].Name)
 }
 
-// podPlacementConfigValidator serves validatePodPlacementConfig.
-type podPlacementConfigValidator struct{ cache client.Reader }
+// podPlacementConfigValidator serves validatePodPlacementConfig against
+// its cache (quick, with a message naming the other config), then makes
+// the config hold the claim of its priority, which concurrent creates
+// cannot both get.
+type podPlacementConfigValidator struct {
+	cache  client.Reader
+	claims priorityClaims
+}
 
 var _ admission.Validator[*multiarchv1beta1.PodPlacementConfig] = podPlacementConfigValidator{}
 
@@ -83,7 +89,14 @@ func (v podPlacementConfigValidator) validate(ctx context.Context, c *multiarchv
 	if err := v.cache.List(ctx, others, client.InNamespace(c.Namespace)); err != nil {
 		return err
 	}
-	return validatePodPlacementConfig(c, cluster, others.Items)
+	if err := validatePodPlacementConfig(c, cluster, others.Items); err != nil {
+		return err
+	}
+	dryRun := false
+	if req, err := admission.RequestFromContext(ctx); err == nil {
+		dryRun = req.DryRun != nil && *req.DryRun
+	}
+	return v.claims.claim(ctx, c, dryRun)
 }
 
 // clusterConfigValidator serves validateClusterConfigDeletion.

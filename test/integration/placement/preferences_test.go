@@ -6,9 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // TestPreferenceSources: each preferred term says which config it came
@@ -48,6 +50,13 @@ func TestPreferenceSources(t *testing.T) {
 		t.Errorf("web: preferred terms %+v, want three", prefs)
 	}
 	h.waitEvent("web", placement.EventPreferenceSkipped)
+	// Its status counts the one pod it added a preference to ("own" had
+	// every one skipped, "unknown" is not selected).
+	if err := bed.WaitFor(h.ctx, k8s, client.ObjectKeyFromObject(ppc), ppc, func(c *multiarchv1beta1.PodPlacementConfig) bool {
+		return c.Status.AppliedPods >= 1 && c.Status.LastAppliedTime != nil
+	}); err != nil {
+		t.Errorf("tuning: status.appliedPods never counted web: %v", err)
+	}
 	if arch := h.waitBound("web"); arch != "arm64" {
 		t.Errorf("web: bound to %s, want the namespace config's favourite arm64", arch)
 	}
@@ -66,6 +75,9 @@ func TestPreferenceSources(t *testing.T) {
 	}
 
 	pod = h.waitReleased("unknown")
+	if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(ppc), ppc); err != nil || ppc.Status.AppliedPods != 1 {
+		t.Errorf("tuning: status.appliedPods %d (%v), want 1", ppc.Status.AppliedPods, err)
+	}
 	h.expectLabels(pod, map[string]string{placement.ImageInspectionErrorLabel: "", placement.PreferredNodeAffinityLabel: placement.LabelValueSet})
 	if prefs := pod.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution; len(prefs) != 2 || prefs[0].Weight != 30 {
 		t.Errorf("unknown: preferred terms %+v, want the configured ppc64le 30 and amd64 20", prefs)

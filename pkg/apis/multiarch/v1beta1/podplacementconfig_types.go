@@ -18,6 +18,8 @@ import (
 // +kubebuilder:resource:path=podplacementconfigs,singular=podplacementconfig,scope=Namespaced,shortName=ppc
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,description="Higher wins among the configs matching a pod."
+// +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.appliedPods`,description="Pods placed with a preference from this config."
+// +kubebuilder:printcolumn:name="Claimed",type=string,JSONPath=`.status.conditions[?(@.type=="PriorityClaimed")].status`,description="Whether this config holds its priority in the namespace."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PodPlacementConfig struct {
 	metav1.TypeMeta `json:",inline"`
@@ -29,7 +31,7 @@ type PodPlacementConfig struct {
 	// +optional
 	Spec PodPlacementConfigSpec `json:"spec,omitempty"`
 
-	// status is reserved for the controller.
+	// status is written by the placement controller.
 	// +optional
 	Status PodPlacementConfigStatus `json:"status,omitempty"`
 }
@@ -56,14 +58,39 @@ type PodPlacementConfigSpec struct {
 	Plugins *Plugins `json:"plugins,omitempty"`
 }
 
-// PodPlacementConfigStatus is reserved for the controller.
+// PodPlacementConfigStatus is what the placement controller observed.
 type PodPlacementConfigStatus struct {
-	// conditions are reserved for the controller.
+	// conditions: PriorityClaimed is True while this config holds its
+	// priority in its namespace (no other config may take it), False with
+	// reason PriorityHeld when another config holds it.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// appliedPods counts the pods the placement controller placed with at
+	// least one preferred term from this config (skipped ones do not
+	// count), since the config was created. Default: 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	AppliedPods int64 `json:"appliedPods,omitempty"`
+
+	// lastAppliedTime is when the last of those pods was placed.
+	// +optional
+	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
 }
+
+// Condition types and reasons of a PodPlacementConfig.
+const (
+	// ConditionPriorityClaimed is True while the config holds its priority.
+	ConditionPriorityClaimed = "PriorityClaimed"
+	// ReasonPriorityClaimed: the config holds its priority.
+	ReasonPriorityClaimed = "Claimed"
+	// ReasonPriorityHeld: another config of the namespace holds the
+	// priority (possible only for configs created while the validating
+	// webhook was not registered).
+	ReasonPriorityHeld = "PriorityHeld"
+)
 
 // PodPlacementConfigList is a list of PodPlacementConfigs.
 //

@@ -1,0 +1,297 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+)
+
+// appliedCounter counts, in memory, the pods placed with a preference from
+// each PodPlacementConfig; the config status controller adds the counts to
+// the configs' status, so a burst of pods costs one status write per
+// config, not one per pod.
+type appliedCounter struct {
+	mu      sync.Mutex
+	pending map[types.NamespacedName]applied
+	// notify wakes the status controller for a config with counts.
+	notify chan event.TypedGenericEvent[client.Object]
+}
+
+type applied struct {
+	pods int64
+	last time.Time
+}
+
+func newAppliedCounter() *appliedCounter {
+	return &appliedCounter{pending: map[types.NamespacedName]applied{}, notify: make(chan event.TypedGenericEvent[client.Object], 1024)}
+}
+
+// record counts one pod placed with a preference of config key at t.
+func (c *appliedCounter) record(key types.NamespacedName, t time.Time) {
+	c.mu.Lock()
+	a, had := c.pending[key]
+	a.pods++
+	if t.After(a.last) {
+		a.last = t
+	}
+	c.pending[key] = a
+	c.mu.Unlock()
+	if !had {
+		obj := &multiarchv1beta1.PodPlacementConfig{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		select {
+		case c.notify <- event.TypedGenericEvent[client.Object]{Object: obj}:
+		default: // the periodic resync of the configs picks it up
+		}
+	}
+}
+
+// take returns and forgets the counts of key.
+func (c *appliedCounter) take(key types.NamespacedName) applied {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.pending[key]
+	delete(c.pending, key)
+	return a
+}
+
+// putBack returns counts whose write failed.
+func (c *appliedCounter) putBack(key types.NamespacedName, a applied) {
+	if a.pods == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pending[key]
+	p.pods += a.pods
+	if a.last.After(p.last) {
+		p.last = a.last
+	}
+	c.pending[key] = p
+}
+
+// deletedConfigs remembers the UIDs of PodPlacementConfigs whose deletion
+// was observed: their claims are stale for certain, with no grace.
+type deletedConfigs struct {
+	mu   sync.Mutex
+	uids map[types.UID]time.Time
+}
+
+func (d *deletedConfigs) add(uid types.UID, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.uids == nil {
+		d.uids = map[types.UID]time.Time{}
+	}
+	d.uids[uid] = now
+	for u, t := range d.uids {
+		if now.Sub(t) > 10*time.Minute {
+			delete(d.uids, u)
+		}
+	}
+}
+
+func (d *deletedConfigs) has(uid types.UID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.uids[uid]
+	return ok
+}
+
+// configStatusReconciler keeps, for one namespace's PodPlacementConfigs,
+// the priority claims (deleting stale ones, claiming for a config created
+// while the webhook was away) and each config's status.
+type configStatusReconciler struct {
+	configs client.Reader // the manager's cache
+	claims  client.Reader // the claim Leases' cache
+	writer  client.Client
+	direct  priorityClaims
+	deleted *deletedConfigs
+	applied *appliedCounter
+}
+
+func (r *configStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	requeue, err := r.collect(ctx, req.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	c := &multiarchv1beta1.PodPlacementConfig{}
+	switch err := r.configs.Get(ctx, req.NamespacedName, c); {
+	case apierrors.IsNotFound(err):
+		r.applied.take(req.NamespacedName)
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	if c.DeletionTimestamp != nil {
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
+	claimed := metav1.Condition{Type: multiarchv1beta1.ConditionPriorityClaimed, Status: metav1.ConditionTrue,
+		Reason: multiarchv1beta1.ReasonPriorityClaimed, Message: "This config holds priority " + itoa(c.Spec.Priority) + " in its namespace", ObservedGeneration: c.Generation}
+	if err := r.ensureClaim(ctx, c); err != nil {
+		if !isHeld(err) {
+			return ctrl.Result{}, err
+		}
+		claimed.Status, claimed.Reason, claimed.Message = metav1.ConditionFalse, multiarchv1beta1.ReasonPriorityHeld, err.Error()
+		if requeue == 0 || requeue > priorityClaimGrace {
+			requeue = priorityClaimGrace
+		}
+	}
+	a := r.applied.take(req.NamespacedName)
+	base := c.DeepCopy()
+	c.Status.AppliedPods += a.pods
+	if !a.last.IsZero() {
+		c.Status.LastAppliedTime = &metav1.Time{Time: a.last.Truncate(time.Second)}
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, claimed)
+	if equalConfigStatus(base.Status, c.Status) {
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
+	if err := r.writer.Status().Patch(ctx, c, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		r.applied.putBack(req.NamespacedName, a)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// ensureClaim makes c hold its priority's claim unless it already does;
+// the error says who holds it.
+func (r *configStatusReconciler) ensureClaim(ctx context.Context, c *multiarchv1beta1.PodPlacementConfig) error {
+	l := &coordinationv1.Lease{}
+	err := r.claims.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: priorityClaimName(c.Spec.Priority)}, l)
+	if err == nil && types.UID(l.Annotations[priorityClaimUIDAnnotation]) == c.UID {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return r.direct.claim(ctx, c, false)
+}
+
+// collect deletes the namespace's stale claims. It returns when to look
+// again for claims that may go stale once their grace is over (0: none).
+func (r *configStatusReconciler) collect(ctx context.Context, namespace string) (time.Duration, error) {
+	var leases coordinationv1.LeaseList
+	if err := r.claims.List(ctx, &leases, client.InNamespace(namespace)); err != nil {
+		return 0, err
+	}
+	logger := log.FromContext(ctx)
+	var requeue time.Duration
+	now := r.direct.now()
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		priority, ok := claimPriority(l)
+		if !ok {
+			continue
+		}
+		var holder *multiarchv1beta1.PodPlacementConfig
+		holderUID := types.UID(l.Annotations[priorityClaimUIDAnnotation])
+		if l.Spec.HolderIdentity != nil {
+			h := &multiarchv1beta1.PodPlacementConfig{}
+			switch err := r.direct.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: *l.Spec.HolderIdentity}, h); {
+			case err == nil:
+				holder = h
+			case !apierrors.IsNotFound(err):
+				return 0, err
+			}
+		}
+		switch judgeClaim(l, "", priority, holder, r.deleted.has(holderUID), now, r.direct.grace) {
+		case claimStale:
+			err := r.writer.Delete(ctx, l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return 0, err
+			}
+			logger.V(1).Info("deleted a stale priority claim", "claim", l.Name, "holder", holderUID)
+		case claimHeld:
+			if holder == nil || holder.UID != holderUID || holder.Spec.Priority != priority {
+				// Held only by its grace: look again when it is over.
+				wait := l.Spec.RenewTime.Add(r.direct.grace).Sub(now) + time.Second
+				if requeue == 0 || wait < requeue {
+					requeue = wait
+				}
+			}
+		}
+	}
+	return requeue, nil
+}
+
+// claimPriority is the priority a claim Lease stands for.
+func claimPriority(l *coordinationv1.Lease) (int32, bool) {
+	s, ok := strings.CutPrefix(l.Name, priorityClaimPrefix)
+	if !ok {
+		return 0, false
+	}
+	p, err := strconv.ParseInt(s, 10, 32)
+	return int32(p), err == nil && p >= 0 && p <= 255 && itoa(int32(p)) == s
+}
+
+func isHeld(err error) bool {
+	var held *priorityHeldError
+	return errors.As(err, &held)
+}
+
+func equalConfigStatus(a, b multiarchv1beta1.PodPlacementConfigStatus) bool {
+	if a.AppliedPods != b.AppliedPods || !a.LastAppliedTime.Equal(b.LastAppliedTime) || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// configStatusHandler enqueues a config on its events and remembers the
+// UIDs of deleted ones.
+func configStatusHandler(deleted *deletedConfigs, now func() time.Time) handler.TypedEventHandler[client.Object, reconcile.Request] {
+	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			deleted.add(e.Object.GetUID(), now())
+			enqueue(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+// claimToHolder maps a claim Lease to the config it names, so a claim's
+// change brings its namespace's claims to be collected.
+func claimToHolder(_ context.Context, o client.Object) []reconcile.Request {
+	l, ok := o.(*coordinationv1.Lease)
+	if !ok || l.Spec.HolderIdentity == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: *l.Spec.HolderIdentity}}}
+}
