@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -109,6 +110,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		Named("build").
 		For(&buildv1.Build{}).
 		Owns(&corev1.Pod{}).
+		Watches(&buildv1.Build{}, handler.EnqueueRequestsFromMapFunc(r.queuedSiblings)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers, SkipNameValidation: ptr.To(opts.SkipNameValidation)}).
 		Complete(r)
 }
@@ -144,6 +146,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.write(ctx, b, nil, FailurePlan(f), now)
 	}
 	platforms, resolved := resolvedPlatforms(b)
+	if !resolved && !b.Status.Cancelled {
+		if wait, err := r.waitForTurn(ctx, b); wait || err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if !resolved {
 		if res, done, err := r.firstResolution(ctx, b, now, w); done || err != nil {
 			return res, err

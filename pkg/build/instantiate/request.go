@@ -1,0 +1,163 @@
+// Package instantiate starts a Build from a BuildConfig: the one way every
+// path does it (the BuildConfig controller's ConfigChange trigger, the SCM
+// webhooks, kubectl archway start-build). NewBuild is the pure part, the
+// Build a BuildConfig and a request make; Starter numbers it and creates
+// it.
+package instantiate
+
+import (
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build"
+)
+
+// The trigger cause messages OpenShift writes into spec.triggeredBy.
+const (
+	CauseManual       = "Manually triggered"
+	CauseConfigChange = "Build configuration change"
+	CauseGitHub       = "GitHub WebHook"
+	CauseGitLab       = "GitLab WebHook"
+	CauseBitbucket    = "Bitbucket WebHook"
+	CauseGeneric      = "Generic WebHook"
+)
+
+// Request is what a start adds to the BuildConfig's template, the shape of
+// OpenShift's BuildRequest plus archway's platform lists.
+type Request struct {
+	// TriggeredBy are the causes recorded in the Build's spec.triggeredBy.
+	TriggeredBy []buildv1.BuildTriggerCause
+	// Env are set in the strategy's environment, replacing variables of the
+	// same name.
+	Env []corev1.EnvVar
+	// Revision is the source revision (e.g. the pushed commit); it
+	// replaces the BuildConfig's.
+	Revision *buildv1.SourceRevision
+	// From replaces the strategy's base (Docker) or builder (Source) image.
+	From *corev1.ObjectReference
+	// Platforms, when set, replace the BuildConfig's platforms; the
+	// BuildConfig's platformsAllowedToFail are then dropped unless
+	// PlatformsAllowedToFail is set too, as they name the old list.
+	Platforms []string
+	// PlatformsAllowedToFail, when set, replace the allowed-to-fail list.
+	PlatformsAllowedToFail []string
+	// LastVersion, when set, makes the start happen only while the
+	// BuildConfig's status.lastVersion is this value (else
+	// ErrLastVersionMismatch), as OpenShift's BuildRequest.lastVersion:
+	// the ConfigChange trigger starts build 1 once, however often it runs.
+	LastVersion *int64
+}
+
+// overridesPlatforms says whether the request changes the platform lists,
+// which the apiserver then validates before a number is taken.
+func (r *Request) overridesPlatforms() bool {
+	return r.Platforms != nil || r.PlatformsAllowedToFail != nil
+}
+
+// Name is the name of a BuildConfig's build number n.
+func Name(bc string, n int64) string { return bc + "-" + strconv.FormatInt(n, 10) }
+
+// NewBuild is the Build number n of bc for req, as OpenShift makes it: the
+// BuildConfig's spec with the request's changes, its labels plus
+// openshift.io/build-config.name, buildconfig and
+// openshift.io/build.start-policy, the annotations
+// openshift.io/build-config.name and openshift.io/build.number, and the
+// BuildConfig as its controlling owner (deleting a BuildConfig deletes its
+// builds).
+func NewBuild(bc *buildv1.BuildConfig, n int64, req Request) *buildv1.Build {
+	labels := map[string]string{}
+	for k, v := range bc.Labels {
+		labels[k] = v
+	}
+	labels[buildv1.BuildConfigLabel] = build.LabelValue(bc.Name)
+	labels[buildConfigLabelDeprecated] = build.LabelValue(bc.Name)
+	labels[buildv1.BuildRunPolicyLabel] = string(runPolicy(bc))
+	b := &buildv1.Build{
+		TypeMeta: metav1.TypeMeta{APIVersion: buildv1.GroupVersion.String(), Kind: "Build"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      Name(bc.Name, n),
+			Namespace: bc.Namespace,
+			Labels:    labels,
+			Annotations: map[string]string{
+				buildv1.BuildConfigAnnotation: bc.Name,
+				buildv1.BuildNumberAnnotation: strconv.FormatInt(n, 10),
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: buildv1.GroupVersion.String(), Kind: "BuildConfig",
+				Name: bc.Name, UID: bc.UID, Controller: ptr.To(true),
+			}},
+		},
+		Spec: buildv1.BuildSpec{CommonSpec: *bc.Spec.CommonSpec.DeepCopy()},
+	}
+	spec := &b.Spec
+	spec.TriggeredBy = slices.Clone(req.TriggeredBy)
+	if req.Revision != nil {
+		spec.Revision = req.Revision.DeepCopy()
+	}
+	if req.Platforms != nil {
+		spec.Platforms = slices.Clone(req.Platforms)
+		spec.PlatformsAllowedToFail = nil
+	}
+	if req.PlatformsAllowedToFail != nil {
+		spec.PlatformsAllowedToFail = slices.Clone(req.PlatformsAllowedToFail)
+	}
+	if len(spec.Platforms) == 0 {
+		spec.Platforms = nil
+	}
+	if len(spec.PlatformsAllowedToFail) == 0 {
+		spec.PlatformsAllowedToFail = nil
+	}
+	switch {
+	case spec.Strategy.DockerStrategy != nil:
+		s := spec.Strategy.DockerStrategy
+		s.Env = mergeEnv(s.Env, req.Env)
+		if req.From != nil {
+			s.From = req.From.DeepCopy()
+		}
+	case spec.Strategy.SourceStrategy != nil:
+		s := spec.Strategy.SourceStrategy
+		s.Env = mergeEnv(s.Env, req.Env)
+		if req.From != nil {
+			s.From = *req.From.DeepCopy()
+		}
+	case len(req.Env) > 0 || req.From != nil:
+		// A Docker strategy without options: the request's env and base go
+		// into a new dockerStrategy.
+		spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{Env: mergeEnv(nil, req.Env)}
+		if req.From != nil {
+			spec.Strategy.DockerStrategy.From = req.From.DeepCopy()
+		}
+	}
+	b.Status.Phase = buildv1.BuildPhaseNew
+	return b
+}
+
+// buildConfigLabelDeprecated is OpenShift's older label naming a build's
+// BuildConfig, still set for selectors written against it.
+const buildConfigLabelDeprecated = "buildconfig"
+
+func runPolicy(bc *buildv1.BuildConfig) buildv1.BuildRunPolicy {
+	if bc.Spec.RunPolicy == "" {
+		return buildv1.BuildRunPolicySerial
+	}
+	return bc.Spec.RunPolicy
+}
+
+// mergeEnv sets each of add in env, replacing a variable of the same name
+// in place and appending new ones in order.
+func mergeEnv(env, add []corev1.EnvVar) []corev1.EnvVar {
+	out := slices.Clone(env)
+	for _, e := range add {
+		if i := slices.IndexFunc(out, func(o corev1.EnvVar) bool { return o.Name == e.Name }); i >= 0 {
+			out[i] = e
+		} else {
+			out = append(out, e)
+		}
+	}
+	return out
+}

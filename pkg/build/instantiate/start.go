@@ -1,0 +1,122 @@
+package instantiate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+)
+
+// ErrPaused is returned for a BuildConfig annotated
+// openshift.io/build-config.paused=true, which starts no build.
+var ErrPaused = errors.New("the BuildConfig is paused (annotation " + buildv1.BuildConfigPausedAnnotation + "=true)")
+
+// ErrLastVersionMismatch is returned when Request.LastVersion is not the
+// BuildConfig's status.lastVersion.
+var ErrLastVersionMismatch = errors.New("the BuildConfig has started other builds meanwhile")
+
+// Starter starts Builds from BuildConfigs.
+//
+// Numbering is race-safe across any number of Starters and processes: the
+// next number is taken by raising status.lastVersion with an update that
+// carries the resourceVersion read (optimistic locking), and only then is
+// the Build created under that number. Concurrent starts conflict and
+// retry, so each number goes to exactly one of them and lastVersion ends
+// equal to the highest. Within one Starter, starts of one BuildConfig wait
+// for each other (striped locks), so only starts from other processes
+// conflict.
+type Starter struct {
+	// Client creates Builds and updates buildconfigs/status.
+	Client client.Client
+	// Reader reads BuildConfigs. A live reader (not a cache) keeps
+	// conflicts to real races; default Client.
+	Reader client.Reader
+
+	locks [64]sync.Mutex
+}
+
+// NewStarter returns a Starter writing with c and reading with r (nil: c).
+func NewStarter(c client.Client, r client.Reader) *Starter {
+	if r == nil {
+		r = c
+	}
+	return &Starter{Client: c, Reader: r}
+}
+
+// maxAttempts bounds the retries of one start against concurrent starts
+// elsewhere and against build names taken already.
+const maxAttempts = 100
+
+// Start creates the next Build of BuildConfig namespace/name for req and
+// returns it. A request that changes the platform lists is first checked by
+// the apiserver (a dry-run create), so it is refused with the API's own
+// messages before a number is taken. The errors are the apiserver's (e.g.
+// NotFound for a missing BuildConfig), or ErrPaused.
+func (s *Starter) Start(ctx context.Context, namespace, name string, req Request) (*buildv1.Build, error) {
+	mu := s.lock(namespace, name)
+	mu.Lock()
+	defer mu.Unlock()
+	reader := s.Reader
+	if reader == nil {
+		reader = s.Client
+	}
+	var b *buildv1.Build
+	dryRunDone := !req.overridesPlatforms()
+	backoff := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 200 * time.Millisecond, Steps: maxAttempts}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		bc := &buildv1.BuildConfig{}
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, bc); err != nil {
+			return false, err
+		}
+		if bc.Annotations[buildv1.BuildConfigPausedAnnotation] == "true" {
+			return false, ErrPaused
+		}
+		if req.LastVersion != nil && *req.LastVersion != bc.Status.LastVersion {
+			return false, fmt.Errorf("%w: the request's lastVersion is %d, the BuildConfig's %d", ErrLastVersionMismatch, *req.LastVersion, bc.Status.LastVersion)
+		}
+		n := bc.Status.LastVersion + 1
+		candidate := NewBuild(bc, n, req)
+		if !dryRunDone {
+			err := s.Client.Create(ctx, candidate.DeepCopy(), client.DryRunAll)
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return false, err
+			}
+			dryRunDone = true
+		}
+		bc.Status.LastVersion = n
+		if err := s.Client.Status().Update(ctx, bc); err != nil {
+			if apierrors.IsConflict(err) {
+				return false, nil // another start took n: read again
+			}
+			return false, err
+		}
+		if err := s.Client.Create(ctx, candidate); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				// A Build of that name exists (lastVersion was behind it,
+				// e.g. restored from a backup): take the next number.
+				return false, nil
+			}
+			return false, fmt.Errorf("creating build %s/%s: %w", namespace, candidate.Name, err)
+		}
+		b = candidate
+		return true, nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return nil, fmt.Errorf("starting a build of %s/%s: gave up after %d attempts against concurrent starts", namespace, name, maxAttempts)
+	}
+	return b, err
+}
+
+func (s *Starter) lock(namespace, name string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(namespace + "/" + name))
+	return &s.locks[h.Sum32()%uint32(len(s.locks))]
+}
