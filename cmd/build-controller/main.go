@@ -37,6 +37,8 @@ type component struct {
 func components() []component {
 	return []component{
 		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild},
+		{name: "buildconfig", help: "starts Builds from BuildConfigs' ConfigChange triggers, cancels what SerialLatestOnly skips, prunes old builds", setup: setupBuildConfig},
+		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers (every replica; needs --webhook-cert-dir)", disabledByDefault: true, setup: setupBuildConfigWebhooks},
 		// Arch-aware placement is opt-in (--controllers=*,placement-webhook,pod-placement):
 		// the webhook needs a serving certificate (--webhook-cert-dir).
 		{name: "placement-webhook", help: "gates new pods for arch-aware placement (serves on every replica)", disabledByDefault: true, setup: setupPlacementWebhook},

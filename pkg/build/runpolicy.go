@@ -23,6 +23,13 @@ func BuildNumber(b *buildv1.Build) (n int64, ok bool) {
 	return n, err == nil && n > 0
 }
 
+// Queued says whether a Build has not started: New, not cancelled, and the
+// controller has neither resolved its platforms nor named its pod.
+func Queued(b *buildv1.Build) bool {
+	return (b.Status.Phase == buildv1.BuildPhaseNew || b.Status.Phase == "") && !b.Status.Cancelled &&
+		len(b.Status.Platforms) == 0 && b.Annotations[buildv1.BuildPodNameAnnotation] == ""
+}
+
 // WaitForTurn says whether a Build that has not started must stay New
 // because of its BuildConfig's run policy (the Build's label
 // openshift.io/build.start-policy, copied from the BuildConfig when the
@@ -31,7 +38,7 @@ func BuildNumber(b *buildv1.Build) (n int64, ok bool) {
 //   - Parallel, no label, or a Build not numbered by a BuildConfig: never.
 //   - Serial: while any earlier Build has not ended, so builds run one at a
 //     time in the order of their numbers.
-//   - SerialLatestOnly: while an earlier Build runs (Pending or Running), or
+//   - SerialLatestOnly: while an earlier Build has started (not Queued), or
 //     while a later Build waits or runs: only the newest queued Build
 //     starts; the BuildConfig controller cancels the older ones.
 //
@@ -54,7 +61,7 @@ func WaitForTurn(b *buildv1.Build, siblings []buildv1.Build) (wait bool, why str
 		switch {
 		case m < n && policy == buildv1.BuildRunPolicySerial:
 			return true, fmt.Sprintf("waiting for %s to end (runPolicy Serial)", s.Name)
-		case m < n && s.Status.Phase != buildv1.BuildPhaseNew && s.Status.Phase != "":
+		case m < n && !Queued(s):
 			return true, fmt.Sprintf("waiting for %s to end (runPolicy SerialLatestOnly)", s.Name)
 		case m > n && policy == buildv1.BuildRunPolicySerialLatestOnly:
 			return true, fmt.Sprintf("%s is newer (runPolicy SerialLatestOnly): this build is to be cancelled", s.Name)

@@ -50,6 +50,11 @@ func TestWaitForTurn(t *testing.T) {
 		{"latest-only, earlier pending", numbered(2, latest, nw), []buildv1.Build{numbered(1, latest, pending)}, true},
 		{"latest-only, earlier queued is skipped", numbered(3, latest, nw), []buildv1.Build{numbered(1, latest, complete), numbered(2, latest, nw)}, false},
 		{"latest-only, a newer one is queued", numbered(2, latest, nw), []buildv1.Build{numbered(3, latest, nw)}, true},
+		{"latest-only, earlier started but still New", numbered(2, latest, nw), []buildv1.Build{func() buildv1.Build {
+			b := numbered(1, latest, nw)
+			b.Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/amd64"}}
+			return b
+		}()}, true},
 		{"latest-only, a newer one ended", numbered(2, latest, nw), []buildv1.Build{numbered(3, latest, complete)}, false},
 	}
 	for _, tc := range cases {

@@ -39,6 +39,8 @@ type Starter struct {
 	// Reader reads BuildConfigs. A live reader (not a cache) keeps
 	// conflicts to real races; default Client.
 	Reader client.Reader
+	// Metrics counts the builds started (nil: not counted).
+	Metrics *Metrics
 
 	locks [64]sync.Mutex
 }
@@ -107,6 +109,7 @@ func (s *Starter) Start(ctx context.Context, namespace, name string, req Request
 			return false, fmt.Errorf("creating build %s/%s: %w", namespace, candidate.Name, err)
 		}
 		b = candidate
+		s.Metrics.observe(&req)
 		return true, nil
 	})
 	if wait.Interrupted(err) && ctx.Err() == nil {
