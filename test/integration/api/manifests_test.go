@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"io/fs"
 	"os/exec"
@@ -66,7 +67,7 @@ func TestManifestsDryRun(t *testing.T) {
 }
 
 func stderrOf(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		return err.Error() + ": " + string(ee.Stderr)
 	}
 	return err.Error()
