@@ -2,8 +2,8 @@ package api
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"io/fs"
 	"os/exec"
 	"path/filepath"
