@@ -52,6 +52,8 @@ type options struct {
 	configFile           string
 	controllers          []string
 	metricsAddr          string
+	metricsSecure        bool
+	metricsCertDir       string
 	probeAddr            string
 	leaderElect          bool
 	leaderElectNamespace string
@@ -87,7 +89,9 @@ func newRootCommand() *cobra.Command {
 	f.StringSliceVar(&opts.controllers, "controllers", []string{"*"}, fmt.Sprintf(
 		"components to run: '*' runs every component enabled by default, 'foo' enables foo, '-foo' disables it. "+
 			"Components: %s", strings.Join(names, ", ")))
-	f.StringVar(&opts.metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to; 0 disables it")
+	f.StringVar(&opts.metricsAddr, "metrics-bind-address", ":8443", "address the metrics endpoint binds to; 0 disables it")
+	f.BoolVar(&opts.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers authorized for get on /metrics (ClusterRole archway-metrics-reader); false serves plain HTTP to anyone, for local runs")
+	f.StringVar(&opts.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate made at start)")
 	f.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	f.BoolVar(&opts.leaderElect, "leader-elect", true, "elect a leader before running controllers (webhooks serve on every replica)")
 	f.StringVar(&opts.leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")

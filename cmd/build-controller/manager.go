@@ -12,7 +12,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -67,13 +66,17 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 		restConfig.QPS, restConfig.Burst = opts.kubeAPIQPS, max(opts.kubeAPIBurst, int(opts.kubeAPIQPS))
 	}
 	restConfig.UserAgent = "build-controller"
+	if err := checkMetricsConfig(opts); err != nil {
+		return err
+	}
+	logMetricsServing(opts)
 	leNamespace := opts.leaderElectNamespace
 	if leNamespace == "" && opts.leaderElect {
 		leNamespace = podNamespace()
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        newScheme(),
-		Metrics:                       metricsserver.Options{BindAddress: opts.metricsAddr},
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.probeAddr,
 		LeaderElection:                opts.leaderElect,
 		LeaderElectionID:              leaderElectionID,

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -70,6 +71,9 @@ type Env struct {
 	Binaries Binaries
 	// ControllerLog is the file build-controller writes its log to.
 	ControllerLog string
+	// MetricsURL is build-controller's metrics endpoint: https unless
+	// ControllerArgs hold --metrics-secure=false.
+	MetricsURL string
 
 	opts       Options
 	controller *exec.Cmd
@@ -116,7 +120,9 @@ build:
 // StartController runs build-controller as a process: its --config names
 // the builder image the runner maps to the builder binary, --kubeconfig the
 // bed, with leader election on and metrics and probes on free loopback
-// ports. It returns once the process serves its readiness probe.
+// ports (metrics over HTTPS with authorization, as deployed). It returns
+// once the process serves its readiness probe and its metrics endpoint
+// listens.
 func (e *Env) StartController(ctx context.Context) error {
 	cfg := filepath.Join(e.Bed.Dir, "build-controller.yaml")
 	if err := os.WriteFile(cfg, []byte(controllerConfig), 0o644); err != nil {
@@ -129,6 +135,10 @@ func (e *Env) StartController(ctx context.Context) error {
 	probes, err := freePort()
 	if err != nil {
 		return err
+	}
+	e.MetricsURL = fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics)
+	if slices.Contains(e.opts.ControllerArgs, "--metrics-secure=false") {
+		e.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	}
 	e.ControllerLog = filepath.Join(e.Bed.Dir, "build-controller.log")
 	logFile, err := os.OpenFile(e.ControllerLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -166,7 +176,9 @@ func (e *Env) StartController(ctx context.Context) error {
 		}
 		if resp, err := http.Get(url); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			// The metrics server may start after the probes: ready
+			// means both listen.
+			if resp.StatusCode == http.StatusOK && listening(metrics) {
 				return nil
 			}
 		}
@@ -200,6 +212,17 @@ func (e *Env) Stop() error {
 	}
 	e.StopController()
 	return e.Bed.Stop()
+}
+
+// listening reports whether something accepts connections on the
+// loopback port.
+func listening(port int) bool {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }
 
 func freePort() (int, error) {
