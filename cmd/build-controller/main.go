@@ -14,9 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/pkg/version"
 )
 
@@ -30,13 +32,16 @@ type component struct {
 	disabledByDefault bool
 	// setup adds the component to the manager.
 	setup func(mgr ctrl.Manager, opts *options) error
+	// cache, when set, narrows the manager's cache to what the component
+	// reads, before the manager is made.
+	cache func(*cache.Options)
 }
 
 // components lists every component this binary hosts. Each package adds one
 // line here; the setup function lives next to the code it starts.
 func components() []component {
 	return []component{
-		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild},
+		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild, cache: build.ConfigureCache},
 		{name: "buildconfig", help: "starts Builds from BuildConfigs' ConfigChange triggers, cancels what SerialLatestOnly skips, prunes old builds", setup: setupBuildConfig},
 		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers (every replica; needs --webhook-cert-dir)", disabledByDefault: true, setup: setupBuildConfigWebhooks},
 		// Arch-aware placement is opt-in (--controllers=*,placement-webhook,pod-placement):

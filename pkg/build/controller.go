@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	buildv1ac "github.com/archway-build/archway/pkg/apis/build/v1/applyconfiguration/build/v1"
@@ -67,6 +68,9 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	Metrics   *Metrics
 	Now       func() time.Time
+	// Nodes are the cluster's Ready, schedulable nodes as resolution sees
+	// them, kept up to date from node events.
+	Nodes *NodeGroups
 
 	// self remembers the controller's own writes (nil: nothing is
 	// remembered, no reconcile is skipped).
@@ -104,6 +108,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		Recorder:  mgr.GetEventRecorder("build-controller"),
 		Metrics:   m,
 		Now:       time.Now,
+		Nodes:     NewNodeGroups(),
 		self:      newSelfWrites(),
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -111,6 +116,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		For(&buildv1.Build{}).
 		Owns(&corev1.Pod{}).
 		Watches(&buildv1.Build{}, handler.EnqueueRequestsFromMapFunc(r.queuedSiblings)).
+		// Node events keep r.Nodes up to date and enqueue nothing; as a
+		// source of the controller, no Build is reconciled before every
+		// node has been counted.
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, nodeGroupsHandler(r.Nodes))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers, SkipNameValidation: ptr.To(opts.SkipNameValidation)}).
 		Complete(r)
 }
@@ -434,22 +443,20 @@ func resolvedPlatforms(b *buildv1.Build) (platforms []string, resolved bool) {
 	return nil, b.Annotations[buildv1.BuildPodNameAnnotation] == ClassicPodName(b.Name)
 }
 
-// resolve runs platform resolution on the cluster's nodes.
-func (r *Reconciler) resolve(ctx context.Context, b *buildv1.Build) (Resolution, error) {
-	var nodes corev1.NodeList
-	if err := r.Client.List(ctx, &nodes); err != nil {
-		return Resolution{}, fmt.Errorf("listing nodes: %w", err)
-	}
+// resolve runs platform resolution on the cluster's nodes: one
+// representative per group of alike nodes, whatever the cluster's size.
+func (r *Reconciler) resolve(_ context.Context, b *buildv1.Build) (Resolution, error) {
+	sel := NodeSelector(b, r.Config)
 	return Resolve(ResolveInput{
 		Spec:              b.Spec.Platforms,
 		AllowedToFail:     b.Spec.PlatformsAllowedToFail,
 		Defaults:          r.Config.BuildDefaults.Platforms,
 		Overrides:         r.Config.BuildOverrides.Platforms,
 		BuildNodeSelector: b.Spec.NodeSelector,
-		NodeSelector:      NodeSelector(b, r.Config),
+		NodeSelector:      sel,
 		Tolerations:       Tolerations(r.Config),
 		ArchNodeSelector:  ptr.Deref(r.Config.BuildOverrides.ArchNodeSelector, true),
-		Nodes:             nodes.Items,
+		Nodes:             r.Nodes.Nodes(sel),
 	}), nil
 }
 

@@ -122,37 +122,45 @@ func TestResolve(t *testing.T) {
 			wantFailure: buildv1.StatusReasonInvalidPlatform, wantPhase: buildv1.BuildPhaseFailed, wantMsg: []string{`use "arm64"`},
 		},
 	}
+	// Every case twice: on the nodes as listed, and on the representatives
+	// of NodeGroups fed with them, which must resolve the same.
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Resolve(tt.in)
-			if diff := cmp.Diff(tt.wantPlatforms, got.Platforms); diff != "" {
-				t.Errorf("platforms (-want +got):\n%s", diff)
-			}
-			if got.Source != tt.wantSource {
-				t.Errorf("source = %s, want %s", got.Source, tt.wantSource)
-			}
-			var noNode []string
-			for p := range got.NoNode {
-				noNode = append(noNode, p)
-			}
-			if diff := cmp.Diff(tt.wantNoNode, noNode); diff != "" {
-				t.Errorf("platforms without a node (-want +got):\n%s", diff)
-			}
-			switch {
-			case tt.wantFailure == "" && got.Failure != nil:
-				t.Errorf("unexpected failure %+v", got.Failure)
-			case tt.wantFailure != "" && got.Failure == nil:
-				t.Errorf("no failure, want %s", tt.wantFailure)
-			case got.Failure != nil:
-				if got.Failure.Reason != tt.wantFailure || got.Failure.Phase != tt.wantPhase {
-					t.Errorf("failure %s/%s, want %s/%s", got.Failure.Phase, got.Failure.Reason, tt.wantPhase, tt.wantFailure)
+		for _, via := range []string{"node list", "node groups"} {
+			t.Run(tt.name+"/"+via, func(t *testing.T) {
+				in := tt.in
+				if via == "node groups" {
+					in.Nodes = nodeGroupsOf(in.Nodes).Nodes(in.NodeSelector)
 				}
-				for _, m := range tt.wantMsg {
-					if !strings.Contains(got.Failure.Message, m) {
-						t.Errorf("message %q does not say %q", got.Failure.Message, m)
+				got := Resolve(in)
+				if diff := cmp.Diff(tt.wantPlatforms, got.Platforms); diff != "" {
+					t.Errorf("platforms (-want +got):\n%s", diff)
+				}
+				if got.Source != tt.wantSource {
+					t.Errorf("source = %s, want %s", got.Source, tt.wantSource)
+				}
+				var noNode []string
+				for p := range got.NoNode {
+					noNode = append(noNode, p)
+				}
+				if diff := cmp.Diff(tt.wantNoNode, noNode); diff != "" {
+					t.Errorf("platforms without a node (-want +got):\n%s", diff)
+				}
+				switch {
+				case tt.wantFailure == "" && got.Failure != nil:
+					t.Errorf("unexpected failure %+v", got.Failure)
+				case tt.wantFailure != "" && got.Failure == nil:
+					t.Errorf("no failure, want %s", tt.wantFailure)
+				case got.Failure != nil:
+					if got.Failure.Reason != tt.wantFailure || got.Failure.Phase != tt.wantPhase {
+						t.Errorf("failure %s/%s, want %s/%s", got.Failure.Phase, got.Failure.Reason, tt.wantPhase, tt.wantFailure)
+					}
+					for _, m := range tt.wantMsg {
+						if !strings.Contains(got.Failure.Message, m) {
+							t.Errorf("message %q does not say %q", got.Failure.Message, m)
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -125,6 +125,7 @@ func startControllerWith(t testing.TB, ns string, cfg *configv1alpha1.BuildContr
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 	}
+	build.ConfigureCache(&opts.Cache)
 	c := &controller{done: make(chan error, 1), registry: prometheus.NewRegistry(), marks: map[string]bool{}}
 	wrapped := interceptor.Funcs{}
 	if funcs != nil {
