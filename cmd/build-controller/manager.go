@@ -6,12 +6,17 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -19,6 +24,7 @@ import (
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
+	"github.com/archway-build/archway/pkg/eventrecorder"
 )
 
 // leaderElectionID names the Lease the replicas of build-controller elect
@@ -74,9 +80,19 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 	if leNamespace == "" && opts.leaderElect {
 		leNamespace = podNamespace()
 	}
+	var cacheOpts cache.Options
+	for _, c := range enabled {
+		if c.cache != nil {
+			c.cache(&cacheOpts)
+		}
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                        newScheme(),
-		Metrics:                       metricsOptions(opts),
+		Scheme:  newScheme(),
+		Cache:   cacheOpts,
+		Metrics: metricsOptions(opts),
+		// Secrets are read from the apiserver one by one: the manager's
+		// client never starts an informer over every Secret of the cluster.
+		Client:                        client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		HealthProbeBindAddress:        opts.probeAddr,
 		LeaderElection:                opts.leaderElect,
 		LeaderElectionID:              leaderElectionID,
@@ -87,6 +103,11 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	events, err := eventrecorder.New(restConfig, mgr.GetScheme(), ctrl.Log.WithName("events"), eventrecorder.Options{})
+	if err != nil {
+		return err
+	}
+	mgr = eventsManager{Manager: mgr, events: events}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -107,7 +128,30 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 	// another replica takes over at once.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return mgr.Start(ctx)
+	err = mgr.Start(ctx)
+	// The controllers and webhooks have stopped: write the events they
+	// recorded before the process exits.
+	flushCtx, cancel := context.WithTimeout(context.Background(), eventFlushTimeout)
+	defer cancel()
+	if ferr := events.Shutdown(flushCtx); ferr != nil {
+		log.Error(ferr, "not every event reached the apiserver")
+	}
+	return err
+}
+
+// eventFlushTimeout bounds the wait for recorded events at exit.
+const eventFlushTimeout = 20 * time.Second
+
+// eventsManager is a manager whose event recorders write through a queue
+// runManager drains after the manager stops (controller-runtime's own
+// cancels the writes under way when it stops).
+type eventsManager struct {
+	ctrl.Manager
+	events *eventrecorder.Provider
+}
+
+func (m eventsManager) GetEventRecorder(name string) recorder.EventRecorder {
+	return m.events.Recorder(name)
 }
 
 // podNamespace is the namespace the process runs in, from the service
