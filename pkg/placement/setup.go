@@ -70,6 +70,19 @@ func heartbeatKey(opts Options) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: HeartbeatLeaseName}
 }
 
+// podName is a cache transform keeping of a pod's metadata only what ties
+// a gate event to the pod: memory per gated pod stays small however many
+// labels, annotations and managed fields the pods carry.
+func podName(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, GenerateName: m.GenerateName, UID: m.UID, ResourceVersion: m.ResourceVersion,
+	}}, nil
+}
+
 // gateEventTTL is how long the webhook waits to see a pod it gated
 // persisted before it stops expecting it.
 const gateEventTTL = time.Minute
@@ -94,10 +107,12 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 		}
 	}
 	events := newGateEvents(mgr.GetEventRecorder("pod-placement-webhook"), gateEventTTL)
-	// Gated pods' metadata only: enough to tie an event to a pod.
+	// Gated pods' names only: enough to tie an event to a pod, whatever
+	// else the pods carry.
 	gated, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultLabelSelector: gatedSelector(),
+		DefaultTransform:     podName,
 	})
 	if err != nil {
 		return err
