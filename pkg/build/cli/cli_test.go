@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+)
+
+func TestBuildName(t *testing.T) {
+	for arg, want := range map[string]string{"app-1": "app-1", "build/app-1": "app-1", "builds/app-1": "app-1", "build.build.openshift.io/app-1": "app-1", "pod/app-1": ""} {
+		got, err := buildName(arg)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("buildName(%q) = %q, %v; want %q", arg, got, err, want)
+		}
+	}
+}
+
+func TestEndResult(t *testing.T) {
+	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Name: "app-3"}}
+	b.Status.Phase = buildv1.BuildPhaseComplete
+	if err := endResult(b); err != nil {
+		t.Errorf("Complete: %v", err)
+	}
+	b.Status.Phase, b.Status.Reason, b.Status.Message = buildv1.BuildPhaseFailed, buildv1.StatusReasonPlatformBuildFailed, "linux/arm64 failed"
+	if err := endResult(b); err == nil || err.Error() != "build app-3 failed (PlatformBuildFailed): linux/arm64 failed" {
+		t.Errorf("Failed: %v", err)
+	}
+}
+
+func TestPodsOfPlatformAndTable(t *testing.T) {
+	pods := []buildPod{
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-linux-arm64-build"}, Spec: corev1.PodSpec{NodeName: "node-arm64-1"}}, platform: "linux/arm64"},
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-manifest-list"}}, platform: manifestListLabel},
+	}
+	if got, err := podsOfPlatform(pods, "linux/arm64/v8"); err != nil || got[0].platform != "linux/arm64" {
+		t.Errorf("linux/arm64/v8: %v, %v", got, err)
+	}
+	if _, err := podsOfPlatform(pods, "linux/s390x"); err == nil || !strings.Contains(err.Error(), "linux/arm64 manifest-list") {
+		t.Errorf("linux/s390x: %v", err)
+	}
+	b := &buildv1.Build{}
+	b.Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/arm64", Phase: buildv1.BuildPhaseComplete, PodName: "a-linux-arm64-build",
+		Output: &buildv1.BuildStatusPlatformOutput{ImageDigest: "sha256:abc"}}}
+	table := platformTable(b, pods, true)
+	if !strings.Contains(table, "linux/arm64  Complete  -       node-arm64-1  sha256:abc") {
+		t.Errorf("table:\n%s", table)
+	}
+}
