@@ -54,6 +54,7 @@ type dockerBuildOptions struct {
 	insecureRegistries []string
 	noReport           bool
 	terminationLog     string
+	allowFileGitURIs   bool
 }
 
 func newDockerBuildCommand() *cobra.Command {
@@ -93,8 +94,12 @@ The exit code is 0 when the image was built (and pushed), else 1.`,
 	f.StringSliceVar(&opts.insecureRegistries, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are)")
 	f.BoolVar(&opts.noReport, "no-report", false, "do not write the Build's status (no apiserver needed)")
 	f.StringVar(&opts.terminationLog, "termination-log", "/dev/termination-log", "file to write the failure reason to, if it exists (the pod's termination message)")
+	f.BoolVar(&opts.allowFileGitURIs, allowFileGitURIsFlag, false, "let a Git source name a local repository (file:// or a path); build-controller passes it when its configuration allows it")
 	return cmd
 }
+
+// allowFileGitURIsFlag is pkg/build's AllowFileGitURIsFlag.
+const allowFileGitURIsFlag = "allow-file-git-uris"
 
 func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reader, stdout io.Writer) error {
 	build, err := buildFromEnv()
@@ -137,6 +142,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 			PushAuthDir:        os.Getenv(buildv1.PushDockerConfigPathEnv),
 			PullAuthDir:        os.Getenv(buildv1.PullDockerConfigPathEnv),
 			TerminationLog:     opts.terminationLog,
+			AllowFileGitURIs:   opts.allowFileGitURIs,
 		},
 		Stdin: stdin,
 		Out:   stdout,

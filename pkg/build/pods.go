@@ -57,6 +57,11 @@ const (
 	// namespace (downward API).
 	PodNameEnv      = "POD_NAME"
 	PodNamespaceEnv = "POD_NAMESPACE"
+
+	// AllowFileGitURIsFlag is the builder's flag that lets a Git source
+	// name a local repository, passed when the configuration's
+	// allowFileGitURIs is on.
+	AllowFileGitURIsFlag = "allow-file-git-uris"
 )
 
 // maxNameLength is the longest pod name archway makes: a DNS label, so the
@@ -345,6 +350,9 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 	c.Name = BuildContainerName
 	c.Image = image
 	c.Command = []string{"builder", "docker-build"}
+	if pl.Config.AllowFileGitURIs {
+		c.Command = append(c.Command, "--"+AllowFileGitURIsFlag)
+	}
 	c.Resources = resources(b.Spec.Resources, cfg.BuildDefaults.Resources)
 	c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.PullSecret != nil {

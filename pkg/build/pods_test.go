@@ -362,3 +362,19 @@ func TestBuildFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildPodAllowsFileGitURIsOnlyWhenConfigured: the builder lets a Git
+// source name a local repository only when the configuration says so.
+func TestBuildPodAllowsFileGitURIsOnlyWhenConfigured(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		cfg := testConfig(func(c *configv1alpha1.BuildControllerConfig) { c.AllowFileGitURIs = allow })
+		four := []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
+		pod, err := PodPlan{Config: cfg, Platforms: four}.BuildPod(makeBuild("app").obj(), "linux/arm64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(strings.Join(pod.Spec.Containers[0].Command, " "), "--"+AllowFileGitURIsFlag); got != allow {
+			t.Errorf("allowFileGitURIs %v: command %v", allow, pod.Spec.Containers[0].Command)
+		}
+	}
+}

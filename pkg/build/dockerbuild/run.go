@@ -63,6 +63,9 @@ type Options struct {
 	// TerminationLog receives the failure reason, if the file exists (the
 	// pod's termination message).
 	TerminationLog string
+	// AllowFileGitURIs lets a Git source name a local repository
+	// (source.Options.AllowFileGitURIs).
+	AllowFileGitURIs bool
 }
 
 // ImageBuilder builds and pushes one image; *imagebuild.Builder is one.
@@ -216,6 +219,8 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		SecretsDir:     d.Options.BuildSecretsDir,
 		ConfigMapsDir:  d.Options.BuildConfigMapsDir,
 		Out:            d.log,
+
+		AllowFileGitURIs: d.Options.AllowFileGitURIs,
 	}
 	if dir := d.Options.SourceSecretDir; dir != "" && spec.Source.SourceSecret != nil {
 		if info, err := os.Stat(dir); err == nil && info.IsDir() {

@@ -255,3 +255,38 @@ func TestRunStoppedBySignal(t *testing.T) {
 		t.Errorf("reported %v after a signal, want only Running", rep.calls)
 	}
 }
+
+// TestRunRedactsURICredentials: a Git source whose URI carries credentials
+// and cannot be fetched fails without showing them: not in the build log,
+// the status message and log snippet the Build records (and the controller's
+// events repeat), nor the termination message.
+func TestRunRedactsURICredentials(t *testing.T) {
+	for _, uri := range []string{
+		"http://ada:s3cret-pw@127.0.0.1:1/app.git",
+		"http://s3cret-pw@127.0.0.1:1/app.git",
+		"ftp://ada:s3cret-pw@127.0.0.1:1/app.git",
+	} {
+		t.Run(uri, func(t *testing.T) {
+			b := dockerfileBuild()
+			b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: uri, Ref: "main"}}
+			run, rep, out := newRun(t, b, &builder{})
+			run.Fetch = nil // the real fetch
+			if err := run.Do(context.Background()); err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+				t.Fatalf("Do: %v, want a failure without the password", err)
+			}
+			f := rep.failure
+			if f == nil || f.Reason != buildv1.StatusReasonFetchSourceFailed {
+				t.Fatalf("reported %+v, want FetchSourceFailed", f)
+			}
+			term, _ := os.ReadFile(run.Options.TerminationLog)
+			for where, text := range map[string]string{"log": out.String(), "message": f.Message, "log snippet": f.LogSnippet, "termination message": string(term)} {
+				if strings.Contains(text, "s3cret-pw") {
+					t.Errorf("the %s shows the password: %s", where, text)
+				}
+			}
+			if !strings.Contains(out.String()+f.Message, "127.0.0.1:1/app.git") {
+				t.Errorf("neither the log nor the message names the repository:\n%s\n%s", out, f.Message)
+			}
+		})
+	}
+}

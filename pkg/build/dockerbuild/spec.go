@@ -33,7 +33,9 @@ func imageLabels(b *buildv1.Build, rev *buildv1.SourceRevision) map[string]strin
 	}
 	src := b.Spec.Source
 	if source.Type(src) == buildv1.BuildSourceGit && src.Git != nil {
-		labels[labelSourceLocation] = src.Git.URI
+		// Without the credentials a URI may carry: anyone who may pull
+		// the image reads its labels.
+		labels[labelSourceLocation] = source.RedactURI(src.Git.URI)
 		if src.Git.Ref != "" {
 			labels[labelCommitRef] = src.Git.Ref
 		}

@@ -110,3 +110,18 @@ func TestRunMounts(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestImageLabelsRedactCredentials: the source-location label of an image
+// built from a URI with credentials does not carry them.
+func TestImageLabelsRedactCredentials(t *testing.T) {
+	for uri, want := range map[string]string{
+		"https://ada:s3cret-pw@git.example.com/app.git": "https://ada:redacted@git.example.com/app.git",
+		"https://ghp_t0ken@github.com/org/app.git":      "https://redacted@github.com/org/app.git",
+	} {
+		b := &buildv1.Build{}
+		b.Spec.Source = buildv1.BuildSource{Git: &buildv1.GitBuildSource{URI: uri}}
+		if got := imageLabels(b, nil)[labelSourceLocation]; got != want {
+			t.Errorf("label %s = %q, want %q", labelSourceLocation, got, want)
+		}
+	}
+}

@@ -27,6 +27,9 @@ type gitRun struct {
 	env  []string
 	args []string // -c options before every command
 	out  io.Writer
+	// uri is the source's URI as the Build gives it: its credentials are
+	// redacted from what git says.
+	uri string
 }
 
 // fetchGit fetches the repository's ref (or the Build's revision) into dir,
@@ -34,6 +37,20 @@ type gitRun struct {
 // commit checked out.
 func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*buildv1.SourceRevision, error) {
 	git := opts.Source.Git
+	ref := git.Ref
+	if opts.Revision != nil && opts.Revision.Git != nil && opts.Revision.Git.Commit != "" {
+		ref = opts.Revision.Git.Commit
+	}
+	// Checked here again although admission refuses them: a ref or URI
+	// read as an option (--upload-pack=...) would run a command in the
+	// builder, outside the build's chroot, holding the push credentials.
+	if err := CheckGitURI(git.URI, opts.AllowFileGitURIs); err != nil {
+		return nil, fetchFailed("%w", err)
+	}
+	if err := CheckGitRef(ref); err != nil {
+		return nil, fetchFailed("%w", err)
+	}
+	shown := RedactURI(git.URI)
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fetchFailed("git is not installed: %w", err)
 	}
@@ -42,26 +59,37 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 		return nil, fetchFailed("preparing git credentials: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(credDir) }()
+	uri, uriUser, uriPassword, uriHasCredentials := uriCredentials(git.URI)
 	cfg, err := gitCredentials(opts.SecretDir, credDir)
 	if err != nil {
 		return nil, fetchFailed("reading the source secret: %w", err)
 	}
-	g := &gitRun{dir: dir, env: append(cfg.env, proxyEnv(git.ProxyConfig)...), args: cfg.args, out: out}
-
-	ref := git.Ref
-	if opts.Revision != nil && opts.Revision.Git != nil && opts.Revision.Git.Commit != "" {
-		ref = opts.Revision.Git.Commit
+	if uriHasCredentials && !cfg.askpass {
+		if cfg.env, err = uriAskpass(cfg.env, credDir, uriUser, uriPassword); err != nil {
+			return nil, fetchFailed("preparing git credentials: %w", err)
+		}
 	}
+	if cfg.hostKeysUnchecked {
+		_, _ = fmt.Fprintln(out, "Warning: the source secret has an ssh-privatekey but no known_hosts: the git server's host key "+
+			"is accepted without being checked. Add the server's known_hosts line to the secret to have it checked.")
+	}
+	env := append(cfg.env, "GIT_ALLOW_PROTOCOL="+GitProtocols(opts.AllowFileGitURIs))
+	args := append(cfg.args, "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+	if !opts.AllowFileGitURIs {
+		args = append(args, "-c", "protocol.file.allow=never")
+	}
+	g := &gitRun{dir: dir, env: append(env, proxyEnv(git.ProxyConfig)...), args: args, out: out, uri: git.URI}
+
 	at := ""
 	if ref != "" {
 		at = " at " + ref
 	}
-	_, _ = fmt.Fprintf(out, "Cloning %q%s\n", git.URI, at)
+	_, _ = fmt.Fprintf(out, "Cloning %q%s\n", shown, at)
 
 	if _, err := g.run(ctx, "init", "-q"); err != nil {
 		return nil, fetchFailed("git init: %w", err)
 	}
-	if _, err := g.run(ctx, "remote", "add", "origin", git.URI); err != nil {
+	if _, err := g.run(ctx, "remote", "add", "--", "origin", uri); err != nil {
 		return nil, fetchFailed("git remote add: %w", err)
 	}
 	want := ref
@@ -69,23 +97,29 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 		want = "HEAD"
 	}
 	checkout := "FETCH_HEAD"
-	if _, err := g.run(ctx, "fetch", "-q", "--depth=1", "--recurse-submodules=no", "origin", want); err != nil {
+	if _, err := g.run(ctx, "fetch", "-q", "--depth=1", "--recurse-submodules=no", "--", "origin", want); err != nil {
 		if !commitPattern.MatchString(ref) {
-			return nil, fetchFailed("fetching %s from %s: %w", want, git.URI, err)
+			return nil, fetchFailed("fetching %s from %s: %w", want, shown, err)
 		}
 		// Servers may refuse a commit that is not a branch or tag tip,
 		// and an abbreviated hash is no ref at all: fetch everything.
-		if _, ferr := g.run(ctx, "fetch", "-q", "--recurse-submodules=no", "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*"); ferr != nil {
-			return nil, fetchFailed("fetching %s from %s: %w", want, git.URI, ferr)
+		if _, ferr := g.run(ctx, "fetch", "-q", "--recurse-submodules=no", "--tags", "--", "origin", "+refs/heads/*:refs/remotes/origin/*"); ferr != nil {
+			return nil, fetchFailed("fetching %s from %s: %w", want, shown, ferr)
 		}
 		checkout = ref
 	}
-	if _, err := g.run(ctx, "checkout", "-q", "--detach", checkout); err != nil {
-		return nil, fetchFailed("checking out %s of %s: %w", want, git.URI, err)
+	// checkout takes no "--" before a commit (it would start paths): the
+	// commit is resolved to its hash first, which no option looks like.
+	commit, err := g.run(ctx, "rev-parse", "--verify", "--end-of-options", checkout+"^{commit}")
+	if err != nil {
+		return nil, fetchFailed("checking out %s of %s: %w", want, shown, err)
+	}
+	if _, err := g.run(ctx, "checkout", "-q", "--detach", strings.TrimSpace(commit)); err != nil {
+		return nil, fetchFailed("checking out %s of %s: %w", want, shown, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".gitmodules")); err == nil {
-		if _, err := g.run(ctx, "submodule", "update", "-q", "--init", "--recursive", "--depth=1"); err != nil {
-			return nil, fetchFailed("fetching the submodules of %s: %w", git.URI, err)
+		if _, err := g.run(ctx, "submodule", "update", "-q", "--init", "--recursive", "--depth=1", "--"); err != nil {
+			return nil, fetchFailed("fetching the submodules of %s: %w", shown, err)
 		}
 	}
 	return g.revision(ctx)
@@ -123,7 +157,7 @@ func (g *gitRun) run(ctx context.Context, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), g.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
-	cmd.Stderr = io.MultiWriter(&stderr, g.out)
+	cmd.Stderr = io.MultiWriter(&stderr, redactingWriter{uri: g.uri, w: g.out})
 	err := cmd.Run()
 	if err == nil {
 		return stdout.String(), nil
@@ -131,7 +165,7 @@ func (g *gitRun) run(ctx context.Context, args ...string) (string, error) {
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	msg := lastLines(stderr.String(), 5)
+	msg := redact(g.uri, lastLines(stderr.String(), 5))
 	var exitErr *exec.ExitError
 	if msg == "" || !errors.As(err, &exitErr) {
 		return "", err
@@ -174,6 +208,11 @@ func proxyEnv(p buildv1.ProxyConfig) []string {
 type gitConfig struct {
 	env  []string
 	args []string
+	// askpass: the secret answers git's username and password prompts.
+	askpass bool
+	// hostKeysUnchecked: ssh accepts any host key (an ssh key without
+	// known_hosts).
+	hostKeysUnchecked bool
 }
 
 // gitCredentials turns a mounted source secret into git settings, writing
@@ -208,6 +247,7 @@ func gitCredentials(secretDir, dir string) (gitConfig, error) {
 			return gitConfig{}, err
 		}
 		cfg.env = append(cfg.env, "GIT_ASKPASS="+askpass)
+		cfg.askpass = true
 	}
 	if key, ok := has("ssh-privatekey"); ok {
 		data, err := os.ReadFile(key)
@@ -219,9 +259,13 @@ func gitCredentials(secretDir, dir string) (gitConfig, error) {
 		if err := os.WriteFile(keyCopy, data, 0o600); err != nil { //nolint:gosec // keyCopy is in the builder's own temporary directory
 			return gitConfig{}, err
 		}
+		// Without known_hosts the host key is accepted (as OpenShift
+		// does), and the build log says so.
 		hostCheck := "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+		cfg.hostKeysUnchecked = true
 		if kh, ok := has("known_hosts"); ok {
 			hostCheck = "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + shellQuote(kh)
+			cfg.hostKeysUnchecked = false
 		}
 		cfg.env = append(cfg.env, "GIT_SSH_COMMAND=ssh -i "+shellQuote(keyCopy)+" -o IdentitiesOnly=yes -o BatchMode=yes "+hostCheck)
 	}
@@ -244,6 +288,37 @@ func askpassScript(user, password string) string {
 		userCmd = "cat " + shellQuote(user)
 	}
 	return "#!/bin/sh\ncase \"$1\" in\n[Uu]sername*) " + userCmd + " ;;\n*) cat " + shellQuote(password) + " ;;\nesac\n"
+}
+
+// uriAskpass answers git's prompts with the credentials a URI carried,
+// written to files in dir, and returns env with its GIT_ASKPASS.
+func uriAskpass(env []string, dir, user, password string) ([]string, error) {
+	userFile, passwordFile := filepath.Join(dir, "uri-username"), filepath.Join(dir, "uri-password")
+	if err := os.WriteFile(userFile, []byte(user), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(passwordFile, []byte(password), 0o600); err != nil {
+		return nil, err
+	}
+	askpass := filepath.Join(dir, "uri-askpass")
+	if err := os.WriteFile(askpass, []byte(askpassScript(userFile, passwordFile)), 0o700); err != nil {
+		return nil, err
+	}
+	return append(env, "GIT_ASKPASS="+askpass), nil
+}
+
+// redactingWriter writes what git says with the URI's credentials
+// redacted. Git writes its messages a line at a time.
+type redactingWriter struct {
+	uri string
+	w   io.Writer
+}
+
+func (r redactingWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, redact(r.uri, string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // shellQuote quotes s for sh.

@@ -64,6 +64,10 @@ type Options struct {
 	Binary io.Reader
 	// Out receives progress lines.
 	Out io.Writer
+	// AllowFileGitURIs lets a Git source name a local repository (file://
+	// or a path), which git reads inside the builder. Off in clusters
+	// (build-controller's allowFileGitURIs); tests serve repositories so.
+	AllowFileGitURIs bool
 }
 
 // Fetched is a source ready to build.

@@ -108,7 +108,7 @@ func TestFetchGit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := Options{
+			opts := Options{AllowFileGitURIs: true,
 				Source: buildv1.BuildSource{
 					Git:        &buildv1.GitBuildSource{URI: tt.uri, Ref: tt.ref},
 					ContextDir: tt.contextDir,
@@ -200,7 +200,7 @@ func TestFetchGitFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Fetch(context.Background(), Options{Source: tt.src, DockerfilePath: tt.dockerfile}, t.TempDir())
+			_, err := Fetch(context.Background(), Options{AllowFileGitURIs: true, Source: tt.src, DockerfilePath: tt.dockerfile}, t.TempDir())
 			if err == nil {
 				t.Fatal("Fetch succeeded")
 			}
@@ -227,7 +227,7 @@ func TestInlineDockerfile(t *testing.T) {
 		}
 	})
 	t.Run("replaces the repository's", func(t *testing.T) {
-		got, err := Fetch(context.Background(), Options{Source: buildv1.BuildSource{
+		got, err := Fetch(context.Background(), Options{AllowFileGitURIs: true, Source: buildv1.BuildSource{
 			Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: repo}, Dockerfile: &inline, ContextDir: "app",
 		}}, t.TempDir())
 		if err != nil {
@@ -503,7 +503,7 @@ func TestFetchCopiesSecretsAndConfigMaps(t *testing.T) {
 		Secrets:    []buildv1.SecretBuildSource{{Secret: corev1.LocalObjectReference{Name: "creds"}, DestinationDir: "secrets"}},
 		ConfigMaps: []buildv1.ConfigMapBuildSource{{ConfigMap: corev1.LocalObjectReference{Name: "settings"}}},
 	}
-	got, err := Fetch(context.Background(), Options{Source: src, SecretsDir: secrets, ConfigMapsDir: configs}, t.TempDir())
+	got, err := Fetch(context.Background(), Options{AllowFileGitURIs: true, Source: src, SecretsDir: secrets, ConfigMapsDir: configs}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +515,7 @@ func TestFetchCopiesSecretsAndConfigMaps(t *testing.T) {
 	}
 
 	src.Secrets[0].Secret.Name = "missing"
-	_, err = Fetch(context.Background(), Options{Source: src, SecretsDir: secrets, ConfigMapsDir: configs}, t.TempDir())
+	_, err = Fetch(context.Background(), Options{AllowFileGitURIs: true, Source: src, SecretsDir: secrets, ConfigMapsDir: configs}, t.TempDir())
 	if reasonOf(err) != buildv1.StatusReasonFetchSourceFailed || !strings.Contains(err.Error(), "secret missing is not mounted") {
 		t.Errorf("err = %v", err)
 	}

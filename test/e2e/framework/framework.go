@@ -110,11 +110,14 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	return e, nil
 }
 
-// controllerConfig is build-controller's --config on the bed.
+// controllerConfig is build-controller's --config on the bed: the bed
+// serves Git repositories from directories (file://), which clusters do not
+// allow.
 const controllerConfig = `apiVersion: config.archway.dev/v1alpha1
 kind: BuildControllerConfiguration
 build:
   builderImage: ` + BuilderImage + `
+  allowFileGitURIs: true
 `
 
 // StartController runs build-controller as a process: its --config names

@@ -190,6 +190,35 @@ func TestAdmissionRejects(t *testing.T) {
 			schema: true,
 		},
 		{
+			name: "git ref read as an option",
+			mutate: func(s map[string]any) {
+				s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git", "ref": "--upload-pack=touch /tmp/pwned"}}
+			},
+			want: []string{`spec.source.git.ref: Invalid value: "--upload-pack=touch /tmp/pwned": ref must not start with "-" (git would read it as an option): name a branch, tag or commit`},
+		},
+		{
+			name: "git uri read as an option",
+			mutate: func(s map[string]any) {
+				s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "--upload-pack=touch /tmp/pwned"}}
+			},
+			want: []string{`spec.source.git.uri: Invalid value: "--upload-pack=touch /tmp/pwned": uri must not start with "-" (git would read it as an option): use a URL such as https://git.example.com/team/app.git`},
+		},
+		{
+			name: "git uri of a remote helper",
+			mutate: func(s map[string]any) {
+				s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "ext::sh -c touch% /tmp/pwned"}}
+			},
+			want: []string{`spec.source.git.uri: Invalid value: "ext::sh -c touch% /tmp/pwned": uri must not name a git remote helper (<transport>::<address>, such as ext::), which runs commands: use an http(s), ssh or git URL`},
+		},
+		{
+			name:  "revision commit read as an option",
+			kinds: []string{"Build"},
+			mutate: func(s map[string]any) {
+				s["revision"] = map[string]any{"type": "Git", "git": map[string]any{"commit": "--upload-pack=touch /tmp/pwned"}}
+			},
+			want: []string{`spec.revision.git.commit: Invalid value: "--upload-pack=touch /tmp/pwned": commit must not start with "-" (git would read it as an option): give a commit hash`},
+		},
+		{
 			name:   "image source type",
 			mutate: func(s map[string]any) { set(s, "Image", "source", "type") },
 			want: []string{

@@ -252,7 +252,7 @@ func TestDockerBuildGitSource(t *testing.T) {
 	log, code := runBuilder(t, []string{
 		buildv1.BuildEnv + "=" + podBuildJSON(t, b, "linux/arm64"),
 		buildv1.PushDockerConfigPathEnv + "=" + secretDir,
-	}, "docker-build", "--no-report")
+	}, "docker-build", "--no-report", "--allow-file-git-uris")
 	g.Expect(code).To(Equal(0), log)
 	g.Expect(log).To(ContainSubstring(`Cloning "file://` + repo + `" at feature`))
 
@@ -275,7 +275,7 @@ func TestDockerBuildGitSource(t *testing.T) {
 		g := NewWithT(t)
 		bad := b.DeepCopy()
 		bad.Spec.Source.Git.Ref = "no-such-branch"
-		log, code := runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, bad, "linux/arm64")}, "docker-build", "--no-report")
+		log, code := runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, bad, "linux/arm64")}, "docker-build", "--no-report", "--allow-file-git-uris")
 		g.Expect(code).To(Equal(1))
 		g.Expect(log).To(ContainSubstring("FetchSourceFailed"))
 		g.Expect(log).To(ContainSubstring("couldn't find remote ref no-such-branch"))
@@ -284,9 +284,28 @@ func TestDockerBuildGitSource(t *testing.T) {
 		g := NewWithT(t)
 		bad := b.DeepCopy()
 		bad.Spec.Source.ContextDir = "nope"
-		log, code := runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, bad, "linux/arm64")}, "docker-build", "--no-report")
+		log, code := runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, bad, "linux/arm64")}, "docker-build", "--no-report", "--allow-file-git-uris")
 		g.Expect(code).To(Equal(1))
 		g.Expect(log).To(ContainSubstring("InvalidContextDirectory"))
+	})
+	t.Run("a local repository is refused unless allowed", func(t *testing.T) {
+		g := NewWithT(t)
+		log, code := runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, b, "linux/arm64")}, "docker-build", "--no-report")
+		g.Expect(code).To(Equal(1))
+		g.Expect(log).To(ContainSubstring(`FetchSourceFailed: the git URI "file://` + repo + `" names a local repository (file://), which this cluster does not allow`))
+	})
+	// The attack: a ref git reads as an option runs a command in the
+	// builder, outside the build's chroot, with the push credentials.
+	t.Run("a ref read as an option is refused and runs nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		marker := filepath.Join(t.TempDir(), "pwned")
+		bad := b.DeepCopy()
+		bad.Spec.Source.Git.Ref = "--upload-pack=touch " + marker + ";git-upload-pack"
+		log, code := runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, bad, "linux/arm64")}, "docker-build", "--no-report", "--allow-file-git-uris")
+		g.Expect(code).To(Equal(1))
+		g.Expect(log).To(ContainSubstring(`FetchSourceFailed: the git ref "--upload-pack=touch ` + marker))
+		g.Expect(log).To(ContainSubstring(`starts with "-", which git would read as an option`))
+		g.Expect(marker).NotTo(BeAnExistingFile())
 	})
 }
 

@@ -235,8 +235,11 @@ type SourceRevision struct {
 
 // GitSourceRevision is a Git commit.
 type GitSourceRevision struct {
-	// commit is the commit hash. Default: empty.
+	// commit is the commit hash. Default: empty. Must not start with "-"
+	// (git would read it as an option).
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('-')`,message="commit must not start with \"-\" (git would read it as an option): give a commit hash"
 	Commit string `json:"commit,omitempty"`
 
 	// author is the commit's author. Default: empty.
@@ -265,13 +268,25 @@ type SourceControlUser struct {
 
 // GitBuildSource is a Git repository to build from.
 type GitBuildSource struct {
-	// uri is the repository's URL, as git clone takes it. Required.
+	// uri is the repository's URL, as git clone takes it: http(s), ssh
+	// (also [user@]host:path) or git; local repositories (file:// or a
+	// path) only where build-controller's allowFileGitURIs is on. Required;
+	// must not start with "-" (git would read it as an option) nor name a
+	// remote helper (<transport>::<address>, e.g. ext::). Credentials in it
+	// (https://user:token@host/...) are redacted from logs, status and
+	// image labels; a sourceSecret is the better place for them.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('-')`,message="uri must not start with \"-\" (git would read it as an option): use a URL such as https://git.example.com/team/app.git"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('^[A-Za-z][A-Za-z0-9+.-]*::')`,message="uri must not name a git remote helper (<transport>::<address>, such as ext::), which runs commands: use an http(s), ssh or git URL"
 	URI string `json:"uri"`
 
 	// ref is the branch, tag or commit to build. Default: the repository's
-	// default branch.
+	// default branch. Must not start with "-" (git would read it as an
+	// option).
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('-')`,message="ref must not start with \"-\" (git would read it as an option): name a branch, tag or commit"
 	Ref string `json:"ref,omitempty"`
 
 	// ProxyConfig holds the proxies used to clone.

@@ -62,6 +62,14 @@ type BuildControllerConfig struct {
 	// says. Default: none.
 	// +optional
 	BuildOverrides BuildOverridesConfig `json:"buildOverrides,omitempty"`
+
+	// allowFileGitURIs lets Git sources name local repositories (file://
+	// URLs and paths), which the builder reads inside the build pod, outside
+	// the build's chroot: for test clusters that serve repositories from a
+	// directory. Default: false (only http, https, ssh and git URLs; the
+	// file transport is off for submodules too).
+	// +optional
+	AllowFileGitURIs bool `json:"allowFileGitURIs,omitempty"`
 }
 
 // PlatformBuilderImage is the builder image of one platform's build pods.

@@ -7,10 +7,17 @@ package v1
 //
 // GitBuildSource is a Git repository to build from.
 type GitBuildSourceApplyConfiguration struct {
-	// uri is the repository's URL, as git clone takes it. Required.
+	// uri is the repository's URL, as git clone takes it: http(s), ssh
+	// (also [user@]host:path) or git; local repositories (file:// or a
+	// path) only where build-controller's allowFileGitURIs is on. Required;
+	// must not start with "-" (git would read it as an option) nor name a
+	// remote helper (<transport>::<address>, e.g. ext::). Credentials in it
+	// (https://user:token@host/...) are redacted from logs, status and
+	// image labels; a sourceSecret is the better place for them.
 	URI *string `json:"uri,omitempty"`
 	// ref is the branch, tag or commit to build. Default: the repository's
-	// default branch.
+	// default branch. Must not start with "-" (git would read it as an
+	// option).
 	Ref *string `json:"ref,omitempty"`
 	// ProxyConfig holds the proxies used to clone.
 	ProxyConfigApplyConfiguration `json:""`

@@ -7,7 +7,8 @@ package v1
 //
 // GitSourceRevision is a Git commit.
 type GitSourceRevisionApplyConfiguration struct {
-	// commit is the commit hash. Default: empty.
+	// commit is the commit hash. Default: empty. Must not start with "-"
+	// (git would read it as an option).
 	Commit *string `json:"commit,omitempty"`
 	// author is the commit's author. Default: empty.
 	Author *SourceControlUserApplyConfiguration `json:"author,omitempty"`
