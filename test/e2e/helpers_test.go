@@ -15,6 +15,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
@@ -79,20 +80,31 @@ func (h *harness) buildConfig(dockerfile string, platforms, allowedToFail []stri
 	return bc
 }
 
-// startBuild creates build 1 of the BuildConfig, watching its timeline.
+// startBuild starts build 1 of the BuildConfig as kubectl archway
+// start-build does, watching its timeline.
 func (h *harness) startBuild() *buildv1.Build {
 	h.t.Helper()
-	b := framework.BuildFromConfig(h.bc, 1)
-	tl, err := framework.WatchBuild(h.ctx, watcher, h.ns, b.Name)
+	h.watchBuild(instantiate.Name(h.bc.Name, 1))
+	b, err := framework.StartBuild(h.ctx, env.Bed.Client, h.bc)
+	if err != nil {
+		h.t.Fatalf("starting the build: %v", err)
+	}
+	if b.Name != h.b.Name {
+		h.t.Fatalf("started %s, want %s", b.Name, h.b.Name)
+	}
+	h.b = b
+	return b
+}
+
+// watchBuild watches the timeline of the Build name, before it exists.
+func (h *harness) watchBuild(name string) {
+	h.t.Helper()
+	tl, err := framework.WatchBuild(h.ctx, watcher, h.ns, name)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	tl.Created = time.Now()
-	if err := env.Bed.Client.Create(h.ctx, b); err != nil {
-		h.t.Fatalf("creating the Build: %v", err)
-	}
-	h.b, h.tl = b, tl
-	return b
+	h.b, h.tl = &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}}, tl
 }
 
 // waitTerminal waits until the Build is Complete, Failed, Error or

@@ -5,46 +5,24 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/pkg/build/instantiate"
 )
 
-// BuildFromConfig is build number n of a BuildConfig, made the way a user
-// (or `oc start-build`) asks for one: the BuildConfig's CommonSpec, its
-// labels, and the openshift.io/build-config.name label and annotation and
-// the build number. archway has no BuildConfig instantiation yet (the
-// triggers are a separate piece of work), so the e2e suites and the demo
-// create the Build themselves; the controller takes it from there.
-func BuildFromConfig(bc *buildv1.BuildConfig, n int64) *buildv1.Build {
-	labels := maps.Clone(bc.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[buildv1.BuildConfigLabel] = build.LabelValue(bc.Name)
-	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{
-		Namespace: bc.Namespace,
-		Name:      fmt.Sprintf("%s-%d", bc.Name, n),
-		Labels:    labels,
-		Annotations: map[string]string{
-			buildv1.BuildConfigAnnotation: bc.Name,
-			buildv1.BuildNumberAnnotation: strconv.FormatInt(n, 10),
-		},
-		OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: buildv1.GroupVersion.String(), Kind: "BuildConfig", Name: bc.Name, UID: bc.UID,
-		}},
-	}}
-	b.Spec.CommonSpec = *bc.Spec.CommonSpec.DeepCopy()
-	b.Spec.TriggeredBy = []buildv1.BuildTriggerCause{{Message: "Manually triggered"}}
-	return b
+// StartBuild starts the next build of a BuildConfig as kubectl archway
+// start-build does (package instantiate), as a user asking by hand.
+func StartBuild(ctx context.Context, c client.Client, bc *buildv1.BuildConfig) (*buildv1.Build, error) {
+	return instantiate.NewStarter(c, nil).Start(ctx, bc.Namespace, bc.Name, instantiate.Request{
+		TriggeredBy: []buildv1.BuildTriggerCause{{Message: instantiate.CauseManual}},
+	})
 }
 
 // PodTimes are when a watcher first saw a pod in each state.

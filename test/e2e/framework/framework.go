@@ -7,6 +7,8 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -74,6 +76,11 @@ type Env struct {
 	// MetricsURL is build-controller's metrics endpoint: https unless
 	// ControllerArgs hold --metrics-secure=false.
 	MetricsURL string
+	// WebhookURL is the base of build-controller's SCM webhook endpoint
+	// (https://127.0.0.1:<port>, component buildconfig-webhooks), and
+	// WebhookClient an HTTP client that trusts its certificate.
+	WebhookURL    string
+	WebhookClient *http.Client
 
 	opts       Options
 	controller *exec.Cmd
@@ -143,6 +150,22 @@ func (e *Env) StartController(ctx context.Context) error {
 	if slices.Contains(e.opts.ControllerArgs, "--metrics-secure=false") {
 		e.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	}
+	hooks, err := freePort()
+	if err != nil {
+		return err
+	}
+	certDir := filepath.Join(e.Bed.Dir, "build-controller-webhook-certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return err
+	}
+	caPEM, err := bed.WriteServingCert(certDir)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	e.WebhookURL = fmt.Sprintf("https://127.0.0.1:%d", hooks)
+	e.WebhookClient = &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 	e.ControllerLog = filepath.Join(e.Bed.Dir, "build-controller.log")
 	logFile, err := os.OpenFile(e.ControllerLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -152,7 +175,9 @@ func (e *Env) StartController(ctx context.Context) error {
 	args := append([]string{
 		"--config=" + cfg,
 		"--kubeconfig=" + e.Bed.Kubeconfig,
-		"--controllers=build",
+		"--controllers=build,buildconfig,buildconfig-webhooks",
+		"--webhook-port=" + strconv.Itoa(hooks),
+		"--webhook-cert-dir=" + certDir,
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probes),
 		"--leader-elect=true",
@@ -181,7 +206,7 @@ func (e *Env) StartController(ctx context.Context) error {
 			resp.Body.Close()
 			// The metrics server may start after the probes: ready
 			// means both listen.
-			if resp.StatusCode == http.StatusOK && listening(metrics) {
+			if resp.StatusCode == http.StatusOK && listening(metrics) && listening(hooks) {
 				return nil
 			}
 		}

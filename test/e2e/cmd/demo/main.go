@@ -1,12 +1,14 @@
 // Command demo shows archway to someone who has never seen it (`make
 // demo`): it starts a one-machine cluster (the bed), runs build-controller,
-// applies the sample BuildConfig from examples/demo, builds it for four
+// applies the sample BuildConfig from examples/demo, starts its build with
+// kubectl archway start-build, builds it for four
 // architectures with a live progress table, and ends with the image index
 // it pushed. It stops everything it started when it ends or on Ctrl-C; with
 // --keep it leaves the bed up until Ctrl-C and says how to look around.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -20,12 +22,16 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/pkg/build/cli"
+	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
@@ -127,21 +133,27 @@ func run(ctx context.Context, binDir string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	bd := framework.BuildFromConfig(bc, 1)
+	// The build is started as a user does: kubectl archway start-build
+	// (the plugin's command, run in this process against the bed).
+	name := instantiate.Name(bc.Name, 1)
+	bd := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: bc.Namespace, Name: name}}
 	// The watches end before the bed stops: an open watch makes the
 	// apiserver's shutdown wait.
 	watchCtx, endWatch := context.WithCancel(ctx)
 	defer endWatch()
-	tl, err := framework.WatchBuild(watchCtx, watcher, bc.Namespace, bd.Name)
+	tl, err := framework.WatchBuild(watchCtx, watcher, bc.Namespace, name)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("==> Starting build %s for %s\n", bd.Name, strings.Join(bc.Spec.Platforms, ", "))
-	fmt.Printf("    (archway does not start builds from BuildConfigs yet: the demo creates the Build from its spec)\n\n")
+	fmt.Printf("==> kubectl archway start-build %s -n %s   (build %s for %s)\n", bc.Name, bc.Namespace, name, strings.Join(bc.Spec.Platforms, ", "))
 	tl.Created = time.Now()
-	if err := b.Client.Create(ctx, bd); err != nil {
-		return err
+	var started bytes.Buffer
+	plugin := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &started, ErrOut: os.Stderr})
+	plugin.SetArgs([]string{"start-build", bc.Name, "-n", bc.Namespace, "--kubeconfig", b.Kubeconfig})
+	if err := plugin.ExecuteContext(ctx); err != nil {
+		return fmt.Errorf("kubectl archway start-build: %w", err)
 	}
+	fmt.Printf("    %s\n", strings.TrimSpace(started.String()))
 	table := newTable(os.Stdout, bd.Name, bc.Spec.Platforms)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()

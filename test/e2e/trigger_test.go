@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/cli"
+	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/test/e2e/framework"
+)
+
+// TestGitHubPushBuildsFourPlatforms: a GitHub push delivery to
+// build-controller's webhook endpoint (HTTPS) starts the BuildConfig's
+// build, which runs end to end on four platforms through the pod runner;
+// the Build records the pushed commit and the GitHub cause, and kubectl
+// archway logs prints every platform's log with its platform.
+func TestGitHubPushBuildsFourPlatforms(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "push")
+	bc := h.buildConfig(machineDockerfile(env.Bed.BaseImage), framework.Platforms, nil)
+	const secret = "c0ffee5ecret4push"
+	g.Expect(env.Bed.Client.Create(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "github-hook"},
+		Data: map[string][]byte{buildv1.WebHookSecretKey: []byte(secret)}})).To(Succeed())
+	bc.Spec.Triggers = []buildv1.BuildTriggerPolicy{{Type: buildv1.GitHubWebHookBuildTriggerType,
+		GitHubWebHook: &buildv1.WebHookTrigger{SecretReference: &buildv1.SecretLocalReference{Name: "github-hook"}}}}
+	g.Expect(env.Bed.Client.Update(h.ctx, bc)).To(Succeed())
+
+	out, err := exec.CommandContext(h.ctx, "git", "ls-remote", bc.Spec.Source.Git.URI, "refs/heads/main").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	commit := strings.Fields(string(out))[0]
+	var push map[string]any
+	raw, err := os.ReadFile("../../pkg/build/webhook/testdata/github-push.json")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(json.Unmarshal(raw, &push)).To(Succeed())
+	push["after"] = commit
+	push["head_commit"].(map[string]any)["id"] = commit
+	body, _ := json.Marshal(push)
+
+	h.watchBuild(instantiate.Name(bc.Name, 1))
+	req, _ := http.NewRequestWithContext(h.ctx, http.MethodPost,
+		env.WebhookURL+"/apis/build.openshift.io/v1/namespaces/"+h.ns+"/buildconfigs/"+bc.Name+"/webhooks/"+secret+"/github", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	resp, err := env.WebhookClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	answer, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), string(answer))
+	g.Expect(string(answer)).To(ContainSubstring(`"build":"hello-1"`))
+
+	b := h.waitTerminal()
+	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s, platforms: %+v", b.Status.Message, b.Status.Platforms)
+	g.Expect(b.Spec.Revision).NotTo(BeNil())
+	g.Expect(b.Spec.Revision.Git.Commit).To(Equal(commit))
+	g.Expect(b.Spec.Revision.Git.Author.Name).To(Equal("Mona Lisa"))
+	g.Expect(b.Spec.TriggeredBy).To(HaveLen(1))
+	g.Expect(b.Spec.TriggeredBy[0].Message).To(Equal("GitHub WebHook"))
+	for _, p := range framework.Platforms {
+		g.Expect(entries(b)[p].Phase).To(Equal(buildv1.BuildPhaseComplete), "entry of %s", p)
+	}
+	machines, err := indexChildren(h.ctx, h.output(), "/machine")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(machines).To(Equal(framework.UnameOf))
+
+	var logs bytes.Buffer
+	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &logs, ErrOut: &logs})
+	cmd.SetArgs([]string{"logs", "build/" + b.Name, "--kubeconfig", env.Bed.Kubeconfig, "-n", h.ns})
+	g.Expect(cmd.ExecuteContext(h.ctx)).To(Succeed(), logs.String())
+	for _, p := range framework.Platforms {
+		g.Expect(logs.String()).To(ContainSubstring("["+p+"] "), "log lines of %s", p)
+	}
+	var arm64Lines []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.HasPrefix(line, "[linux/arm64] ") {
+			arm64Lines = append(arm64Lines, line)
+		}
+	}
+	g.Expect(strings.Join(arm64Lines, "\n")).To(ContainSubstring("uname -m > /machine"))
+}
