@@ -126,6 +126,30 @@ func wouldAddPreferences(pod *corev1.Pod, pol policy) bool {
 	return len(pol.weights) > 0 && !hasArchPreference(pod)
 }
 
+// admissionLabels are the labels the webhook writes on a pod it admits
+// while placement is on (nil otherwise): scheduling-gate gated or not-set,
+// node-affinity not-set, and preferred-node-affinity not-set when a config
+// applying to the pod has nodeAffinityScoring. The controller moves them
+// on when it places the pod.
+func admissionLabels(in admissionInput, gated bool) map[string]string {
+	if in.config == nil || in.config.DeletionTimestamp != nil || isReservedNamespace(in.namespace, in.ownNamespace) {
+		return nil
+	}
+	if sel := in.config.Spec.NamespaceSelector; sel != nil && in.namespaceLabels != nil {
+		if s, err := metav1.LabelSelectorAsSelector(sel); err != nil || !s.Matches(in.namespaceLabels) {
+			return nil
+		}
+	}
+	l := map[string]string{SchedulingGateLabel: SchedulingGateLabelNotSet, NodeAffinityLabel: LabelValueNotSet}
+	if gated {
+		l[SchedulingGateLabel] = SchedulingGateLabelGated
+	}
+	if len(policyFor(in.pod, &in.config.Spec, in.local).weights) > 0 {
+		l[PreferredNodeAffinityLabel] = LabelValueNotSet
+	}
+	return l
+}
+
 // gate adds the scheduling gate and the gated label to pod.
 func gate(pod *corev1.Pod) {
 	addGate(pod)

@@ -100,3 +100,55 @@ func TestShouldGate(t *testing.T) {
 		})
 	}
 }
+
+func TestAdmissionLabels(t *testing.T) {
+	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}
+	deleting := cfg.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{}
+	selective := cfg.DeepCopy()
+	selective.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"placement": "on"}}
+	scoring := &multiarchv1beta1.Plugins{NodeAffinityScoring: &multiarchv1beta1.NodeAffinityScoring{
+		Enabled: true, Platforms: []multiarchv1beta1.NodeAffinityScoringPlatformTerm{{Architecture: "ppc64le", Weight: 30}},
+	}}
+	withScoring := cfg.DeepCopy()
+	withScoring.Spec.Plugins = scoring
+	pod := func(l map[string]string) *corev1.Pod { return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: l}} }
+	tests := []struct {
+		name  string
+		in    admissionInput
+		gated bool
+		want  map[string]string
+	}{
+		{name: "gated", in: admissionInput{pod: pod(nil), namespace: "team", config: cfg}, gated: true,
+			want: map[string]string{SchedulingGateLabel: "gated", NodeAffinityLabel: "not-set"}},
+		{name: "admitted ungated while placement is on", in: admissionInput{pod: pod(nil), namespace: "team", config: cfg},
+			want: map[string]string{SchedulingGateLabel: "not-set", NodeAffinityLabel: "not-set"}},
+		{name: "scoring in the cluster config", in: admissionInput{pod: pod(nil), namespace: "team", config: withScoring}, gated: true,
+			want: map[string]string{SchedulingGateLabel: "gated", NodeAffinityLabel: "not-set", PreferredNodeAffinityLabel: "not-set"}},
+		{name: "scoring in a namespace config selecting the pod", gated: true, in: admissionInput{pod: pod(map[string]string{"app": "web"}), namespace: "team", config: cfg,
+			local: []multiarchv1beta1.PodPlacementConfig{{Spec: multiarchv1beta1.PodPlacementConfigSpec{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Plugins: scoring}}}},
+			want: map[string]string{SchedulingGateLabel: "gated", NodeAffinityLabel: "not-set", PreferredNodeAffinityLabel: "not-set"}},
+		{name: "scoring in a namespace config not selecting the pod", gated: true, in: admissionInput{pod: pod(nil), namespace: "team", config: cfg,
+			local: []multiarchv1beta1.PodPlacementConfig{{Spec: multiarchv1beta1.PodPlacementConfigSpec{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Plugins: scoring}}}},
+			want: map[string]string{SchedulingGateLabel: "gated", NodeAffinityLabel: "not-set"}},
+		{name: "placement off", in: admissionInput{pod: pod(nil), namespace: "team"}},
+		{name: "config being deleted", in: admissionInput{pod: pod(nil), namespace: "team", config: deleting}},
+		{name: "reserved namespace", in: admissionInput{pod: pod(nil), namespace: "kube-system", config: cfg}},
+		{name: "namespace not selected", in: admissionInput{pod: pod(nil), namespace: "team", config: selective, namespaceLabels: labels.Set{"placement": "off"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := admissionLabels(tt.in, tt.gated)
+			if len(got) != len(tt.want) {
+				t.Fatalf("labels %v, want %v", got, tt.want)
+			}
+			for k, v := range tt.want {
+				if g, ok := got[k]; !ok || g != v {
+					t.Errorf("labels %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}

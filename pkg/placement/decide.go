@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,9 +46,12 @@ type decision struct {
 // any was added.
 func applyPreferences(out *corev1.Pod, pol policy, archs sets.Set[string], d *decision) bool {
 	affinity, added, entries := withPreferences(out.Spec.Affinity, pol, archs, hasArchPreference(out))
-	if added {
+	switch {
+	case added:
 		out.Spec.Affinity = affinity
 		setLabel(out, PreferredNodeAffinityLabel, LabelValueSet)
+	case len(pol.weights) > 0:
+		setLabel(out, PreferredNodeAffinityLabel, LabelValueNotSet)
 	}
 	if len(entries) > 0 {
 		if out.Annotations == nil {
@@ -131,11 +135,14 @@ func release(pod *corev1.Pod, outcome, eventType, reason, message string) decisi
 }
 
 // decide places a pod from the inspection of all its images. Any error
-// means the retries are over: the pod goes to the fallback architecture
-// when one is configured, else it is released unchanged.
-func decide(pod *corev1.Pod, pol policy, results []imageResult) decision {
+// means the retries are over (after failures failed inspections): the pod
+// goes to the fallback architecture when one is configured, else it is
+// released unchanged.
+func decide(pod *corev1.Pod, pol policy, results []imageResult, failures int) decision {
 	if err := inspectionError(results); err != nil {
-		return decideAfterError(pod, pol, err)
+		d := decideAfterError(pod, pol, err)
+		labelInspectionError(d.pod, err, failures)
+		return d
 	}
 	var archs sets.Set[string]
 	for _, r := range results {
@@ -165,11 +172,7 @@ func decide(pod *corev1.Pod, pol policy, results []imageResult) decision {
 	setLabel(out, NodeAffinityLabel, valueSet(changed))
 	var d decision
 	preferred := applyPreferences(out, pol, archs, &d)
-	if archs.Len() == 1 {
-		setLabel(out, SingleArchLabel, sets.List(archs)[0])
-	} else {
-		setLabel(out, MultiArchLabel, "")
-	}
+	labelArchitectures(out, archs)
 	d.outcome, d.pod, d.eventType, d.reason = outcomePlaced, out, corev1.EventTypeNormal, EventPredicateSet
 	d.message = "Set the supported architectures to " + fmt.Sprint(sets.List(archs))
 	if !changed {
@@ -192,7 +195,6 @@ func decideAfterError(pod *corev1.Pod, pol policy, err error) decision {
 		setLabel(out, SchedulingGateLabel, SchedulingGateLabelRemoved)
 		setLabel(out, NodeAffinityLabel, valueSet(changed))
 		setLabel(out, FallbackArchLabel, pol.fallback)
-		setLabel(out, ImageInspectionErrorLabel, "")
 		d := decision{outcome: outcomeFallback, pod: out, eventType: corev1.EventTypeWarning, reason: EventFallbackPredicateSet,
 			message: truncate("Image inspection failed; set the node affinity to the fallback architecture " + pol.fallback +
 				" and removed the scheduling gate. Registry error: " + err.Error())}
@@ -203,9 +205,37 @@ func decideAfterError(pod *corev1.Pod, pol policy, err error) decision {
 	}
 	d := release(pod, outcomeInspectionError, corev1.EventTypeWarning, EventInspectionError,
 		"Image inspection failed after every retry; removed the scheduling gate with the required node affinity unchanged. Registry error: "+err.Error())
-	setLabel(d.pod, ImageInspectionErrorLabel, "")
 	applyPreferences(d.pod, pol, nil, &d)
 	return d
+}
+
+// labelArchitectures labels the pod single-arch or multi-arch ("") by how
+// many architectures its images share, and with one label per
+// architecture.
+func labelArchitectures(pod *corev1.Pod, archs sets.Set[string]) {
+	if archs.Len() == 1 {
+		setLabel(pod, SingleArchLabel, "")
+	} else {
+		setLabel(pod, MultiArchLabel, "")
+	}
+	for a := range archs {
+		setLabel(pod, ArchLabelFor(a), "")
+	}
+}
+
+// labelInspectionError records on the pod that its images could not be
+// inspected: the label, how many times, and the last error (cut short).
+func labelInspectionError(pod *corev1.Pod, err error, failures int) {
+	setLabel(pod, ImageInspectionErrorLabel, "")
+	setLabel(pod, ImageInspectionErrorCountLabel, strconv.Itoa(max(failures, 1)))
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	msg := err.Error()
+	if len(msg) > maxInspectionErrorAnnotation {
+		msg = msg[:maxInspectionErrorAnnotation]
+	}
+	pod.Annotations[ImageInspectionErrorAnnotation] = msg
 }
 
 // inspectionError joins the errors of the images that failed, nil if none.

@@ -47,13 +47,13 @@ func TestDecide(t *testing.T) {
 			results: []imageResult{ok("a", "amd64", "arm64", "s390x"), ok("b", "arm64", "s390x", "ppc64le")},
 			outcome: outcomePlaced, reason: EventPredicateSet, message: "[arm64 s390x]",
 			affinity:   required(term(armS390)),
-			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", MultiArchLabel: ""},
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", MultiArchLabel: "", ArchLabelFor("arm64"): "", ArchLabelFor("s390x"): ""},
 		},
 		{
 			name: "single arch", pod: gatedPod(), results: []imageResult{ok("a", "amd64")},
 			outcome: outcomePlaced, reason: EventPredicateSet,
 			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))),
-			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", SingleArchLabel: "amd64"},
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", SingleArchLabel: "", ArchLabelFor("amd64"): ""},
 		},
 		{
 			name: "no common architecture", pod: gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(zoneA)) }),
@@ -74,41 +74,48 @@ func TestDecide(t *testing.T) {
 					{Weight: 20, Preference: term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))},
 				},
 			}},
-			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", PreferredNodeAffinityLabel: "set", MultiArchLabel: ""},
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", PreferredNodeAffinityLabel: "set", MultiArchLabel: "", ArchLabelFor("amd64"): "", ArchLabelFor("s390x"): ""},
 		},
 		{
 			name: "no weights, no preferences", pod: gatedPod(),
 			results: []imageResult{ok("a", "amd64", "s390x")},
 			outcome: outcomePlaced, reason: EventPredicateSet,
 			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64", "s390x"))),
-			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", MultiArchLabel: ""},
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", MultiArchLabel: "", ArchLabelFor("amd64"): "", ArchLabelFor("s390x"): ""},
 		},
 		{
 			name: "every term already constrains arch", pod: gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(userArch)) }),
 			results: []imageResult{ok("a", "amd64", "arm64")},
 			outcome: outcomeConflict, reason: EventPredicatesConflict,
 			affinity:   required(term(userArch)),
-			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", MultiArchLabel: ""},
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", MultiArchLabel: "", ArchLabelFor("amd64"): "", ArchLabelFor("arm64"): ""},
 		},
 		{
 			name: "inspection failed, fallback configured", pod: gatedPod(), pol: fallback,
 			results: []imageResult{ok("a", "arm64"), {image: "b", err: registryDown}},
 			outcome: outcomeFallback, reason: EventFallbackPredicateSet, message: "b: pinging container registry: connection refused",
 			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))),
-			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", FallbackArchLabel: "amd64", ImageInspectionErrorLabel: ""},
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", FallbackArchLabel: "amd64", ImageInspectionErrorLabel: "", ImageInspectionErrorCountLabel: "1"},
 		},
 		{
 			name: "inspection failed, no fallback", pod: gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(zoneA)) }),
 			results: []imageResult{{image: "b", err: registryDown}},
 			outcome: outcomeInspectionError, reason: EventInspectionError, message: "Registry error: b: pinging",
 			affinity:   required(term(zoneA)),
-			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", ImageInspectionErrorLabel: ""},
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", ImageInspectionErrorLabel: "", ImageInspectionErrorCountLabel: "1"},
+		},
+		{
+			name: "scoring on but nothing added: preferred-node-affinity not-set", pod: gatedPod(), pol: scoring,
+			results: []imageResult{ok("a", "s390x")},
+			outcome: outcomePlaced, reason: EventPredicateSet,
+			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "s390x"))),
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", PreferredNodeAffinityLabel: "not-set", SingleArchLabel: "", ArchLabelFor("s390x"): ""},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.pod.DeepCopy()
-			d := decide(tt.pod, tt.pol, tt.results)
+			d := decide(tt.pod, tt.pol, tt.results, 1)
 			if d.outcome != tt.outcome || d.reason != tt.reason {
 				t.Errorf("outcome %q reason %q, want %q %q", d.outcome, d.reason, tt.outcome, tt.reason)
 			}
@@ -170,5 +177,20 @@ func TestPodImages(t *testing.T) {
 	pod.Spec.OS = &corev1.PodOS{Name: corev1.Windows}
 	if podOS(pod) != "windows" {
 		t.Error("spec.os.name must be the OS")
+	}
+}
+
+func TestInspectionErrorLabels(t *testing.T) {
+	long := errors.New(strings.Repeat("x", 400))
+	d := decide(gatedPod(), policy{}, []imageResult{{image: "b", err: long}}, 3)
+	if got := d.pod.Labels[ImageInspectionErrorCountLabel]; got != "3" {
+		t.Errorf("count label %q, want 3", got)
+	}
+	got := d.pod.Annotations[ImageInspectionErrorAnnotation]
+	if len(got) != maxInspectionErrorAnnotation || !strings.HasPrefix(got, "b: xxx") {
+		t.Errorf("annotation %q (%d characters), want the error cut to %d", got, len(got), maxInspectionErrorAnnotation)
+	}
+	if _, ok := d.pod.Labels[ImageInspectionErrorLabel]; !ok {
+		t.Error("no image-inspect-error label")
 	}
 }

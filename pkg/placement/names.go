@@ -37,33 +37,49 @@ const (
 	SchedulingGateLabel = "multiarch.openshift.io/scheduling-gate"
 	// SchedulingGateLabelGated is its value from admission until release.
 	SchedulingGateLabelGated = "gated"
+	// SchedulingGateLabelNotSet is its value on pods admitted ungated
+	// while placement is on.
+	SchedulingGateLabelNotSet = "not-set"
 	// SchedulingGateLabelRemoved is its value once the gate is removed.
 	SchedulingGateLabelRemoved = "removed"
 
-	// NodeAffinityLabel is "set" when the controller constrained the
-	// required node affinity, "not-set" when it left it unchanged.
+	// NodeAffinityLabel is "not-set" from admission, "set" once the
+	// controller constrained the required node affinity (fallback
+	// included), and stays "not-set" when it left it unchanged.
 	NodeAffinityLabel = "multiarch.openshift.io/node-affinity"
-	// PreferredNodeAffinityLabel is "set" when the controller added
-	// preferred terms from nodeAffinityScoring.
+	// PreferredNodeAffinityLabel is "not-set" from admission when a
+	// config applying to the pod has nodeAffinityScoring, and "set" once
+	// the controller added preferred terms from it.
 	PreferredNodeAffinityLabel = "multiarch.openshift.io/preferred-node-affinity"
 	// LabelValueSet and LabelValueNotSet are the values of the two above.
 	LabelValueSet    = "set"
 	LabelValueNotSet = "not-set"
 
-	// SingleArchLabel marks pods whose images share exactly one
-	// architecture; its value is that architecture.
+	// SingleArchLabel ("") marks pods whose images share exactly one
+	// architecture; the per-architecture label says which.
 	SingleArchLabel = "multiarch.openshift.io/single-arch"
-	// MultiArchLabel marks pods whose images share several architectures.
+	// MultiArchLabel ("") marks pods whose images share several
+	// architectures.
 	MultiArchLabel = "multiarch.openshift.io/multi-arch"
+	// archLabelPrefix + an architecture ("") marks each architecture the
+	// pod's images share, e.g. multiarch.openshift.io/arm64.
+	archLabelPrefix = "multiarch.openshift.io/"
 	// NoSupportedArchLabel marks pods whose images share no architecture.
 	NoSupportedArchLabel = "multiarch.openshift.io/no-supported-arch"
 	// FallbackArchLabel marks pods placed on the fallback architecture
 	// after inspection failed; its value is that architecture.
 	FallbackArchLabel = "multiarch.openshift.io/fallback-arch"
-	// ImageInspectionErrorLabel marks pods released after their images
-	// could not be inspected.
+	// ImageInspectionErrorLabel ("") marks pods released after their
+	// images could not be inspected; the annotation of the same name holds
+	// the last error.
 	ImageInspectionErrorLabel = "multiarch.openshift.io/image-inspect-error"
+	// ImageInspectionErrorCountLabel is how many times the pod's images
+	// failed inspection before it was released ("1", "2", ...).
+	ImageInspectionErrorCountLabel = "multiarch.openshift.io/image-inspect-error-count"
 )
+
+// ArchLabelFor is the pod label that marks arch as one its images share.
+func ArchLabelFor(arch string) string { return archLabelPrefix + arch }
 
 // Pod annotations.
 const (
@@ -74,7 +90,16 @@ const (
 	// states its own kubernetes.io/arch preference, or a higher-priority
 	// config set that architecture).
 	PreferredAffinitySourcesAnnotation = "multiarch.openshift.io/preferred-affinity-sources"
+
+	// ImageInspectionErrorAnnotation is the last inspection error of a pod
+	// labelled ImageInspectionErrorLabel, cut to maxInspectionErrorAnnotation
+	// characters.
+	ImageInspectionErrorAnnotation = "multiarch.openshift.io/image-inspect-error"
 )
+
+// maxInspectionErrorAnnotation bounds the error annotation, as the
+// multiarch tuning operator does.
+const maxInspectionErrorAnnotation = 256
 
 // Event reasons, one event per outcome per pod.
 const (

@@ -2,6 +2,8 @@ package placement
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -9,12 +11,18 @@ import (
 )
 
 // gatePatch is the JSON patch that adds the scheduling gate and the gated
-// label to the pod as the apiserver sent it (raw), and nothing else. A
-// patch computed by diffing the raw pod with a re-encoded typed pod (what
-// controller-runtime's defaulters do) would also rewrite every field the
-// typed encoding spells differently; this one touches only what the
-// webhook owns, and costs no diff.
+// label to the pod as the apiserver sent it (raw), and nothing else.
 func gatePatch(raw []byte) ([]jsonpatch.Operation, error) {
+	return admissionPatch(raw, map[string]string{SchedulingGateLabel: SchedulingGateLabelGated}, true)
+}
+
+// admissionPatch is the JSON patch that sets labels (and adds the
+// scheduling gate when gate) on the pod as the apiserver sent it (raw),
+// and nothing else. A patch computed by diffing the raw pod with a
+// re-encoded typed pod (what controller-runtime's defaulters do) would
+// also rewrite every field the typed encoding spells differently; this one
+// touches only what the webhook owns, and costs no diff.
+func admissionPatch(raw []byte, labels map[string]string, gate bool) ([]jsonpatch.Operation, error) {
 	var probe struct {
 		Metadata *struct {
 			Labels map[string]json.RawMessage `json:"labels"`
@@ -29,14 +37,19 @@ func gatePatch(raw []byte) ([]jsonpatch.Operation, error) {
 		return nil, err
 	}
 	var ops []jsonpatch.Operation
-	label := map[string]string{SchedulingGateLabel: SchedulingGateLabelGated}
 	switch {
+	case len(labels) == 0:
 	case probe.Metadata == nil:
-		ops = append(ops, jsonpatch.NewOperation("add", "/metadata", map[string]any{"labels": label}))
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata", map[string]any{"labels": labels}))
 	case probe.Metadata.Labels == nil:
-		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels", label))
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels", labels))
 	default:
-		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels/"+escapePointer(SchedulingGateLabel), SchedulingGateLabelGated))
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels/"+escapePointer(k), labels[k]))
+		}
+	}
+	if !gate {
+		return ops, nil
 	}
 	g := map[string]string{"name": SchedulingGate}
 	switch {

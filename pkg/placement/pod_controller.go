@@ -75,15 +75,17 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	failures := 0
 	if err := inspectionError(results); err != nil {
 		state := r.retries.failed(req.NamespacedName, pod.UID, r.now())
+		failures = state.failures
 		if retry, delay := r.policy.next(state, r.now()); retry {
 			r.metrics.retries.Inc()
 			logger.V(1).Info("image inspection failed; retrying", "failures", state.failures, "after", delay, "error", err.Error())
 			return ctrl.Result{RequeueAfter: delay}, nil
 		}
 	}
-	return r.write(ctx, pod, decide(pod, pol, results))
+	return r.write(ctx, pod, decide(pod, pol, results, failures))
 }
 
 // releaseWithoutConfig releases a pod when placement is off.

@@ -53,11 +53,15 @@ func (w *gateWebhook) Handle(ctx context.Context, req admission.Request) admissi
 		w.log.Error(err, "decoding the pod; admitting it ungated", "namespace", req.Namespace)
 		return admission.Allowed("")
 	}
-	wasGated := hasGate(pod)
-	if err := w.Default(admission.NewContextWithRequest(ctx, req), pod); err != nil || wasGated || !hasGate(pod) {
+	if hasGate(pod) {
+		// Gated by someone else: the controller handles it as it is.
 		return admission.Allowed("")
 	}
-	patch, err := gatePatch(req.Object.Raw)
+	gated, labels := w.admit(admission.NewContextWithRequest(ctx, req), pod)
+	if !gated && len(labels) == 0 {
+		return admission.Allowed("")
+	}
+	patch, err := admissionPatch(req.Object.Raw, labels, gated)
 	if err != nil {
 		w.log.Error(err, "patching the pod; admitting it ungated", "namespace", req.Namespace)
 		return admission.Allowed("")
@@ -65,8 +69,21 @@ func (w *gateWebhook) Handle(ctx context.Context, req admission.Request) admissi
 	return admission.Patched("", patch...)
 }
 
-// Default gates the pod when shouldGate says so.
+// Default gates the pod when shouldGate says so, and labels it.
 func (w *gateWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
+	gated, labels := w.admit(ctx, pod)
+	if gated {
+		addGate(pod)
+	}
+	for k, v := range labels {
+		setLabel(pod, k, v)
+	}
+	return nil
+}
+
+// admit decides whether the pod is gated and which labels it gets; it
+// changes nothing.
+func (w *gateWebhook) admit(ctx context.Context, pod *corev1.Pod) (bool, map[string]string) {
 	start := time.Now()
 	namespace, dryRun := pod.Namespace, false
 	if req, err := admission.RequestFromContext(ctx); err == nil {
@@ -89,7 +106,7 @@ func (w *gateWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 			in.namespaceLabels = labels.Set(ns.Labels)
 		}
 	}
-	if in.config != nil && allTermsConstrainArch(pod) {
+	if in.config != nil {
 		local := &multiarchv1beta1.PodPlacementConfigList{}
 		if err := w.cache.List(ctx, local, client.InNamespace(namespace)); err == nil {
 			in.local = local.Items
@@ -103,7 +120,6 @@ func (w *gateWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 	}
 	ok, reason := shouldGate(in)
 	if ok {
-		gate(pod)
 		if !dryRun {
 			w.events.expect(namespace, pod)
 		}
@@ -111,6 +127,7 @@ func (w *gateWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 	} else {
 		w.metrics.pods.WithLabelValues("skipped", reason).Inc()
 	}
+	labels := admissionLabels(in, ok)
 	w.metrics.latency.Observe(time.Since(start).Seconds())
-	return nil
+	return ok, labels
 }

@@ -39,6 +39,9 @@ type stubCache struct {
 	noController bool
 }
 
+// List finds no PodPlacementConfig.
+func (s *stubCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
 func (s *stubCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
 	switch o := obj.(type) {
 	case *multiarchv1beta1.ClusterPodPlacementConfig:
@@ -117,7 +120,7 @@ func TestWebhookHandler(t *testing.T) {
 		ops = append(ops, p.Operation+" "+p.Path)
 	}
 	got := strings.Join(ops, ", ")
-	for _, want := range []string{"/spec/schedulingGates", "/metadata/labels/multiarch.openshift.io~1scheduling-gate"} {
+	for _, want := range []string{"/spec/schedulingGates", "/metadata/labels/multiarch.openshift.io~1scheduling-gate", "/metadata/labels/multiarch.openshift.io~1node-affinity"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("patch %q has no %s", got, want)
 		}
@@ -206,14 +209,17 @@ func FuzzWebhookPodDecoding(f *testing.F) {
 		if err := kjson.UnmarshalCaseSensitivePreserveInts(patched, &after); err != nil {
 			t.Fatal(err)
 		}
-		if !hasGate(&after) || after.Labels[SchedulingGateLabel] != SchedulingGateLabelGated {
-			t.Fatalf("patched, but not gated: %s", patched)
+		if hasGate(&after) != (after.Labels[SchedulingGateLabel] == SchedulingGateLabelGated) ||
+			(!hasGate(&after) && after.Labels[SchedulingGateLabel] != SchedulingGateLabelNotSet) {
+			t.Fatalf("patched, but the gate and its label disagree: %s", patched)
 		}
-		// Take the gate and the label off: what is left is the pod as sent.
+		// Take the gate and the labels off: what is left is the pod as sent.
 		removeGate(&after)
-		delete(after.Labels, SchedulingGateLabel)
 		before.Spec.SchedulingGates = slices.DeleteFunc(before.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == SchedulingGate })
-		delete(before.Labels, SchedulingGateLabel)
+		for _, l := range []string{SchedulingGateLabel, NodeAffinityLabel, PreferredNodeAffinityLabel} {
+			delete(after.Labels, l)
+			delete(before.Labels, l)
+		}
 		for _, p := range []*corev1.Pod{&before, &after} {
 			if len(p.Labels) == 0 {
 				p.Labels = nil

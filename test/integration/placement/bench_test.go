@@ -145,7 +145,7 @@ func BenchmarkWebhookTLS(b *testing.B) {
 					b.Errorf("bad answer: %v %+v", err, review.Response)
 					return
 				}
-				if strings.Contains(string(review.Response.Patch), placement.SchedulingGate) {
+				if strings.Contains(string(review.Response.Patch), `"/spec/schedulingGates"`) {
 					patched.Add(1)
 				}
 			}

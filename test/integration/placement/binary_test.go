@@ -137,7 +137,9 @@ placement:
 		answer = admissionv1.AdmissionReview{}
 		err = json.NewDecoder(resp.Body).Decode(&answer)
 		_ = resp.Body.Close()
-		return err == nil && answer.Response != nil && strings.Contains(string(answer.Response.Patch), placement.SchedulingGate), err
+		// The gate itself, not merely the label (scheduling-gate: not-set
+		// is written on pods admitted ungated).
+		return err == nil && answer.Response != nil && strings.Contains(string(answer.Response.Patch), `"/spec/schedulingGates"`), err
 	})
 	if err != nil {
 		t.Errorf("the binary's webhook did not gate the pod: %v %+v", err, answer.Response)
@@ -149,7 +151,7 @@ placement:
 		t.Fatal(err)
 	}
 	h.create(makePod(h.ns, "placed").image(imgARM64S390X).obj())
-	h.expectLabels(h.waitReleased("placed"), map[string]string{placement.MultiArchLabel: ""})
+	h.expectLabels(h.waitReleased("placed"), map[string]string{placement.MultiArchLabel: "", placement.ArchLabelFor("arm64"): "", placement.ArchLabelFor("s390x"): ""})
 	if arch := h.waitBound("placed"); arch != "arm64" && arch != "s390x" {
 		t.Errorf("bound to %s, want arm64 or s390x", arch)
 	}

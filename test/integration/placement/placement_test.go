@@ -24,7 +24,7 @@ func TestPlacesPodsByImageArchitectures(t *testing.T) {
 	}{
 		{
 			name: "amd64-only", pod: makePod(h.ns, "amd64-only").image(imgAMD64Only).obj(), wantArchs: []string{"amd64"},
-			labels: map[string]string{placement.SingleArchLabel: "amd64", placement.NodeAffinityLabel: "set"},
+			labels: map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("amd64"): "", placement.NodeAffinityLabel: "set"},
 		},
 		{
 			name: "arm64-s390x", pod: makePod(h.ns, "arm64-s390x").image(imgARM64S390X).obj(), wantArchs: []string{"arm64", "s390x"},
@@ -36,11 +36,11 @@ func TestPlacesPodsByImageArchitectures(t *testing.T) {
 		},
 		{
 			name: "windows amd64 entry does not count for a linux pod", pod: makePod(h.ns, "win").image(imgWinARM64).obj(), wantArchs: []string{"arm64"},
-			labels: map[string]string{placement.SingleArchLabel: "arm64"},
+			labels: map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("arm64"): ""},
 		},
 		{
 			name: "ppc64le single image", pod: makePod(h.ns, "ppc").image(imgPPC64LE).obj(), wantArchs: []string{"ppc64le"},
-			labels: map[string]string{placement.SingleArchLabel: "ppc64le"},
+			labels: map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("ppc64le"): ""},
 		},
 		{
 			// arm (arm/v7) is a kubernetes.io/arch value too; the bed has no
@@ -182,8 +182,8 @@ func TestPinnedPodsAndReservedNamespacesAreNotGated(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
 	h := newHarness(t, "pinned", nil)
 	pinned := h.create(makePod(h.ns, "pinned").image(imgAMD64Only).nodeSelector(corev1.LabelArchStable, "s390x").obj())
-	if gated(pinned) || pinned.Labels[placement.SchedulingGateLabel] != "" {
-		t.Errorf("a pod pinning kubernetes.io/arch was gated: gates %v labels %v", pinned.Spec.SchedulingGates, pinned.Labels)
+	if gated(pinned) || pinned.Labels[placement.SchedulingGateLabel] != placement.SchedulingGateLabelNotSet {
+		t.Errorf("a pod pinning kubernetes.io/arch was gated (or not labelled scheduling-gate=not-set): gates %v labels %v", pinned.Spec.SchedulingGates, pinned.Labels)
 	}
 	if arch := h.waitBound("pinned"); arch != "s390x" {
 		t.Errorf("pinned: bound to %s, want s390x (what the user asked, even if the image disagrees)", arch)

@@ -69,7 +69,7 @@ func TestPreferenceSources(t *testing.T) {
 		"ppc64le:30:ClusterPodPlacementConfig:skipped,amd64:20:ClusterPodPlacementConfig:skipped"; got != want {
 		t.Errorf("own: sources %q, want %q", got, want)
 	}
-	h.expectNoLabels(pod, placement.PreferredNodeAffinityLabel)
+	h.expectLabels(pod, map[string]string{placement.PreferredNodeAffinityLabel: placement.LabelValueNotSet})
 	if arch := h.waitBound("own"); arch != "amd64" {
 		t.Errorf("own: bound to %s, want the pod's own preference amd64", arch)
 	}

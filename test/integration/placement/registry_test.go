@@ -176,7 +176,7 @@ func TestPrivateRegistryCredentials(t *testing.T) {
 	t.Run("pod pull secret", func(t *testing.T) {
 		h := &harness{t: t, ctx: h.ctx, ns: h.ns}
 		h.create(makePod(h.ns, "pod-secret").image(imgPrivate).pullSecret("pull").obj())
-		h.expectLabels(h.waitReleased("pod-secret"), map[string]string{placement.SingleArchLabel: "arm64"})
+		h.expectLabels(h.waitReleased("pod-secret"), map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("arm64"): ""})
 		if arch := h.waitBound("pod-secret"); arch != "arm64" {
 			t.Errorf("bound to %s, want arm64", arch)
 		}
@@ -188,12 +188,12 @@ func TestPrivateRegistryCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.create(makePod(h.ns, "legacy-secret").image(imgPrivate).pullSecret("legacy").obj())
-		h.expectLabels(h.waitReleased("legacy-secret"), map[string]string{placement.SingleArchLabel: "arm64"})
+		h.expectLabels(h.waitReleased("legacy-secret"), map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("arm64"): ""})
 	})
 	t.Run("service account pull secret", func(t *testing.T) {
 		h := &harness{t: t, ctx: h.ctx, ns: h.ns}
 		h.create(makePod(h.ns, "sa-secret").image(imgPrivate).serviceAccount("puller").obj())
-		h.expectLabels(h.waitReleased("sa-secret"), map[string]string{placement.SingleArchLabel: "arm64"})
+		h.expectLabels(h.waitReleased("sa-secret"), map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("arm64"): ""})
 		if arch := h.waitBound("sa-secret"); arch != "arm64" {
 			t.Errorf("bound to %s, want arm64", arch)
 		}
@@ -209,7 +209,7 @@ func TestPrivateRegistryCredentials(t *testing.T) {
 		// A wrong pod secret first, the global one after: the kubelet tries
 		// both, and so does the inspection.
 		h.create(makePod(h.ns, "global-secret").image(imgPrivate).pullSecret("wrong").obj())
-		h.expectLabels(h.waitReleased("global-secret"), map[string]string{placement.SingleArchLabel: "arm64"})
+		h.expectLabels(h.waitReleased("global-secret"), map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("arm64"): ""})
 		if arch := h.waitBound("global-secret"); arch != "arm64" {
 			t.Errorf("bound to %s, want arm64", arch)
 		}

@@ -166,7 +166,7 @@ func TestGatesOnlyWhileAControllerRuns(t *testing.T) {
 	}
 	waitWebhookGates(h.ctx, t, h.ns, true)
 	h.create(makePod(h.ns, "attended").image(imgAMD64Only).obj())
-	h.expectLabels(h.waitReleased("attended"), map[string]string{placement.SingleArchLabel: "amd64"})
+	h.expectLabels(h.waitReleased("attended"), map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("amd64"): ""})
 }
 
 // TestConfigDeletedWhileTheWebhookIsDown: uninstalling in any order works:
