@@ -141,6 +141,11 @@ func hasFlag(node *parser.Node, name string) bool {
 // instruction replaced by image, keeping the instruction's flags and stage
 // name: what OpenShift does with a Docker strategy's from.
 func replaceLastFrom(dockerfile []byte, image string) ([]byte, error) {
+	// The image is written into the Dockerfile: a space, newline or escape
+	// in it would add flags or instructions.
+	if image == "" || strings.ContainsFunc(image, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '\\' }) {
+		return nil, fmt.Errorf("the image %q of the strategy's from is not an image reference", image)
+	}
 	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
 	if err != nil {
 		return nil, fmt.Errorf("parsing the Dockerfile: %w", err)

@@ -17,30 +17,56 @@ import (
 	"strings"
 )
 
+// ArchiveLimits bound what a Binary source may make the builder read and
+// write, so that an archive cannot fill the build pod's disk or keep it
+// busy (a decompression bomb, millions of empty entries).
+type ArchiveLimits struct {
+	// MaxBytes bounds the binary input as it is streamed (compressed), the
+	// zip kept on disk to read it, and the bytes extracted from it in all.
+	MaxBytes int64
+	// MaxEntries bounds the entries of an archive (files, directories and
+	// links).
+	MaxEntries int
+}
+
+// DefaultArchiveLimits are the limits of a Binary source unless Options
+// says otherwise: 2 GiB and 100,000 entries.
+var DefaultArchiveLimits = ArchiveLimits{MaxBytes: 2 << 30, MaxEntries: 100_000}
+
+// extractor writes one binary input through an os.Root, counting entries
+// and bytes against its limits.
+type extractor struct {
+	root    *os.Root
+	limits  ArchiveLimits
+	written int64
+	entries int
+}
+
 // extractBinary writes a Binary source into dir: the stream as the single
 // file asFile when that is set, else the archive's content (tar, optionally
 // gzip or bzip2 compressed, or zip, told apart by their first bytes). Every
 // entry is written through an os.Root on dir, so no entry, symbolic links
-// included, can write outside it.
-func extractBinary(r io.Reader, asFile, dir string) error {
+// included, can write outside it; limits bound the input, the entries and
+// the bytes written.
+func extractBinary(r io.Reader, asFile, dir string, limits ArchiveLimits) error {
+	if limits.MaxBytes <= 0 {
+		limits.MaxBytes = DefaultArchiveLimits.MaxBytes
+	}
+	if limits.MaxEntries <= 0 {
+		limits.MaxEntries = DefaultArchiveLimits.MaxEntries
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = root.Close() }()
+	x := &extractor{root: root, limits: limits}
+	r = &limitedReader{r: r, left: limits.MaxBytes, limit: limits.MaxBytes}
 	if asFile != "" {
 		if asFile != filepath.Base(asFile) || asFile == "." || asFile == ".." {
 			return fmt.Errorf("asFile %q must be a file name, without directories", asFile)
 		}
-		f, err := root.OpenFile(asFile, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, r); err != nil {
-			_ = f.Close()
-			return err
-		}
-		return f.Close()
+		return x.writeEntry(asFile, r, 0o644)
 	}
 	br := bufio.NewReader(r)
 	magic, _ := br.Peek(4)
@@ -51,13 +77,55 @@ func extractBinary(r io.Reader, asFile, dir string) error {
 			return err
 		}
 		defer func() { _ = gz.Close() }()
-		return extractTar(gz, root)
+		return x.extractTar(gz)
 	case bytes.HasPrefix(magic, []byte("BZh")):
-		return extractTar(bzip2.NewReader(br), root)
+		return x.extractTar(bzip2.NewReader(br))
 	case bytes.HasPrefix(magic, []byte("PK\x03\x04")), bytes.HasPrefix(magic, []byte("PK\x05\x06")):
-		return extractZip(br, root)
+		return x.extractZip(br)
 	}
-	return extractTar(br, root)
+	return x.extractTar(br)
+}
+
+// errInputTooLarge is the error of a binary input over the limit.
+type errInputTooLarge struct{ limit int64 }
+
+func (e errInputTooLarge) Error() string {
+	return fmt.Sprintf("the binary input is larger than %d bytes, the limit: send a smaller archive (leave out what the build does not need)", e.limit)
+}
+
+// limitedReader reads at most left bytes and fails after, rather than end
+// as io.LimitReader does: a cut archive must not pass for a whole one.
+type limitedReader struct {
+	r     io.Reader
+	left  int64
+	limit int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// One byte more tells a stream of exactly the limit from a longer one.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n > 0 {
+			return 0, errInputTooLarge{l.limit}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// entry counts one more archive entry against the limit.
+func (x *extractor) entry() error {
+	x.entries++
+	if x.entries > x.limits.MaxEntries {
+		return fmt.Errorf("the archive has more than %d entries, the limit: send fewer files (an archive of a directory the build needs)", x.limits.MaxEntries)
+	}
+	return nil
 }
 
 // entryName cleans an archive entry's name into a path relative to the
@@ -74,7 +142,8 @@ func entryName(name string) (string, bool, error) {
 	return rel, true, nil
 }
 
-func extractTar(r io.Reader, root *os.Root) error {
+func (x *extractor) extractTar(r io.Reader) error {
+	root := x.root
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -91,6 +160,9 @@ func extractTar(r io.Reader, root *os.Root) error {
 		if !ok {
 			continue
 		}
+		if err := x.entry(); err != nil {
+			return err
+		}
 		mode := fs.FileMode(hdr.Mode & 0o777)
 		switch hdr.Typeflag {
 		case tar.TypeDir:
@@ -98,7 +170,7 @@ func extractTar(r io.Reader, root *os.Root) error {
 				return err
 			}
 		case tar.TypeReg:
-			if err := writeEntry(root, name, tr, mode); err != nil {
+			if err := x.writeEntry(name, tr, mode); err != nil {
 				return err
 			}
 		case tar.TypeSymlink:
@@ -124,9 +196,11 @@ func extractTar(r io.Reader, root *os.Root) error {
 	}
 }
 
-func extractZip(r io.Reader, root *os.Root) error {
+func (x *extractor) extractZip(r io.Reader) error {
+	root := x.root
 	// zip needs random access: keep the stream in a file next to the
-	// content (outside it), removed afterwards.
+	// content (outside it), removed afterwards; never in memory. The
+	// stream's limit bounds the file.
 	tmp, err := os.CreateTemp("", "archway-binary-*.zip")
 	if err != nil {
 		return err
@@ -143,6 +217,10 @@ func extractZip(r io.Reader, root *os.Root) error {
 	if err != nil {
 		return fmt.Errorf("reading the zip archive: %w", err)
 	}
+	if len(zr.File) > x.limits.MaxEntries {
+		x.entries = len(zr.File) - 1
+		return x.entry()
+	}
 	for _, f := range zr.File {
 		name, ok, err := entryName(f.Name)
 		if err != nil {
@@ -150,6 +228,9 @@ func extractZip(r io.Reader, root *os.Root) error {
 		}
 		if !ok {
 			continue
+		}
+		if err := x.entry(); err != nil {
+			return err
 		}
 		if f.FileInfo().IsDir() {
 			if err := root.MkdirAll(name, 0o755); err != nil {
@@ -161,7 +242,7 @@ func extractZip(r io.Reader, root *os.Root) error {
 		if err != nil {
 			return err
 		}
-		err = writeEntry(root, name, rc, f.Mode().Perm())
+		err = x.writeEntry(name, rc, f.Mode().Perm())
 		_ = rc.Close()
 		if err != nil {
 			return err
@@ -170,7 +251,10 @@ func extractZip(r io.Reader, root *os.Root) error {
 	return nil
 }
 
-func writeEntry(root *os.Root, name string, r io.Reader, mode fs.FileMode) error {
+// writeEntry writes one file, counting its bytes against the limit of the
+// bytes extracted (whatever the archive's headers claim).
+func (x *extractor) writeEntry(name string, r io.Reader, mode fs.FileMode) error {
+	root := x.root
 	if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
 		return err
 	}
@@ -182,7 +266,13 @@ func writeEntry(root *os.Root, name string, r io.Reader, mode fs.FileMode) error
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	left := x.limits.MaxBytes - x.written
+	n, err := io.Copy(f, io.LimitReader(r, left+1))
+	x.written += n
+	if err == nil && n > left {
+		err = fmt.Errorf("the archive extracts to more than %d bytes, the limit: send a smaller archive (leave out what the build does not need)", x.limits.MaxBytes)
+	}
+	if err != nil {
 		_ = f.Close()
 		return err
 	}

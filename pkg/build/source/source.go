@@ -68,6 +68,9 @@ type Options struct {
 	// or a path), which git reads inside the builder. Off in clusters
 	// (build-controller's allowFileGitURIs); tests serve repositories so.
 	AllowFileGitURIs bool
+	// ArchiveLimits bound a Binary source. Zero fields take
+	// DefaultArchiveLimits.
+	ArchiveLimits ArchiveLimits
 }
 
 // Fetched is a source ready to build.
@@ -131,7 +134,7 @@ func Fetch(ctx context.Context, opts Options, dir string) (Fetched, error) {
 		if opts.Source.Binary != nil {
 			asFile = opts.Source.Binary.AsFile
 		}
-		if err := extractBinary(opts.Binary, asFile, root); err != nil {
+		if err := extractBinary(opts.Binary, asFile, root, opts.ArchiveLimits); err != nil {
 			return Fetched{}, fetchFailed("extracting the binary input: %w", err)
 		}
 	case buildv1.BuildSourceDockerfile, buildv1.BuildSourceNone:

@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -520,3 +521,68 @@ func TestFetchCopiesSecretsAndConfigMaps(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestFetchBinaryLimits: a binary input over the size limit (as streamed,
+// or once extracted: a decompression bomb), or with more entries than the
+// limit, fails saying which limit, for tar, tar.gz and zip.
+func TestFetchBinaryLimits(t *testing.T) {
+	many := []tar.Header{}
+	for i := range 20 {
+		many = append(many, tar.Header{Name: fmt.Sprintf("f%02d", i), Typeflag: tar.TypeReg, Mode: 0o644})
+	}
+	// 1 MiB of zeros compresses to about 1 KiB.
+	var bomb bytes.Buffer
+	{
+		zw := gzip.NewWriter(&bomb)
+		tw := tar.NewWriter(zw)
+		_ = tw.WriteHeader(&tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20})
+		_, _ = tw.Write(make([]byte, 1<<20))
+		_ = tw.Close()
+		_ = zw.Close()
+	}
+	zipOf := func(n, size int) []byte {
+		var buf bytes.Buffer
+		zw := zip.NewWriter(&buf)
+		for i := range n {
+			f, err := zw.Create(fmt.Sprintf("f%02d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = f.Write(make([]byte, size))
+		}
+		_ = zw.Close()
+		return buf.Bytes()
+	}
+	limits := ArchiveLimits{MaxBytes: 64 << 10, MaxEntries: 10}
+	for _, tt := range []struct {
+		name    string
+		input   []byte
+		asFile  string
+		wantErr string
+	}{
+		{name: "tar with too many entries", input: tarball(t, many, false), wantErr: "more than 10 entries"},
+		{name: "tar.gz with too many entries", input: tarball(t, many, true), wantErr: "more than 10 entries"},
+		{name: "zip with too many entries", input: zipOf(20, 1), wantErr: "more than 10 entries"},
+		{name: "tar.gz bomb", input: bomb.Bytes(), wantErr: "extracts to more than 65536 bytes"},
+		{name: "zip bomb", input: zipOf(1, 1<<20), wantErr: "extracts to more than 65536 bytes"},
+		{name: "asFile too large", input: make([]byte, 100<<10), asFile: "app.jar", wantErr: "larger than 65536 bytes"},
+		{name: "zip stream too large (kept on disk to be read)", input: append(zipOf(1, 1), make([]byte, 100<<10)...), wantErr: "larger than 65536 bytes"},
+		{name: "within the limits", input: tarball(t, many[:10], true)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Fetch(context.Background(), Options{
+				Source:        buildv1.BuildSource{Binary: &buildv1.BinaryBuildSource{AsFile: tt.asFile}, Dockerfile: ptrTo("FROM x\n")},
+				Binary:        bytes.NewReader(tt.input),
+				ArchiveLimits: limits,
+			}, t.TempDir())
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("err = %v, want none", err)
+			case tt.wantErr != "" && (reasonOf(err) != buildv1.StatusReasonFetchSourceFailed || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("err = %v, want FetchSourceFailed saying %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
