@@ -6,6 +6,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/build"
 )
 
@@ -15,6 +16,11 @@ func setupBuild(mgr ctrl.Manager, opts *options) error {
 	cfg := &opts.config.Build
 	if cfg.BuilderImage == "" {
 		return fmt.Errorf("--config must set build.builderImage (the image of build pods)")
+	}
+	if cfg.PodSecurity == configv1alpha1.PodSecurityPrivileged {
+		ctrl.Log.WithName("setup").Info("WARNING: build.podSecurity is Privileged: build pods run privileged in the host's user namespace, "+
+			"and whoever may create a Build may run code as root on a node; every such pod carries the annotation "+build.PodSecurityAnnotation+": Privileged",
+			"podSecurity", cfg.PodSecurity)
 	}
 	return build.Setup(context.Background(), mgr, cfg, build.Options{})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -346,6 +347,9 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 	}
 	pod.Spec.NodeSelector = sel
 	pod.Spec.ActiveDeadlineSeconds = b.Spec.CompletionDeadlineSeconds
+	if pod.Spec.ActiveDeadlineSeconds == nil {
+		pod.Spec.ActiveDeadlineSeconds = cfg.ActiveDeadlineSeconds
+	}
 	c := &pod.Spec.Containers[0]
 	c.Name = BuildContainerName
 	c.Image = image
@@ -354,7 +358,7 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 		c.Command = append(c.Command, "--"+AllowFileGitURIsFlag)
 	}
 	c.Resources = resources(b.Spec.Resources, cfg.BuildDefaults.Resources)
-	c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	pl.secureBuildPod(pod)
 	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.PullSecret != nil {
 		mountSecret(pod, "pull-secret", ds.PullSecret.Name, PullSecretMountPath)
 		c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.PullDockerConfigPathEnv, Value: PullSecretMountPath})
@@ -380,11 +384,59 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: BuildVolumeMountDir + "/" + v.Name, ReadOnly: true})
 		}
 	}
-	for _, d := range []struct{ name, path string }{{"buildworkdir", BuildWorkDir}, {"container-storage-root", ContainerStorageDir}} {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: d.name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	for _, d := range []struct {
+		name, path string
+		limit      *resource.Quantity
+	}{{"buildworkdir", BuildWorkDir, cfg.WorkDirSizeLimit}, {"container-storage-root", ContainerStorageDir, cfg.StorageSizeLimit}} {
+		var limit *resource.Quantity
+		if d.limit != nil {
+			limit = ptr.To(d.limit.DeepCopy())
+		}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: d.name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: limit}}})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: d.name, MountPath: d.path})
 	}
 	return pod, nil
+}
+
+// PodSecurityAnnotation records on every build pod how it is isolated
+// (build.podSecurity), so audits find privileged ones.
+const PodSecurityAnnotation = "build.archway.dev/pod-security"
+
+// BuildCapabilities are the only capabilities of an unprivileged build
+// container, all in the pod's user namespace: the runtime's defaults that
+// unpacking layers and RUN steps as other users need (CHOWN, DAC_OVERRIDE,
+// FOWNER, FSETID, KILL, SETUID, SETGID, SETFCAP, SYS_CHROOT), and
+// SYS_ADMIN, because buildah's chroot isolation unshares a mount and UTS
+// namespace and bind-mounts the RUN step's /proc, /sys and /dev. SYS_ADMIN
+// in a user namespace grants nothing over the host's mounts or devices.
+var BuildCapabilities = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETUID", "SETGID", "SETFCAP", "SYS_CHROOT", "SYS_ADMIN"}
+
+// secureBuildPod sets the build pod's isolation from build.podSecurity:
+// Unprivileged runs it in a user namespace of its own (hostUsers: false),
+// with seccomp RuntimeDefault and only BuildCapabilities; Privileged, the
+// explicit opt-in, runs it privileged in the host's user namespace.
+func (pl PodPlan) secureBuildPod(pod *corev1.Pod) {
+	c := &pod.Spec.Containers[0]
+	mode := pl.Config.PodSecurity
+	if mode == "" {
+		mode = configv1alpha1.PodSecurityUnprivileged
+	}
+	pod.Annotations[PodSecurityAnnotation] = string(mode)
+	if mode == configv1alpha1.PodSecurityPrivileged {
+		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		return
+	}
+	pod.Spec.HostUsers = ptr.To(false)
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	c.SecurityContext = &corev1.SecurityContext{
+		Privileged: ptr.To(false),
+		Capabilities: &corev1.Capabilities{
+			Drop: []corev1.Capability{"ALL"},
+			Add:  slices.Clone(BuildCapabilities),
+		},
+	}
 }
 
 // ManifestListPod is the last pod of a multi-platform build with an
@@ -410,6 +462,16 @@ func (pl PodPlan) ManifestListPod(b *buildv1.Build) (*corev1.Pod, error) {
 	c.Name = ManifestListContainerName
 	c.Image = pl.Config.BuilderImage
 	c.Command = []string{"builder", "manifest-list"}
+	// The manifest-list pod only talks to the registry and the apiserver:
+	// no capability at all, whatever build.podSecurity says.
+	pod.Spec.HostUsers = ptr.To(false)
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	c.SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
 	return pod, nil
 }
 

@@ -41,7 +41,13 @@ func (b *Bed) startAPIServer(opts Options) error {
 	// envtest runs no kube-controller-manager: without these plugins' owners,
 	// pods wait for service-account tokens and nodes stay tainted not-ready.
 	b.env.ControlPlane.GetAPIServer().Configure().
-		Append("disable-admission-plugins", "ServiceAccount", "TaintNodesByCondition")
+		Append("disable-admission-plugins", "ServiceAccount", "TaintNodesByCondition").
+		// Pod Security admission as archway ships it for clusters whose
+		// build namespaces enforce baseline.
+		Append("enable-admission-plugins", "PodSecurity")
+	if cfg := filepath.Join(repoRoot(), "manifests", "podsecurity", "admission-configuration.yaml"); fileExists(cfg) {
+		b.env.ControlPlane.GetAPIServer().Configure().Append("admission-control-config-file", cfg)
+	}
 	cfg, err := b.env.Start()
 	if err != nil {
 		return fmt.Errorf("%w (binaries from %s; `make tools` builds them)", err, assets)
@@ -69,6 +75,11 @@ func (b *Bed) startAPIServer(opts Options) error {
 		return err
 	}
 	return nil
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }
 
 func dirExists(path string) bool {

@@ -70,12 +70,25 @@ type RunnerOptions struct {
 //   - writes stdout and stderr to a log file in the CRI format kubelets use,
 //     served to `kubectl logs` through the nodes' kubelet endpoint.
 //
+// A pod with hostUsers: false runs as a kubelet runs it: each container
+// process in a new user namespace whose ids 0-65535 map to a host range of
+// its own (from 1048576 up), so its root is an unprivileged user on the host
+// with all capabilities inside its namespaces only. The runner refuses (pod
+// Failed, reason UserNamespaceNotAllowed) hostUsers: false with a privileged
+// container or the host's network, PID or IPC namespace. Because such a
+// process resolves paths as no one on the host, the runner makes its
+// directory, the mount points and their parents searchable by others, links
+// the image's binary into its directory, and gives the pod's root its
+// emptyDirs and a HOME of its own (what an image's root file system and a
+// runtime's idmapped mounts provide on a node).
+//
 // Init containers run first, one after the other; the containers then run
 // together. Containers are never restarted (every restartPolicy acts as
-// Never), and resource requests and limits, security contexts, probes,
-// lifecycle hooks, image pulls and user namespaces are not enforced or run:
-// a container runs as the user running the bed, on the host's network (pod
-// and host IP 127.0.0.1) and file system apart from its volumes.
+// Never), and resource requests and limits, security contexts other than
+// hostUsers (capabilities, seccomp, runAsUser), probes, lifecycle hooks and
+// image pulls are not enforced or run: a container runs as the user running
+// the bed (or the mapped root above), on the host's network (pod and host IP
+// 127.0.0.1) and file system apart from its volumes.
 //
 // The runner reports status as a kubelet does, with merge patches: the
 // start time and waiting containers when it takes the pod, running
@@ -107,6 +120,9 @@ type Runner struct {
 	pods    map[types.UID]*podRun
 	handled map[types.UID]bool // pods reported without running them
 	stopped bool
+	idSlots map[int]bool // user-namespace id ranges in use
+
+	imageMu sync.Mutex // one imageBinary at a time
 }
 
 // StartPodRunner starts the pod runner. Only one runs at a time; stop it
@@ -336,6 +352,9 @@ func (r *Runner) observe(obj any) {
 	case pod.DeletionTimestamp != nil:
 		r.handled[pod.UID] = true
 		r.reportAsync(pod, "Deleted", "the pod was deleted before it started")
+	case userNSError(pod) != nil:
+		r.handled[pod.UID] = true
+		r.reportAsync(pod, reasonUserNamespace, userNSError(pod).Error())
 	default:
 		run := newPodRun(r, pod.DeepCopy())
 		r.pods[pod.UID] = run

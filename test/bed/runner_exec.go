@@ -110,7 +110,7 @@ func (p *podRun) runContainer(ctx context.Context, c corev1.Container, binary st
 			StartedAt: started, FinishedAt: metav1.Now(),
 		})
 	}
-	code, err := p.execute(cfg, logFile, cr)
+	code, err := p.execute(cfg, binary, logFile, cr)
 	if err != nil {
 		p.logf("container %s: %v", c.Name, err)
 		t := startFailure(err)
@@ -224,7 +224,7 @@ func (p *podRun) terminationMessage(c corev1.Container, cr *containerRun, code i
 // end kills it; it returns the exit code (128+n for a signal n). The rest
 // of the process group is killed when the process exits, as a container's
 // processes end with it.
-func (p *podRun) execute(cfg *containerConfig, logFile *os.File, cr *containerRun) (int, error) {
+func (p *podRun) execute(cfg *containerConfig, binary string, logFile *os.File, cr *containerRun) (int, error) {
 	sink := &logSink{f: logFile}
 	defer func() {
 		_ = logFile.Close()
@@ -233,6 +233,26 @@ func (p *podRun) execute(cfg *containerConfig, logFile *os.File, cr *containerRu
 	script, err := preludeScript()
 	if err != nil {
 		return 0, err
+	}
+	attr := &syscall.SysProcAttr{
+		Unshareflags: syscall.CLONE_NEWNS,
+		Setpgid:      true,
+		Pdeathsig:    syscall.SIGKILL,
+	}
+	if userns, _ := userNamespace(p.pod); userns {
+		ids, err := p.r.allocateIDs()
+		if err != nil {
+			return 0, err
+		}
+		defer p.r.releaseIDs(ids)
+		if _, err := p.prepareUserNS(cfg, binary, ids); err != nil {
+			return 0, fmt.Errorf("preparing the user namespace: %w", err)
+		}
+		// The mount namespace is made after the user namespace (Go
+		// unshares it once the id maps are written), so the pod's root
+		// owns it and may mount there.
+		userNSAttr(attr, ids.base)
+		p.logf("container in a user namespace: ids 0-%d are host ids %d-%d", usernsSize-1, ids.base, ids.base+usernsSize-1)
 	}
 	args := []string{"-c", script, "bed-container"}
 	for _, m := range cfg.mounts {
@@ -260,11 +280,7 @@ func (p *podRun) execute(cfg *containerConfig, logFile *os.File, cr *containerRu
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = cfg.env
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Unshareflags: syscall.CLONE_NEWNS,
-		Setpgid:      true,
-		Pdeathsig:    syscall.SIGKILL,
-	}
+	cmd.SysProcAttr = attr
 	err = cmd.Start()
 	_ = outW.Close()
 	_ = errW.Close()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 )
 
 // TestExpand follows Kubernetes' $(VAR) rules.
@@ -93,4 +95,40 @@ func TestStreamLog(t *testing.T) {
 	out := read(logOptions{tailLines: 1}, done)
 	g.Expect(out).To(Equal("three\nfour\n"))
 	g.Expect(strings.Count(out, "four")).To(Equal(1))
+}
+
+// TestUserNamespaceRefusals refuses what a kubelet refuses with
+// hostUsers: false.
+func TestUserNamespaceRefusals(t *testing.T) {
+	pod := func(mut func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}}
+		mut(p)
+		return p
+	}
+	for _, tt := range []struct {
+		name       string
+		pod        *corev1.Pod
+		wantUserNS bool
+		wantErr    string
+	}{
+		{name: "hostUsers unset", pod: pod(func(p *corev1.Pod) { p.Spec.HostUsers = nil })},
+		{name: "hostUsers true", pod: pod(func(p *corev1.Pod) { p.Spec.HostUsers = ptr.To(true) })},
+		{name: "hostUsers false", pod: pod(func(*corev1.Pod) {}), wantUserNS: true},
+		{name: "privileged", pod: pod(func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}), wantUserNS: true, wantErr: `privileged container "c"`},
+		{name: "privileged init container", pod: pod(func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "i", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}
+		}), wantUserNS: true, wantErr: `privileged container "i"`},
+		{name: "host network", pod: pod(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), wantUserNS: true, wantErr: "hostNetwork"},
+		{name: "host PID", pod: pod(func(p *corev1.Pod) { p.Spec.HostPID = true }), wantUserNS: true, wantErr: "hostPID"},
+	} {
+		userns, err := userNamespace(tt.pod)
+		if userns != tt.wantUserNS {
+			t.Errorf("%s: user namespace %v, want %v", tt.name, userns, tt.wantUserNS)
+		}
+		if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%s: error %v, want one naming %q", tt.name, err, tt.wantErr)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 )
 
 // TestFourPlatformBuild builds a BuildConfig's git source for four
-// platforms: each platform's pod runs on a node of its architecture, the
+// platforms: each platform's pod runs on a node of its architecture,
+// unprivileged in a user namespace of its own, the
 // index in the registry has four children whose layers say the machine they
 // were built for, the per-platform tags are gone, the Build is Complete with
 // a digest per platform and its events, and `kubectl logs` of the arm64 pod
@@ -30,6 +32,15 @@ func TestFourPlatformBuild(t *testing.T) {
 		pod := pods[build.PlatformPodName(b.Name, p)]
 		g.Expect(pod).NotTo(BeNil(), "pod of %s", p)
 		g.Expect(nodeArch(t, h.ctx, pod.Spec.NodeName)).To(Equal(strings.TrimPrefix(p, "linux/")), "node of %s", p)
+		g.Expect(pod.Spec.HostUsers).To(HaveValue(BeFalse()), "pod of %s runs in a user namespace", p)
+		g.Expect(pod.Spec.Containers[0].SecurityContext.Privileged).To(HaveValue(BeFalse()), "pod of %s is not privileged", p)
+	}
+	// The runner ran each of them in a user namespace of its own (mapped
+	// root), as a kubelet would.
+	runnerLog, err := os.ReadFile(env.Bed.LogPath("pod-runner"))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, p := range framework.Platforms {
+		g.Expect(string(runnerLog)).To(MatchRegexp(`pod %s/%s: container in a user namespace: ids 0-65535 are host ids [1-9]`, h.ns, build.PlatformPodName(b.Name, p)))
 	}
 
 	got := entries(b)

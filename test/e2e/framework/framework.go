@@ -82,9 +82,10 @@ type Env struct {
 	WebhookURL    string
 	WebhookClient *http.Client
 
-	opts       Options
-	controller *exec.Cmd
-	done       chan error
+	opts        Options
+	podSecurity string // build.podSecurity of the controller's config
+	controller  *exec.Cmd
+	done        chan error
 }
 
 // Start checks qemu, starts the bed, the pod runner and build-controller.
@@ -104,10 +105,24 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 	}()
 	// Build pods reach the apiserver with the bed's kubeconfig: the runner
-	// has no in-cluster network.
+	// has no in-cluster network. They run in user namespaces, whose root is
+	// no one on the host: their copy is readable by all (the bed's machine
+	// has no other users to hide it from).
+	podKubeconfig, err := podReadable(b.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// The git sources are file:// repositories owned by the host's root,
+	// who is no one in a pod's user namespace: git refuses such a
+	// repository ("dubious ownership") unless its system config trusts it.
+	// (A remote repository, served over http or ssh, has no owner to check.)
+	gitConfig := filepath.Join(b.Dir, "gitconfig-pods")
+	if err := os.WriteFile(gitConfig, []byte("[safe]\n\tdirectory = *\n"), 0o644); err != nil {
+		return nil, err
+	}
 	if _, err := b.StartPodRunner(ctx, bed.RunnerOptions{
 		Images: map[string]string{BuilderImage: opts.Binaries.Builder},
-		Env:    []string{"KUBECONFIG=" + b.Kubeconfig},
+		Env:    []string{"KUBECONFIG=" + podKubeconfig, "GIT_CONFIG_SYSTEM=" + gitConfig},
 	}); err != nil {
 		return nil, err
 	}
@@ -117,15 +132,43 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	return e, nil
 }
 
-// controllerConfig is build-controller's --config on the bed: the bed
-// serves Git repositories from directories (file://), which clusters do not
-// allow.
-const controllerConfig = `apiVersion: config.archway.dev/v1alpha1
+// podReadable copies a file of the bed's directory next to it, readable by
+// every user, and makes the directory searchable.
+func podReadable(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	dst := path + "-pods"
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		return "", err
+	}
+	return dst, bed.SearchableByOthers(filepath.Dir(dst))
+}
+
+// controllerConfig is build-controller's --config on the bed, with
+// build.podSecurity when podSecurity is set: the bed serves Git
+// repositories from directories (file://), which clusters do not allow.
+func controllerConfig(podSecurity string) string {
+	cfg := `apiVersion: config.archway.dev/v1alpha1
 kind: BuildControllerConfiguration
 build:
   builderImage: ` + BuilderImage + `
   allowFileGitURIs: true
 `
+	if podSecurity != "" {
+		cfg += "  podSecurity: " + podSecurity + "\n"
+	}
+	return cfg
+}
+
+// RestartController stops build-controller and starts it again with
+// build.podSecurity set to podSecurity ("" for the default).
+func (e *Env) RestartController(ctx context.Context, podSecurity string) error {
+	e.StopController()
+	e.podSecurity = podSecurity
+	return e.StartController(ctx)
+}
 
 // StartController runs build-controller as a process: its --config names
 // the builder image the runner maps to the builder binary, --kubeconfig the
@@ -135,7 +178,7 @@ build:
 // listens.
 func (e *Env) StartController(ctx context.Context) error {
 	cfg := filepath.Join(e.Bed.Dir, "build-controller.yaml")
-	if err := os.WriteFile(cfg, []byte(controllerConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(controllerConfig(e.podSecurity)), 0o644); err != nil {
 		return err
 	}
 	metrics, err := freePort()
@@ -315,6 +358,11 @@ func GitRepo(dir string, files map[string]string) (string, error) {
 		if err := git(args...); err != nil {
 			return "", err
 		}
+	}
+	// Builders run in user namespaces: the repository must be readable
+	// by others, as a git server would serve it.
+	if err := bed.SearchableByOthers(dir); err != nil {
+		return "", err
 	}
 	return "file://" + dir, nil
 }

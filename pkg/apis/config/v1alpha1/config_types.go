@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -53,6 +54,33 @@ type BuildControllerConfig struct {
 	// +optional
 	BuilderServiceAccount string `json:"builderServiceAccount,omitempty"`
 
+	// podSecurity is how build pods are isolated from their node.
+	// "Unprivileged" (the default) runs them in a user namespace
+	// (hostUsers: false), not privileged, with seccomp RuntimeDefault,
+	// all capabilities dropped but the few buildah needs, and no privilege
+	// escalation beyond them; the cluster needs user-namespace support
+	// (see the README). "Privileged" runs them privileged in the host's
+	// user namespace, as before: build-controller logs a warning at start,
+	// and every build pod carries the annotation
+	// build.archway.dev/pod-security: Privileged for audits.
+	// +optional
+	// +kubebuilder:validation:Enum=Unprivileged;Privileged
+	PodSecurity PodSecurity `json:"podSecurity,omitempty"`
+
+	// activeDeadlineSeconds bounds a build pod's run when the Build sets
+	// no spec.completionDeadlineSeconds. Default: 14400 (4 hours); at
+	// least 1.
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// workDirSizeLimit and storageSizeLimit cap the build pods' emptyDirs:
+	// the build's scratch directory (source, context) and its image
+	// store. A pod that writes more is evicted. Defaults: 10Gi and 40Gi.
+	// +optional
+	WorkDirSizeLimit *resource.Quantity `json:"workDirSizeLimit,omitempty"`
+	// +optional
+	StorageSizeLimit *resource.Quantity `json:"storageSizeLimit,omitempty"`
+
 	// buildDefaults are applied to a build where the build does not say
 	// otherwise. Default: none.
 	// +optional
@@ -71,6 +99,19 @@ type BuildControllerConfig struct {
 	// +optional
 	AllowFileGitURIs bool `json:"allowFileGitURIs,omitempty"`
 }
+
+// PodSecurity is how build pods are isolated from their node.
+type PodSecurity string
+
+// The values of build.podSecurity.
+const (
+	// PodSecurityUnprivileged runs build pods in a user namespace, not
+	// privileged.
+	PodSecurityUnprivileged PodSecurity = "Unprivileged"
+	// PodSecurityPrivileged runs build pods privileged in the host's user
+	// namespace: an explicit opt-in.
+	PodSecurityPrivileged PodSecurity = "Privileged"
+)
 
 // PlatformBuilderImage is the builder image of one platform's build pods.
 type PlatformBuilderImage struct {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -22,6 +23,13 @@ import (
 // DefaultBuilderServiceAccount is the service account of build pods when
 // neither the Build nor the configuration names one.
 const DefaultBuilderServiceAccount = "default"
+
+// Defaults of the build pods' bounds.
+const (
+	DefaultActiveDeadlineSeconds int64 = 4 * 60 * 60
+	DefaultWorkDirSizeLimit            = "10Gi"
+	DefaultStorageSizeLimit            = "40Gi"
+)
 
 // Load reads the configuration file at path, fills in defaults and
 // validates it. Errors name the file and the field.
@@ -57,6 +65,18 @@ func SetDefaults(cfg *BuildControllerConfiguration) {
 	b := &cfg.Build
 	if b.BuilderServiceAccount == "" {
 		b.BuilderServiceAccount = DefaultBuilderServiceAccount
+	}
+	if b.PodSecurity == "" {
+		b.PodSecurity = PodSecurityUnprivileged
+	}
+	if b.ActiveDeadlineSeconds == nil {
+		b.ActiveDeadlineSeconds = ptr.To(DefaultActiveDeadlineSeconds)
+	}
+	if b.WorkDirSizeLimit == nil {
+		b.WorkDirSizeLimit = ptr.To(resource.MustParse(DefaultWorkDirSizeLimit))
+	}
+	if b.StorageSizeLimit == nil {
+		b.StorageSizeLimit = ptr.To(resource.MustParse(DefaultStorageSizeLimit))
 	}
 	if b.BuildOverrides.ArchNodeSelector == nil {
 		b.BuildOverrides.ArchNodeSelector = ptr.To(true)
@@ -104,6 +124,23 @@ func validateBuild(b *BuildControllerConfig, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Required(p.Child("image"), ""))
 		} else {
 			errs = append(errs, validateImage(pi.Image, p.Child("image"))...)
+		}
+	}
+	switch b.PodSecurity {
+	case PodSecurityUnprivileged, PodSecurityPrivileged:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("podSecurity"), b.PodSecurity,
+			[]string{string(PodSecurityUnprivileged), string(PodSecurityPrivileged)}))
+	}
+	if d := b.ActiveDeadlineSeconds; d != nil && *d < 1 {
+		errs = append(errs, field.Invalid(path.Child("activeDeadlineSeconds"), *d, "must be at least 1"))
+	}
+	for _, l := range []struct {
+		name string
+		q    *resource.Quantity
+	}{{"workDirSizeLimit", b.WorkDirSizeLimit}, {"storageSizeLimit", b.StorageSizeLimit}} {
+		if l.q != nil && l.q.Sign() <= 0 {
+			errs = append(errs, field.Invalid(path.Child(l.name), l.q.String(), "must be positive"))
 		}
 	}
 	for _, msg := range validation.IsDNS1123Subdomain(b.BuilderServiceAccount) {

@@ -18,6 +18,21 @@ func (in *BuildControllerConfig) DeepCopyInto(out *BuildControllerConfig) {
 		*out = make([]PlatformBuilderImage, len(*in))
 		copy(*out, *in)
 	}
+	if in.ActiveDeadlineSeconds != nil {
+		in, out := &in.ActiveDeadlineSeconds, &out.ActiveDeadlineSeconds
+		*out = new(int64)
+		**out = **in
+	}
+	if in.WorkDirSizeLimit != nil {
+		in, out := &in.WorkDirSizeLimit, &out.WorkDirSizeLimit
+		x := (*in).DeepCopy()
+		*out = &x
+	}
+	if in.StorageSizeLimit != nil {
+		in, out := &in.StorageSizeLimit, &out.StorageSizeLimit
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	in.BuildDefaults.DeepCopyInto(&out.BuildDefaults)
 	in.BuildOverrides.DeepCopyInto(&out.BuildOverrides)
 }
