@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/archway-build/archway/pkg/placement/image"
 )
 
 // Outcomes of handling one gated pod, for metrics and tests.
@@ -146,11 +148,20 @@ func decide(pod *corev1.Pod, pol policy, results []imageResult, failures int) de
 	}
 	var archs sets.Set[string]
 	for _, r := range results {
+		if r.archs.Has(image.AnyArchitecture) {
+			continue // an operator bundle: it constrains nothing
+		}
 		if archs == nil {
 			archs = r.archs.Clone()
 		} else {
 			archs = archs.Intersection(r.archs)
 		}
+	}
+	if archs == nil {
+		d := release(pod, outcomeReleased, corev1.EventTypeNormal, EventSchedGateRemovalSuccess,
+			"Every image of the pod runs on any architecture (operator bundle images); required node affinity unchanged, scheduling gate removed")
+		applyPreferences(d.pod, pol, nil, &d)
+		return d
 	}
 	out := pod.DeepCopy()
 	removeGate(out)
@@ -247,6 +258,17 @@ func inspectionError(results []imageResult) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// permanentFailure reports whether an image failed with an answer a retry
+// would only repeat: the pod cannot run as it is, so it waits no longer.
+func permanentFailure(results []imageResult) bool {
+	for _, r := range results {
+		if r.err != nil && image.Permanent(r.err) {
+			return true
+		}
+	}
+	return false
 }
 
 // describeResults says which architectures each image has, for people.

@@ -79,7 +79,9 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := inspectionError(results); err != nil {
 		state := r.retries.failed(req.NamespacedName, pod.UID, r.now())
 		failures = state.failures
-		if retry, delay := r.policy.next(state, r.now()); retry {
+		// A permanent answer (manifest unknown, unauthorized, denied, a
+		// malformed reference) is not retried: the pod is released at once.
+		if retry, delay := r.policy.next(state, r.now()); retry && !permanentFailure(results) {
 			r.metrics.retries.Inc()
 			logger.V(1).Info("image inspection failed; retrying", "failures", state.failures, "after", delay, "error", err.Error())
 			return ctrl.Result{RequeueAfter: delay}, nil

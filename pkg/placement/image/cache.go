@@ -83,7 +83,7 @@ func (c *Cache) Len() (digests, tags int) { return c.digests.Len(), c.tags.Len()
 func (c *Cache) Architectures(ctx context.Context, ref Reference, auth Auth) (Platforms, digest.Digest, error) {
 	named, err := reference.ParseNormalizedNamed(ref.Name)
 	if err != nil {
-		return nil, "", fmt.Errorf("parsing image reference %q: %w", ref.Name, err)
+		return nil, "", &ReferenceError{Err: fmt.Errorf("parsing image reference %q: %w", ref.Name, err)}
 	}
 	credKey := auth.Key()
 	repo := named.Name()

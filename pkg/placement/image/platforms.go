@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"strings"
 
 	"go.podman.io/image/v5/manifest"
 )
@@ -54,3 +55,24 @@ func PlatformFromConfig(os, architecture string) Platforms {
 }
 
 func known(s string) bool { return s != "" && s != "unknown" }
+
+// AnyArchitecture, as the OS and architecture of an image's only platform,
+// says the image runs anywhere: it does not narrow a pod's architectures.
+const AnyArchitecture = "*"
+
+// operatorBundleLabelPrefix starts the config labels of an operator bundle
+// image (operators.operatorframework.io.bundle.mediatype.v1, ...).
+const operatorBundleLabelPrefix = "operators.operatorframework.io."
+
+// isOperatorBundle reports whether an image config's labels mark an
+// operator bundle: manifests and metadata that OLM's unpack pods only copy,
+// never execute, whatever architecture the image was built for. An image
+// that claims to be one only loses its own placement.
+func isOperatorBundle(labels map[string]string) bool {
+	for k := range labels {
+		if strings.HasPrefix(k, operatorBundleLabelPrefix) {
+			return true
+		}
+	}
+	return false
+}

@@ -84,6 +84,10 @@ func (r *Remote) Architectures(ctx context.Context, ref Reference, auth Auth) (P
 		if err != nil {
 			return err
 		}
+		if isOperatorBundle(info.Labels) {
+			platforms = Platforms{{OS: AnyArchitecture, Architecture: AnyArchitecture}}
+			return nil
+		}
 		platforms = PlatformFromConfig(info.Os, info.Architecture)
 		return nil
 	})
@@ -107,12 +111,12 @@ func (r *Remote) Digest(ctx context.Context, name string, auth Auth) (digest.Dig
 func (r *Remote) withAuth(ctx context.Context, name string, auth Auth, do func(context.Context, types.ImageReference, *types.SystemContext) error) error {
 	named, err := reference.ParseNormalizedNamed(name)
 	if err != nil {
-		return fmt.Errorf("parsing image reference %q: %w", name, err)
+		return &ReferenceError{Err: fmt.Errorf("parsing image reference %q: %w", name, err)}
 	}
 	named = reference.TagNameOnly(named)
 	iref, err := docker.NewReference(named)
 	if err != nil {
-		return fmt.Errorf("image reference %q: %w", name, err)
+		return &ReferenceError{Err: fmt.Errorf("image reference %q: %w", name, err)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()

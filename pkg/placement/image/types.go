@@ -27,7 +27,7 @@ func (ps Platforms) Architectures(os string) sets.Set[string] {
 	}
 	out := sets.New[string]()
 	for _, p := range ps {
-		if p.OS == os {
+		if p.OS == os || p.OS == AnyArchitecture {
 			out.Insert(p.Architecture)
 		}
 	}

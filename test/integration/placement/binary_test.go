@@ -85,6 +85,8 @@ placement:
 		fmt.Sprintf("--webhook-port=%d", webhookPort),
 		"--webhook-cert-dir="+certs,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
+		// Plain HTTP: the suite scrapes without a token.
+		"--metrics-secure=false",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 	)
 	// Its heartbeat lease where the suite's webhook looks for it.

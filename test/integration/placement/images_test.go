@@ -28,6 +28,8 @@ import (
 type pusher struct {
 	reg    *bed.Registry
 	client *http.Client
+	// labels are the config labels of the images it pushes.
+	labels map[string]string
 }
 
 func newPusher(reg *bed.Registry) *pusher {
@@ -89,7 +91,7 @@ func (p *pusher) pushImage(ctx context.Context, repo string, pl platform, tag st
 	config, err := json.Marshal(ocispec.Image{
 		Platform: ocispec.Platform{OS: pl.os, Architecture: pl.arch},
 		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
-		Config:   ocispec.ImageConfig{Cmd: []string{"sh"}},
+		Config:   ocispec.ImageConfig{Cmd: []string{"sh"}, Labels: p.labels},
 	})
 	if err != nil {
 		return ocispec.Descriptor{}, err
