@@ -75,6 +75,9 @@ type Reconciler struct {
 	// self remembers the controller's own writes (nil: nothing is
 	// remembered, no reconcile is skipped).
 	self *selfWrites
+	// accounts remembers the namespaces whose builder service account
+	// and RoleBinding exist.
+	accounts builderAccounts
 }
 
 // Setup adds the Build controller to mgr.
@@ -541,6 +544,17 @@ func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPla
 		}
 		specs = append(specs, pod)
 	}
+	// Build pods that run as the builder service account need it, and its
+	// RoleBinding, in their namespace: created here, as OpenShift's
+	// controllers do, so that no one binds roles by hand.
+	for _, pod := range specs {
+		if pod.Spec.ServiceAccountName == r.Config.BuilderServiceAccount {
+			if err := r.accounts.ensure(ctx, r.Client, b.Namespace, pod.Spec.ServiceAccountName); err != nil {
+				return nil, nil, err
+			}
+			break
+		}
+	}
 	var (
 		mu   sync.Mutex
 		wg   sync.WaitGroup
@@ -585,6 +599,11 @@ func (r *Reconciler) createPod(ctx context.Context, b *buildv1.Build, pod *corev
 		}
 		return existing, "", nil
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+		return nil, "", fmt.Errorf("creating pod %s: %w", pod.Name, err)
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "serviceaccount") && pod.Spec.ServiceAccountName == r.Config.BuilderServiceAccount:
+		// The builder service account was deleted since it was ensured:
+		// create it again on the next attempt.
+		r.accounts.forget(pod.Namespace)
 		return nil, "", fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
 		return nil, err.Error(), nil

@@ -130,7 +130,7 @@ func TestBuildPod(t *testing.T) {
 				if b.Spec.Output.To.Name != "registry.example.com/team/app:v1" {
 					t.Errorf("the controller's Build was changed: %s", b.Spec.Output.To.Name)
 				}
-				if pod.Spec.ServiceAccountName != "default" {
+				if pod.Spec.ServiceAccountName != "builder" {
 					t.Errorf("service account %q", pod.Spec.ServiceAccountName)
 				}
 			},

@@ -48,9 +48,11 @@ type BuildControllerConfig struct {
 	PlatformBuilderImages []PlatformBuilderImage `json:"platformBuilderImages,omitempty"`
 
 	// builderServiceAccount is the service account of build pods whose
-	// Build names none in spec.serviceAccount. It needs to patch
-	// builds/status in its namespace. Default: "default" (OpenShift uses
-	// "builder", which its own controllers create in every namespace).
+	// Build names none in spec.serviceAccount. build-controller creates it
+	// in every namespace that runs builds, with a RoleBinding named
+	// archway-builder to the ClusterRole archway-builder (as OpenShift's
+	// controllers create "builder"). Default: "builder"; "default" (the
+	// service account of every other pod) is refused.
 	// +optional
 	BuilderServiceAccount string `json:"builderServiceAccount,omitempty"`
 

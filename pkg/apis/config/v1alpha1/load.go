@@ -21,8 +21,9 @@ import (
 )
 
 // DefaultBuilderServiceAccount is the service account of build pods when
-// neither the Build nor the configuration names one.
-const DefaultBuilderServiceAccount = "default"
+// neither the Build nor the configuration names one, as in OpenShift:
+// build-controller creates it in every namespace that runs builds.
+const DefaultBuilderServiceAccount = "builder"
 
 // Defaults of the build pods' bounds.
 const (
@@ -145,6 +146,12 @@ func validateBuild(b *BuildControllerConfig, path *field.Path) field.ErrorList {
 	}
 	for _, msg := range validation.IsDNS1123Subdomain(b.BuilderServiceAccount) {
 		errs = append(errs, field.Invalid(path.Child("builderServiceAccount"), b.BuilderServiceAccount, msg))
+	}
+	if b.BuilderServiceAccount == "default" {
+		// The controller binds the builder's role to it: every pod of the
+		// namespace that names no service account would hold it.
+		errs = append(errs, field.Invalid(path.Child("builderServiceAccount"), b.BuilderServiceAccount,
+			"build pods must not run as the namespace's default service account, which every other pod gets: use builder (the default) or another name"))
 	}
 	errs = append(errs, validateDefaults(&b.BuildDefaults, path.Child("buildDefaults"))...)
 	errs = append(errs, validateOverrides(&b.BuildOverrides, path.Child("buildOverrides"))...)

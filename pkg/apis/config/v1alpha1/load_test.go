@@ -23,7 +23,7 @@ func TestParse(t *testing.T) {
 			file: header + "build:\n  builderImage: registry.example.com/archway/builder:v1\n",
 			check: func(t *testing.T, cfg *BuildControllerConfiguration) {
 				b := cfg.Build
-				if b.BuilderServiceAccount != "default" || !ptr.Deref(b.BuildOverrides.ArchNodeSelector, false) ||
+				if b.BuilderServiceAccount != "builder" || !ptr.Deref(b.BuildOverrides.ArchNodeSelector, false) ||
 					!ptr.Deref(b.BuildOverrides.ManifestList, false) {
 					t.Errorf("defaults not applied: %+v", b)
 				}
