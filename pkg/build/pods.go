@@ -432,6 +432,9 @@ func (pl PodPlan) secureBuildPod(pod *corev1.Pod) {
 	}
 	c.SecurityContext = &corev1.SecurityContext{
 		Privileged: ptr.To(false),
+		// The builder writes only to its emptyDirs (work directory,
+		// image store, TMPDIR under the work directory).
+		ReadOnlyRootFilesystem: ptr.To(true),
 		Capabilities: &corev1.Capabilities{
 			Drop: []corev1.Capability{"ALL"},
 			Add:  slices.Clone(BuildCapabilities),
@@ -470,6 +473,7 @@ func (pl PodPlan) ManifestListPod(b *buildv1.Build) (*corev1.Pod, error) {
 	}
 	c.SecurityContext = &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 	return pod, nil

@@ -48,6 +48,9 @@ func TestBuildPodSecurity(t *testing.T) {
 			if psc := pod.Spec.SecurityContext; psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 				t.Errorf("pod security context %+v, want seccomp RuntimeDefault", psc)
 			}
+			if !ptr.Deref(sc.ReadOnlyRootFilesystem, false) {
+				t.Errorf("readOnlyRootFilesystem unset: the builder writes only to its emptyDirs")
+			}
 			want := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: BuildCapabilities}
 			if diff := cmp.Diff(want, sc.Capabilities); diff != "" {
 				t.Errorf("capabilities (-want +got):\n%s", diff)

@@ -85,7 +85,9 @@ type RunnerOptions struct {
 // Init containers run first, one after the other; the containers then run
 // together. Containers are never restarted (every restartPolicy acts as
 // Never), and resource requests and limits, security contexts other than
-// hostUsers (capabilities, seccomp, runAsUser), probes, lifecycle hooks and
+// hostUsers and readOnlyRootFilesystem (the host's / read-only in the
+// container's mount namespace, its volumes on top writable as mounted)
+// (capabilities, seccomp, runAsUser), probes, lifecycle hooks and
 // image pulls are not enforced or run: a container runs as the user running
 // the bed (or the mapped root above), on the host's network (pod and host IP
 // 127.0.0.1) and file system apart from its volumes.

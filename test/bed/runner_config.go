@@ -37,6 +37,9 @@ type containerConfig struct {
 	env     []string
 	mounts  []bindMount
 	workDir string
+	// readOnlyRoot makes the file system outside the container's volumes
+	// read-only (securityContext.readOnlyRootFilesystem).
+	readOnlyRoot bool
 }
 
 // bindMount puts src (a file or directory on the host) at dst inside the
@@ -58,6 +61,9 @@ func (p *podRun) prepare(ctx context.Context, c corev1.Container, binary string)
 		return nil, err
 	}
 	cfg := &containerConfig{env: env, workDir: c.WorkingDir}
+	if sc := c.SecurityContext; sc != nil && ptr.Deref(sc.ReadOnlyRootFilesystem, false) {
+		cfg.readOnlyRoot = true
+	}
 	if cfg.workDir == "" {
 		cfg.workDir = "/"
 	}

@@ -259,6 +259,12 @@ func (p *podRun) execute(cfg *containerConfig, binary string, logFile *os.File, 
 		args = append(args, m.src, m.dst)
 	}
 	args = append(args, "--")
+	if cfg.readOnlyRoot {
+		// The host's / stands in for the image's root file system: the
+		// container's mount namespace sees it read-only, its volumes on
+		// top of it as they are.
+		args = append(args, "/")
+	}
 	for _, m := range cfg.mounts {
 		if m.readOnly {
 			args = append(args, m.dst)

@@ -82,3 +82,46 @@ if cat ` + filepath.Join(secretDir, "key") + ` >/dev/null 2>&1; then echo yes >/
 	g.Expect(st.Sys().(*syscall.Stat_t).Uid).To(BeEquivalentTo(0))
 	g.Expect(got["read-host-file"]).To(Equal("yes"))
 }
+
+// TestPodRunnerReadOnlyRoot gives a container with readOnlyRootFilesystem
+// a read-only view of everything but its volumes; without it, the same
+// write lands.
+func TestPodRunnerReadOnlyRoot(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	b, err := bed.Start(ctx, bed.Options{
+		WithoutRegistry: true,
+		Runner:          &bed.RunnerOptions{Images: map[string]string{shImage: "/bin/sh"}},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = b.Stop() })
+	ns, err := b.CreateNamespace(ctx, "rofs")
+	g.Expect(err).NotTo(HaveOccurred())
+	outside := t.TempDir()
+	g.Expect(os.Chmod(outside, 0o777)).To(Succeed())
+	g.Expect(bed.SearchableByOthers(outside)).To(Succeed())
+
+	run := func(name string, readOnly *bool) corev1.PodPhase {
+		script := `echo x >/scratch/in-volume || exit 3; echo x >` + filepath.Join(outside, name) + ` || exit 4`
+		pod := runnerPod(ns, name, "amd64", script, func(p *corev1.Pod) {
+			p.Spec.HostUsers = ptr.To(false)
+			p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			c := &p.Spec.Containers[0]
+			c.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+			c.SecurityContext = &corev1.SecurityContext{ReadOnlyRootFilesystem: readOnly}
+			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		})
+		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
+		done := waitPod(t, b, pod, podEnded)
+		if done.Status.Phase == corev1.PodFailed {
+			cs := done.Status.ContainerStatuses[0].State.Terminated
+			g.Expect(cs.ExitCode).To(BeEquivalentTo(4), "only the write outside the volume fails: %s", cs.Message)
+			g.Expect(cs.Message).To(ContainSubstring("Read-only file system"))
+		}
+		return done.Status.Phase
+	}
+	g.Expect(run("read-only", ptr.To(true))).To(Equal(corev1.PodFailed))
+	g.Expect(filepath.Join(outside, "read-only")).NotTo(BeAnExistingFile())
+	g.Expect(run("writable", nil)).To(Equal(corev1.PodSucceeded))
+	g.Expect(filepath.Join(outside, "writable")).To(BeAnExistingFile())
+}
