@@ -267,6 +267,31 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 	return out, nil
 }
 
+// ValueFromEnv is how a Docker strategy's env and buildArgs with a
+// valueFrom (ConfigMap or Secret keys, or any other source of the
+// Kubernetes EnvVarSource) reach the builder: as the build container's own
+// environment variables with the same valueFrom, named by the entry's
+// position (buildv1.StrategyEnvValueFromPrefix + i), so that the kubelet
+// resolves them and build-controller never reads a Secret's value. A
+// missing key that is not optional keeps the pod from starting, as for any
+// pod.
+func ValueFromEnv(ds *buildv1.DockerBuildStrategy) []corev1.EnvVar {
+	if ds == nil {
+		return nil
+	}
+	var env []corev1.EnvVar
+	add := func(prefix string, vars []corev1.EnvVar) {
+		for i, v := range vars {
+			if v.ValueFrom != nil {
+				env = append(env, corev1.EnvVar{Name: fmt.Sprintf("%s%d", prefix, i), ValueFrom: v.ValueFrom.DeepCopy()})
+			}
+		}
+	}
+	add(buildv1.StrategyEnvValueFromPrefix, ds.Env)
+	add(buildv1.StrategyBuildArgValueFromPrefix, ds.BuildArgs)
+	return env
+}
+
 // mergeImageLabels adds default labels the build does not set and sets
 // override labels, replacing the build's of the same name.
 func mergeImageLabels(own, defaults, overrides []buildv1.ImageLabel) []buildv1.ImageLabel {
@@ -358,6 +383,7 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 		c.Command = append(c.Command, "--"+AllowFileGitURIsFlag)
 	}
 	c.Resources = resources(b.Spec.Resources, cfg.BuildDefaults.Resources)
+	c.Env = append(c.Env, ValueFromEnv(podBuild.Spec.Strategy.DockerStrategy)...)
 	pl.secureBuildPod(pod)
 	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.PullSecret != nil {
 		mountSecret(pod, "pull-secret", ds.PullSecret.Name, PullSecretMountPath)

@@ -378,3 +378,46 @@ func TestBuildPodAllowsFileGitURIsOnlyWhenConfigured(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildPodValueFrom: a Docker strategy's env and buildArgs with a
+// valueFrom (and the configured default env with one) become the build
+// container's own variables with the same valueFrom, named by position, so
+// the kubelet resolves them and the pod spec holds no Secret value; BUILD
+// keeps the entries as the Build has them.
+func TestBuildPodValueFrom(t *testing.T) {
+	secret := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "token"}}
+	configMap := &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "mode"}}
+	b := makeBuild("app").obj()
+	b.Spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{
+		Env:       []corev1.EnvVar{{Name: "PLAIN", Value: "x"}, {Name: "MODE", ValueFrom: configMap}},
+		BuildArgs: []corev1.EnvVar{{Name: "TOKEN", ValueFrom: secret}},
+	}
+	cfg := testConfig(func(c *configv1alpha1.BuildControllerConfig) {
+		c.BuildDefaults.Env = []corev1.EnvVar{{Name: "FROM_DEFAULTS", ValueFrom: secret}}
+	})
+	pod, err := PodPlan{Config: cfg}.BuildPod(b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*corev1.EnvVarSource{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		if strings.HasPrefix(e.Name, "ARCHWAY_STRATEGY_") {
+			got[e.Name] = e.ValueFrom
+			if e.Value != "" {
+				t.Errorf("%s has a value %q: the controller must not resolve it", e.Name, e.Value)
+			}
+		}
+	}
+	want := map[string]*corev1.EnvVarSource{
+		buildv1.StrategyEnvValueFromPrefix + "1":      configMap,
+		buildv1.StrategyEnvValueFromPrefix + "2":      secret,
+		buildv1.StrategyBuildArgValueFromPrefix + "0": secret,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("valueFrom variables (-want +got):\n%s", diff)
+	}
+	pb := podBuild(t, pod)
+	if ds := pb.Spec.Strategy.DockerStrategy; ds.Env[1].ValueFrom == nil || ds.Env[2].Name != "FROM_DEFAULTS" || ds.BuildArgs[0].ValueFrom == nil {
+		t.Errorf("BUILD's strategy %+v, want the entries as the Build has them, defaults appended", ds)
+	}
+}

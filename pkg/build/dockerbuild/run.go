@@ -91,6 +91,9 @@ type Run struct {
 	Out io.Writer
 	// NewBuilder makes the image builder (default: imagebuild.New).
 	NewBuilder func(imagebuild.Config) (ImageBuilder, error)
+	// LookupEnv reads the build container's environment (default:
+	// os.LookupEnv): the values of env and buildArgs with a valueFrom.
+	LookupEnv func(string) (string, bool)
 	// Fetch fetches the source (default: source.Fetch).
 	Fetch func(ctx context.Context, opts source.Options, dir string) (source.Fetched, error)
 
@@ -168,11 +171,15 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	if err != nil {
 		return report.Result{}, err
 	}
-	args, err := buildArgs(strategy.BuildArgs)
+	lookup := d.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	args, err := buildArgs(strategy.BuildArgs, lookup)
 	if err != nil {
 		return report.Result{}, err
 	}
-	env, err := buildEnv(strategy.Env)
+	env, err := buildEnv(strategy.Env, lookup)
 	if err != nil {
 		return report.Result{}, err
 	}

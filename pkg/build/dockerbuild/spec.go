@@ -62,30 +62,50 @@ func imageLabels(b *buildv1.Build, rev *buildv1.SourceRevision) map[string]strin
 	return labels
 }
 
-// buildArgs returns a Docker strategy's buildArgs as ARG values. The
-// controller resolves valueFrom before it creates the pod, so one left here
-// is an error.
-func buildArgs(vars []corev1.EnvVar) (map[string]string, error) {
-	out := make(map[string]string, len(vars))
-	for _, v := range vars {
+// resolve returns the values of a Docker strategy's env or buildArgs: an
+// entry with a valueFrom takes the value of the build container's
+// environment variable prefix+i, which the controller sets with the same
+// valueFrom (pkg/build's ValueFromEnv) and the kubelet resolves.
+func resolve(vars []corev1.EnvVar, what, prefix string, lookup func(string) (string, bool)) ([]corev1.EnvVar, error) {
+	out := make([]corev1.EnvVar, 0, len(vars))
+	for i, v := range vars {
 		if v.ValueFrom != nil {
-			return nil, &statusError{reason: buildv1.StatusReasonUnresolvableEnvironmentVariable,
-				err: fmt.Errorf("build arg %s has a valueFrom the controller did not resolve", v.Name)}
+			name := fmt.Sprintf("%s%d", prefix, i)
+			value, ok := lookup(name)
+			if !ok {
+				return nil, &statusError{reason: buildv1.StatusReasonUnresolvableEnvironmentVariable,
+					err: fmt.Errorf("%s %s has a valueFrom, but the build pod has no %s, which build-controller sets from it: run the build through build-controller, or give a value", what, v.Name, name)}
+			}
+			v = corev1.EnvVar{Name: v.Name, Value: value}
 		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// buildArgs returns a Docker strategy's buildArgs as ARG values, valueFrom
+// resolved (resolve).
+func buildArgs(vars []corev1.EnvVar, lookup func(string) (string, bool)) (map[string]string, error) {
+	resolved, err := resolve(vars, "build arg", buildv1.StrategyBuildArgValueFromPrefix, lookup)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(resolved))
+	for _, v := range resolved {
 		out[v.Name] = v.Value
 	}
 	return out, nil
 }
 
-// buildEnv returns a Docker strategy's env as KEY=VALUE, with the same rule
-// for valueFrom as buildArgs.
-func buildEnv(vars []corev1.EnvVar) ([]string, error) {
-	out := make([]string, 0, len(vars))
-	for _, v := range vars {
-		if v.ValueFrom != nil {
-			return nil, &statusError{reason: buildv1.StatusReasonUnresolvableEnvironmentVariable,
-				err: fmt.Errorf("environment variable %s has a valueFrom the controller did not resolve", v.Name)}
-		}
+// buildEnv returns a Docker strategy's env as KEY=VALUE, valueFrom resolved
+// (resolve).
+func buildEnv(vars []corev1.EnvVar, lookup func(string) (string, bool)) ([]string, error) {
+	resolved, err := resolve(vars, "environment variable", buildv1.StrategyEnvValueFromPrefix, lookup)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(resolved))
+	for _, v := range resolved {
 		out = append(out, v.Name+"="+v.Value)
 	}
 	return out, nil

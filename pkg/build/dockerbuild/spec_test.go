@@ -2,6 +2,7 @@ package dockerbuild
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,21 +43,40 @@ func TestImageLabels(t *testing.T) {
 }
 
 func TestBuildArgsAndEnv(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
 	vars := []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B"}}
-	args, err := buildArgs(vars)
+	args, err := buildArgs(vars, none)
 	if err != nil || !reflect.DeepEqual(args, map[string]string{"A": "1", "B": ""}) {
 		t.Errorf("buildArgs = %v, %v", args, err)
 	}
-	env, err := buildEnv(vars)
+	env, err := buildEnv(vars, none)
 	if err != nil || !reflect.DeepEqual(env, []string{"A=1", "B="}) {
 		t.Errorf("buildEnv = %v, %v", env, err)
 	}
 	unresolved := []corev1.EnvVar{{Name: "S", ValueFrom: &corev1.EnvVarSource{}}}
-	if _, err := buildArgs(unresolved); statusReason(err) != buildv1.StatusReasonUnresolvableEnvironmentVariable {
-		t.Errorf("buildArgs with valueFrom: %v", err)
+	if _, err := buildArgs(unresolved, none); statusReason(err) != buildv1.StatusReasonUnresolvableEnvironmentVariable ||
+		!strings.Contains(err.Error(), "build arg S has a valueFrom, but the build pod has no ARCHWAY_STRATEGY_BUILD_ARG_0") {
+		t.Errorf("buildArgs with valueFrom and no variable: %v", err)
 	}
-	if _, err := buildEnv(unresolved); statusReason(err) != buildv1.StatusReasonUnresolvableEnvironmentVariable {
-		t.Errorf("buildEnv with valueFrom: %v", err)
+	if _, err := buildEnv(unresolved, none); statusReason(err) != buildv1.StatusReasonUnresolvableEnvironmentVariable {
+		t.Errorf("buildEnv with valueFrom and no variable: %v", err)
+	}
+}
+
+// TestValueFromResolved: env and buildArgs with a valueFrom take the
+// values the kubelet put in the build container's variables named by
+// their positions; the others keep theirs.
+func TestValueFromResolved(t *testing.T) {
+	secret := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "token"}}
+	pod := map[string]string{"ARCHWAY_STRATEGY_BUILD_ARG_1": "s3cret", "ARCHWAY_STRATEGY_ENV_0": "from-configmap"}
+	lookup := func(k string) (string, bool) { v, ok := pod[k]; return v, ok }
+	args, err := buildArgs([]corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "TOKEN", ValueFrom: secret}}, lookup)
+	if err != nil || !reflect.DeepEqual(args, map[string]string{"A": "1", "TOKEN": "s3cret"}) {
+		t.Errorf("buildArgs = %v, %v", args, err)
+	}
+	env, err := buildEnv([]corev1.EnvVar{{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Key: "mode"}}}, {Name: "B", Value: "2"}}, lookup)
+	if err != nil || !reflect.DeepEqual(env, []string{"MODE=from-configmap", "B=2"}) {
+		t.Errorf("buildEnv = %v, %v", env, err)
 	}
 }
 

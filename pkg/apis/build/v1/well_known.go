@@ -278,4 +278,12 @@ const (
 	// PullDockerConfigPathEnv names the directory of the mounted docker
 	// config file with the pull credentials.
 	PullDockerConfigPathEnv = "PULL_DOCKERCFG_PATH"
+
+	// StrategyEnvValueFromPrefix and StrategyBuildArgValueFromPrefix name
+	// the build container's environment variables that carry the values of
+	// a Docker strategy's env[i] and buildArgs[i] with a valueFrom:
+	// <prefix><i>, set by the pod's own valueFrom (the kubelet resolves the
+	// ConfigMap or Secret key; build-controller never reads the value).
+	StrategyEnvValueFromPrefix      = "ARCHWAY_STRATEGY_ENV_"
+	StrategyBuildArgValueFromPrefix = "ARCHWAY_STRATEGY_BUILD_ARG_"
 )
