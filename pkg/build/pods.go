@@ -429,13 +429,18 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 const PodSecurityAnnotation = "build.archway.dev/pod-security"
 
 // BuildCapabilities are the only capabilities of an unprivileged build
-// container, all in the pod's user namespace: the runtime's defaults that
-// unpacking layers and RUN steps as other users need (CHOWN, DAC_OVERRIDE,
-// FOWNER, FSETID, KILL, SETUID, SETGID, SETFCAP, SYS_CHROOT), and
-// SYS_ADMIN, because buildah's chroot isolation unshares a mount and UTS
-// namespace and bind-mounts the RUN step's /proc, /sys and /dev. SYS_ADMIN
-// in a user namespace grants nothing over the host's mounts or devices.
-var BuildCapabilities = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETUID", "SETGID", "SETFCAP", "SYS_CHROOT", "SYS_ADMIN"}
+// container, all in the pod's user namespace: the ones buildah gives each
+// RUN step (its default list: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL,
+// NET_BIND_SERVICE, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT; a step
+// fails with "setting capabilities: operation not permitted" when one is
+// missing from the builder's own set), and SYS_ADMIN: buildah mounts an
+// overlay over the build context and, for each RUN step under chroot
+// isolation, unshares a mount and UTS namespace and bind-mounts the step's
+// /proc, /sys and /dev (without it: "mounting an overlay over build context
+// directory: ... operation not permitted"). SYS_ADMIN in a user namespace
+// grants nothing over the host's mounts or devices.
+var BuildCapabilities = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "NET_BIND_SERVICE",
+	"SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT", "SYS_ADMIN"}
 
 // secureBuildPod sets the build pod's isolation from build.podSecurity:
 // Unprivileged runs it in a user namespace of its own (hostUsers: false),

@@ -73,7 +73,9 @@ type RunnerOptions struct {
 // A pod with hostUsers: false runs as a kubelet runs it: each container
 // process in a new user namespace whose ids 0-65535 map to a host range of
 // its own (from 1048576 up), so its root is an unprivileged user on the host
-// with all capabilities inside its namespaces only. The runner refuses (pod
+// with, inside its namespaces only, the capabilities a runtime would give
+// it (containerd's defaults, less securityContext.capabilities.drop, plus
+// add; set with setpriv). The runner refuses (pod
 // Failed, reason UserNamespaceNotAllowed) hostUsers: false with a privileged
 // container or the host's network, PID or IPC namespace. Because such a
 // process resolves paths as no one on the host, the runner makes its
@@ -87,7 +89,7 @@ type RunnerOptions struct {
 // Never), and resource requests and limits, security contexts other than
 // hostUsers and readOnlyRootFilesystem (the host's / read-only in the
 // container's mount namespace, its volumes on top writable as mounted)
-// (capabilities, seccomp, runAsUser), probes, lifecycle hooks and
+// (seccomp, runAsUser; capabilities outside user namespaces), probes, lifecycle hooks and
 // image pulls are not enforced or run: a container runs as the user running
 // the bed (or the mapped root above), on the host's network (pod and host IP
 // 127.0.0.1) and file system apart from its volumes.

@@ -40,6 +40,8 @@ type containerConfig struct {
 	// readOnlyRoot makes the file system outside the container's volumes
 	// read-only (securityContext.readOnlyRootFilesystem).
 	readOnlyRoot bool
+	// caps are the container's capabilities, applied in a user namespace.
+	caps []string
 }
 
 // bindMount puts src (a file or directory on the host) at dst inside the
@@ -60,7 +62,7 @@ func (p *podRun) prepare(ctx context.Context, c corev1.Container, binary string)
 	if err != nil {
 		return nil, err
 	}
-	cfg := &containerConfig{env: env, workDir: c.WorkingDir}
+	cfg := &containerConfig{env: env, workDir: c.WorkingDir, caps: capabilities(c)}
 	if sc := c.SecurityContext; sc != nil && ptr.Deref(sc.ReadOnlyRootFilesystem, false) {
 		cfg.readOnlyRoot = true
 	}

@@ -248,6 +248,9 @@ func (p *podRun) execute(cfg *containerConfig, binary string, logFile *os.File, 
 		if _, err := p.prepareUserNS(cfg, binary, ids); err != nil {
 			return 0, fmt.Errorf("preparing the user namespace: %w", err)
 		}
+		if cfg.argv, err = withCapabilities(cfg.caps, cfg.argv); err != nil {
+			return 0, err
+		}
 		// The mount namespace is made after the user namespace (Go
 		// unshares it once the id maps are written), so the pod's root
 		// owns it and may mount there.

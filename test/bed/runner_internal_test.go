@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +130,26 @@ func TestUserNamespaceRefusals(t *testing.T) {
 		}
 		if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("%s: error %v, want one naming %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	c := func(drop, add []corev1.Capability) corev1.Container {
+		return corev1.Container{SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: drop, Add: add}}}
+	}
+	for _, tt := range []struct {
+		name string
+		c    corev1.Container
+		want []string
+	}{
+		{name: "none asked: the runtime's defaults", c: corev1.Container{}, want: runtimeDefaultCaps},
+		{name: "drop ALL, add two", c: c([]corev1.Capability{"ALL"}, []corev1.Capability{"CAP_SYS_ADMIN", "chown"}), want: []string{"SYS_ADMIN", "CHOWN"}},
+		{name: "drop one", c: c([]corev1.Capability{"NET_RAW"}, nil), want: slices.DeleteFunc(slices.Clone(runtimeDefaultCaps), func(s string) bool { return s == "NET_RAW" })},
+		{name: "drop ALL", c: c([]corev1.Capability{"ALL"}, nil), want: nil},
+	} {
+		if got := capabilities(tt.c); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -61,6 +63,51 @@ func userNamespace(pod *corev1.Pod) (bool, error) {
 func userNSError(pod *corev1.Pod) error {
 	_, err := userNamespace(pod)
 	return err
+}
+
+// runtimeDefaultCaps are the capabilities containerd and CRI-O give a
+// container that asks for none (containerd's defaultUnixCaps).
+var runtimeDefaultCaps = []string{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID",
+	"SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE"}
+
+// capabilities are a container's capabilities as a runtime computes them:
+// the defaults, less securityContext.capabilities.drop (ALL drops them
+// all), plus add.
+func capabilities(c corev1.Container) []string {
+	caps := slices.Clone(runtimeDefaultCaps)
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil {
+		return caps
+	}
+	norm := func(c corev1.Capability) string { return strings.TrimPrefix(strings.ToUpper(string(c)), "CAP_") }
+	for _, d := range sc.Capabilities.Drop {
+		if norm(d) == "ALL" {
+			caps = nil
+			break
+		}
+		caps = slices.DeleteFunc(caps, func(c string) bool { return c == norm(d) })
+	}
+	for _, a := range sc.Capabilities.Add {
+		if !slices.Contains(caps, norm(a)) {
+			caps = append(caps, norm(a))
+		}
+	}
+	return caps
+}
+
+// withCapabilities runs argv with only caps in its bounding set and none
+// inheritable (setpriv): a process of the namespace's root keeps exactly
+// those across exec.
+func withCapabilities(caps []string, argv []string) ([]string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return nil, fmt.Errorf("the bed's pod runner needs setpriv (util-linux) for capabilities: %w", err)
+	}
+	bounding := "-all"
+	for _, c := range caps {
+		bounding += ",+" + strings.ToLower(c)
+	}
+	return append([]string{setpriv, "--bounding-set", bounding, "--inh-caps", "-all", "--"}, argv...), nil
 }
 
 // idRange is the host ids of one pod's user namespace.

@@ -125,3 +125,36 @@ func TestPodRunnerReadOnlyRoot(t *testing.T) {
 	g.Expect(run("writable", nil)).To(Equal(corev1.PodSucceeded))
 	g.Expect(filepath.Join(outside, "writable")).To(BeAnExistingFile())
 }
+
+// TestPodRunnerCapabilities gives a container in a user namespace the
+// capabilities a runtime would: without SYS_ADMIN it cannot unshare a mount
+// namespace (what buildah's chroot isolation does for each RUN step), with
+// it, it can.
+func TestPodRunnerCapabilities(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	b, err := bed.Start(ctx, bed.Options{
+		WithoutRegistry: true,
+		Runner:          &bed.RunnerOptions{Images: map[string]string{shImage: "/bin/sh"}},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = b.Stop() })
+	ns, err := b.CreateNamespace(ctx, "caps")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	run := func(name string, add ...corev1.Capability) *corev1.Pod {
+		pod := runnerPod(ns, name, "amd64", `unshare --mount --uts true`, func(p *corev1.Pod) {
+			p.Spec.HostUsers = ptr.To(false)
+			c := &p.Spec.Containers[0]
+			c.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: add}}
+			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		})
+		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
+		return waitPod(t, b, pod, podEnded)
+	}
+	without := run("without-sys-admin", "SYS_CHROOT")
+	g.Expect(without.Status.Phase).To(Equal(corev1.PodFailed))
+	g.Expect(without.Status.ContainerStatuses[0].State.Terminated.Message).To(ContainSubstring("Operation not permitted"))
+	with := run("with-sys-admin", "SYS_CHROOT", "SYS_ADMIN")
+	g.Expect(with.Status.Phase).To(Equal(corev1.PodSucceeded), "%+v", with.Status.ContainerStatuses)
+}
