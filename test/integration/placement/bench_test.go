@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,7 +299,7 @@ func watchReleases(b *testing.B, ns string) *releaseWatcher {
 	stop := make(chan struct{})
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	rw.stop = func() { close(stop); factory.Shutdown() }
+	rw.stop = sync.OnceFunc(func() { close(stop); factory.Shutdown() })
 	b.Cleanup(rw.stop)
 	return rw
 }
@@ -599,4 +601,191 @@ func BenchmarkCacheRoundTrips(b *testing.B) {
 		b.Logf("pull policy Always: %d round trips: %v", total, byKind)
 		b.ReportMetric(float64(total)/float64(len(refs)), "always-trips/image")
 	}
+}
+
+// BenchmarkPlacementScale prints the placement controller's cost as curves,
+// so that a cost growing with the cluster instead of with the work shows as
+// a bent curve. Each point runs a fresh build-controller process with
+// --controllers=pod-placement,placement-webhook (as deployed; its CPU and
+// peak RSS read from /proc):
+//   - release rate and peak RSS against the backlog: the process started on
+//     N pods created with the gate (the same 20 images as
+//     BenchmarkGateToUngate, half :latest pulled Always), until all are
+//     released; the rate from its start (start and cache sync included) and
+//     from its first release to its last;
+//   - memory against the pods it does not gate: the process started with N
+//     pending pods without the gate present in a namespace the
+//     ClusterPodPlacementConfig does not select, then releasing 200 gated
+//     pods (its caches synced and at work).
+//
+// It asserts nothing about time.
+//
+//	go test -tags "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3" \
+//	  -run '^$' -bench PlacementScale -benchtime 1x -timeout 60m ./test/integration/placement/
+//
+// The sizes come from the environment (comma-separated, ascending; the
+// defaults keep a run within a few minutes on 2 cores):
+//   - ARCHWAY_BENCH_BACKLOGS: gated backlogs (default "500,2000"; the
+//     issue's curve is "2000,10000");
+//   - ARCHWAY_BENCH_UNGATED: pods not gated (default "0,2000"; "0,5000").
+func BenchmarkPlacementScale(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	backlogs := benchSizes(b, "ARCHWAY_BENCH_BACKLOGS", []int{500, 2000})
+	ungated := benchSizes(b, "ARCHWAY_BENCH_UNGATED", []int{0, 2000})
+	dir := b.TempDir()
+	bin := buildPlacementBinary(ctx, b, dir)
+	refs, always := benchImages(b, "")
+	// Placement on in labelled namespaces only, so that the pods of the
+	// other namespaces are not gated.
+	const selectLabel = "placement.archway.dev/bench-scale"
+	b.Cleanup(func() { benchConfig(b) })
+	if err := applyConfig(ctx, multiarchv1beta1.ClusterPodPlacementConfigSpec{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{selectLabel: "on"}},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	// The processes' controllers stand in for the suite's.
+	suiteController.stop()
+	b.Cleanup(func() {
+		var err error
+		if suiteController, err = startController(suiteOptions()); err != nil {
+			b.Errorf("restarting the suite controller: %v", err)
+		}
+	})
+	gatedPod := func(ns, name string, i int) *corev1.Pod {
+		w := makePod(ns, name).image(refs[i%len(refs)]).nodeSelector(unschedulableKey, "true").withGate()
+		if always[refs[i%len(refs)]] {
+			w.pullAlways()
+		}
+		return w.obj()
+	}
+	b.ResetTimer()
+
+	var lines []string
+	for _, n := range backlogs {
+		ns := benchLabelledNamespace(b, "bench-backlog", map[string]string{selectLabel: "on"})
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("backlog-%05d", i)
+		}
+		if err := createPods(ctx, n, 50, func(i int) *corev1.Pod { return gatedPod(ns, names[i], i) }); err != nil {
+			b.Fatal(err)
+		}
+		rw := watchReleases(b, ns)
+		start := time.Now()
+		proc := startPlacementProcess(ctx, b, bin, dir, fmt.Sprintf("backlog-%d", n))
+		rw.wait(b, names, 10*time.Minute)
+		elapsed := time.Since(start)
+		first, last := rw.span(names)
+		cpu := proc.cpu(b)
+		_, peak := proc.memory(b)
+		load := loadAverage()
+		if err := proc.stop(); err != nil {
+			b.Logf("build-controller exited: %v", err)
+		}
+		rw.stop()
+		deletePods(ctx, ns)
+		line := fmt.Sprintf("  backlog %6d gated pods: %6.0f pods/s from start (%5.1f s), %6.0f pods/s first to last release; controller CPU %6.2f s (%5.2f ms/pod), peak RSS %6.1f MiB; load %s",
+			n, float64(n)/elapsed.Seconds(), elapsed.Seconds(), float64(n-1)/last.Sub(first).Seconds(), cpu, 1000*cpu/float64(n), peak, load)
+		fmt.Println("placement scale:" + line)
+		lines = append(lines, line)
+		b.ReportMetric(float64(n)/elapsed.Seconds(), fmt.Sprintf("backlog%d-pods/s", n))
+		b.ReportMetric(peak, fmt.Sprintf("backlog%d-peak-rss-MiB", n))
+	}
+
+	// Pods it does not gate: pending (no node will take them, so they stay
+	// in the controller's cache of unbound pods) in a namespace the config
+	// does not select; each point adds to the last.
+	other := benchLabelledNamespace(b, "bench-ungated", nil)
+	have := 0
+	for _, n := range ungated {
+		err := createPods(ctx, n-have, 50, func(i int) *corev1.Pod {
+			return makePod(other, fmt.Sprintf("ungated-%05d", have+i)).image(imgAll).nodeSelector(unschedulableKey, "true").obj()
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		have = n
+		gatedNow, total, err := countGated(ctx, other)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if gatedNow > 0 {
+			b.Fatalf("%d of %d pods in a namespace the config does not select were gated", gatedNow, total)
+		}
+		ns := benchLabelledNamespace(b, "bench-probe", map[string]string{selectLabel: "on"})
+		const probes = 200
+		names := make([]string, probes)
+		for i := range names {
+			names[i] = fmt.Sprintf("probe-%03d", i)
+		}
+		if err := createPods(ctx, probes, 20, func(i int) *corev1.Pod { return gatedPod(ns, names[i], i) }); err != nil {
+			b.Fatal(err)
+		}
+		rw := watchReleases(b, ns)
+		proc := startPlacementProcess(ctx, b, bin, dir, fmt.Sprintf("ungated-%d", n))
+		rw.wait(b, names, 5*time.Minute)
+		rss, peak := proc.memory(b)
+		load := loadAverage()
+		if err := proc.stop(); err != nil {
+			b.Logf("build-controller exited: %v", err)
+		}
+		rw.stop()
+		deletePods(ctx, ns)
+		line := fmt.Sprintf("  %6d pods not gated: webhook and controller RSS %6.1f MiB, peak %6.1f MiB (after releasing %d gated pods); load %s",
+			n, rss, peak, probes, load)
+		fmt.Println("placement scale:" + line)
+		lines = append(lines, line)
+		b.ReportMetric(peak, fmt.Sprintf("ungated%d-peak-rss-MiB", n))
+	}
+	deletePods(ctx, other)
+	fmt.Printf("placement scale: release rate and memory by backlog, memory by pods not gated:\n%s\n", strings.Join(lines, "\n"))
+}
+
+// benchLabelledNamespace creates a namespace with labels; its pods go when
+// the benchmark ends.
+func benchLabelledNamespace(b *testing.B, prefix string, labels map[string]string) string {
+	b.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { deletePods(context.Background(), ns.Name) })
+	return ns.Name
+}
+
+// benchSizes reads a comma-separated list of counts (0 or more) from the
+// environment variable name, or returns def.
+func benchSizes(b *testing.B, name string, def []int) []int {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || (len(out) > 0 && n < out[len(out)-1]) {
+			b.Fatalf("%s=%q: want ascending comma-separated counts", name, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// span is when the first and the last of names were seen released.
+func (rw *releaseWatcher) span(names []string) (first, last time.Time) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	for _, n := range names {
+		t := rw.released[n]
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return first, last
 }
