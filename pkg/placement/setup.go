@@ -83,6 +83,25 @@ func podName(obj any) (any, error) {
 	}}, nil
 }
 
+// ungatedPodKey is the controller's pod cache transform: an unbound pod
+// without the gate is kept as its key alone. No gate is ever added to a pod
+// after its creation, so such a pod is never placed nor released, and the
+// controller neither reads nor writes more of it; a pod with the gate is kept
+// whole (managed fields apart), since placing it writes the whole pod back.
+// The controller's memory then grows with the gated pods only, not with
+// every pending pod of the cluster.
+func ungatedPodKey(obj any) (any, error) {
+	obj, err := cache.TransformStripManagedFields()(obj)
+	pod, ok := obj.(*corev1.Pod)
+	if err != nil || !ok || hasGate(pod) {
+		return obj, err
+	}
+	return &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		DeletionTimestamp: pod.DeletionTimestamp,
+	}}, nil
+}
+
 // gateEventTTL is how long the webhook waits to see a pod it gated
 // persisted before it stops expecting it.
 const gateEventTTL = time.Minute
@@ -198,7 +217,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 	placementCache, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:            {Field: unboundSelector()},
+			&corev1.Pod{}:            {Field: unboundSelector(), Transform: ungatedPodKey},
 			&corev1.Secret{}:         {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockerConfigJson))},
 			&corev1.ServiceAccount{}: {},
 		},
