@@ -206,6 +206,15 @@ func decideAfterError(pod *corev1.Pod, pol policy, err error) decision {
 		setLabel(out, SchedulingGateLabel, SchedulingGateLabelRemoved)
 		setLabel(out, NodeAffinityLabel, valueSet(changed))
 		setLabel(out, FallbackArchLabel, pol.fallback)
+		if changed {
+			// The pod is now required to run on the fallback architecture:
+			// it is labelled as any pod placed on one architecture is, so
+			// that selectors by architecture find it. Where every required
+			// term already constrained the architecture, the fallback was
+			// not written and the pod's own terms decide: no label claims
+			// an architecture then.
+			labelArchitectures(out, sets.New(pol.fallback))
+		}
 		d := decision{outcome: outcomeFallback, pod: out, eventType: corev1.EventTypeWarning, reason: EventFallbackPredicateSet,
 			message: truncate("Image inspection failed; set the node affinity to the fallback architecture " + pol.fallback +
 				" and removed the scheduling gate. Registry error: " + err.Error())}

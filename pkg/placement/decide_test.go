@@ -94,8 +94,27 @@ func TestDecide(t *testing.T) {
 			name: "inspection failed, fallback configured", pod: gatedPod(), pol: fallback,
 			results: []imageResult{ok("a", "arm64"), {image: "b", err: registryDown}},
 			outcome: outcomeFallback, reason: EventFallbackPredicateSet, message: "b: pinging container registry: connection refused",
-			affinity:   required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))),
-			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "set", FallbackArchLabel: "amd64", ImageInspectionErrorLabel: "", ImageInspectionErrorCountLabel: "1"},
+			affinity: required(term(expr(ArchLabel, corev1.NodeSelectorOpIn, "amd64"))),
+			wantLabels: map[string]string{
+				SchedulingGateLabel: "removed", NodeAffinityLabel: "set", FallbackArchLabel: "amd64", ImageInspectionErrorLabel: "", ImageInspectionErrorCountLabel: "1",
+				SingleArchLabel: "", ArchLabelFor("amd64"): "",
+			},
+		},
+		{
+			name: "inspection failed, fallback configured, the pod already pins its architecture", pol: policy{fallback: "amd64", weights: []preference{{Architecture: "arm64", Weight: 10}}},
+			pod:     gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(userNotS)) }),
+			results: []imageResult{{image: "b", err: registryDown}},
+			outcome: outcomeFallback, reason: EventFallbackPredicateSet,
+			affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term(userNotS)}},
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+					{Weight: 10, Preference: term(expr(ArchLabel, corev1.NodeSelectorOpIn, "arm64"))},
+				},
+			}},
+			wantLabels: map[string]string{
+				SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", PreferredNodeAffinityLabel: "set", FallbackArchLabel: "amd64",
+				ImageInspectionErrorLabel: "", ImageInspectionErrorCountLabel: "1",
+			},
 		},
 		{
 			name: "inspection failed, no fallback", pod: gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(zoneA)) }),

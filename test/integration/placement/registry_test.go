@@ -74,7 +74,8 @@ func matchLabels(m *dto.Metric, want map[string]string) bool {
 }
 
 // TestRegistryDownFallsBack: when the registry cannot be reached the pod is
-// retried with growing delays, then placed on the fallback architecture.
+// retried with growing delays, then placed on the fallback architecture,
+// labelled single-arch with that architecture's label.
 func TestRegistryDownFallsBack(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{FallbackArchitecture: "ppc64le"})
 	h := newHarness(t, "down", nil)
@@ -86,7 +87,10 @@ func TestRegistryDownFallsBack(t *testing.T) {
 	elapsed := time.Since(start)
 	h.expectLabels(pod, map[string]string{
 		placement.FallbackArchLabel: "ppc64le", placement.ImageInspectionErrorLabel: "", placement.NodeAffinityLabel: "set",
+		// Labelled by architecture as any pod required onto one is.
+		placement.SingleArchLabel: "", placement.ArchLabelFor("ppc64le"): "",
 	})
+	h.expectNoLabels(pod, placement.MultiArchLabel, placement.ArchLabelFor("amd64"), placement.NoSupportedArchLabel)
 	if got := counter(t, "archway_placement_inspection_retries_total", nil) - retries; got != 2 {
 		t.Errorf("%v retries, want 2 (3 tries)", got)
 	}
