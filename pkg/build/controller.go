@@ -159,8 +159,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	platforms, resolved := resolvedPlatforms(b)
 	if !resolved && !b.Status.Cancelled {
-		if wait, err := r.waitForTurn(ctx, b); wait || err != nil {
+		queued, err := r.waitForTurn(ctx, b)
+		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if queued != "" {
+			// The Build stays New; its message says what it waits for (a
+			// start clears it).
+			return r.write(ctx, b, nil, QueuedPlan(queued), now)
 		}
 	}
 	if !resolved {

@@ -42,7 +42,8 @@ func Queued(b *buildv1.Build) bool {
 //     while a later Build waits or runs: only the newest queued Build
 //     starts; the BuildConfig controller cancels the older ones.
 //
-// why names the Build waited for, for the log.
+// why names the Build waited for; it becomes the queued Build's
+// status.message, so that a user sees why the build has not started.
 func WaitForTurn(b *buildv1.Build, siblings []buildv1.Build) (wait bool, why string) {
 	n, ok := BuildNumber(b)
 	if !ok {
@@ -60,32 +61,34 @@ func WaitForTurn(b *buildv1.Build, siblings []buildv1.Build) (wait bool, why str
 		}
 		switch {
 		case m < n && policy == buildv1.BuildRunPolicySerial:
-			return true, fmt.Sprintf("waiting for %s to end (runPolicy Serial)", s.Name)
+			return true, fmt.Sprintf("Waiting for build %s to end (runPolicy Serial).", s.Name)
 		case m < n && !Queued(s):
-			return true, fmt.Sprintf("waiting for %s to end (runPolicy SerialLatestOnly)", s.Name)
+			return true, fmt.Sprintf("Waiting for build %s to end (runPolicy SerialLatestOnly).", s.Name)
 		case m > n && policy == buildv1.BuildRunPolicySerialLatestOnly:
-			return true, fmt.Sprintf("%s is newer (runPolicy SerialLatestOnly): this build is to be cancelled", s.Name)
+			return true, fmt.Sprintf("Build %s is newer (runPolicy SerialLatestOnly): this build is to be cancelled.", s.Name)
 		}
 	}
 	return false, ""
 }
 
 // waitForTurn applies WaitForTurn to a Build not started yet, with its
-// siblings from the cache.
-func (r *Reconciler) waitForTurn(ctx context.Context, b *buildv1.Build) (bool, error) {
+// siblings from the cache, and returns the queued Build's message ("" when
+// it need not wait).
+func (r *Reconciler) waitForTurn(ctx context.Context, b *buildv1.Build) (string, error) {
 	if _, ok := BuildNumber(b); !ok {
-		return false, nil
+		return "", nil
 	}
 	var list buildv1.BuildList
 	if err := r.Client.List(ctx, &list, client.InNamespace(b.Namespace),
 		client.MatchingLabels{buildv1.BuildConfigLabel: b.Labels[buildv1.BuildConfigLabel]}); err != nil {
-		return false, fmt.Errorf("listing the builds of the same BuildConfig: %w", err)
+		return "", fmt.Errorf("listing the builds of the same BuildConfig: %w", err)
 	}
 	wait, why := WaitForTurn(b, list.Items)
-	if wait {
-		log.FromContext(ctx).V(1).Info("build not started: " + why)
+	if !wait {
+		return "", nil
 	}
-	return wait, nil
+	log.FromContext(ctx).V(1).Info("build not started: " + why)
+	return why, nil
 }
 
 // queuedSiblings maps an event of a Build made from a BuildConfig to the

@@ -39,6 +39,12 @@ func ResolutionPlan(b *buildv1.Build, res Resolution, now metav1.Time) Plan {
 	return plan
 }
 
+// QueuedPlan keeps a Build New, waiting for its turn under its
+// BuildConfig's runPolicy, with message saying for what.
+func QueuedPlan(message string) Plan {
+	return Plan{Phase: buildv1.BuildPhaseNew, Message: message}
+}
+
 // FailurePlan fails a Build before anything else happens.
 func FailurePlan(f *Failure) Plan {
 	return Plan{Phase: f.Phase, Reason: f.Reason, Message: f.Message}

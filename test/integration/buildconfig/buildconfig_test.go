@@ -190,6 +190,8 @@ func TestRunPolicySerial(t *testing.T) {
 		}
 	}
 	h.waitBuild("app-1", "started", started)
+	const queued = "Waiting for build app-1 to end (runPolicy Serial)."
+	h.waitBuild("app-2", "queued with a message", func(b *buildv1.Build) bool { return b.Status.Message == queued })
 	h.waitHandled(c, "app-2")
 	if b := h.build("app-2"); started(b) || b.Status.Phase != buildv1.BuildPhaseNew {
 		t.Fatalf("app-2 started while app-1 runs (Serial): phase %s, platforms %v", b.Status.Phase, b.Status.Platforms)
@@ -197,6 +199,9 @@ func TestRunPolicySerial(t *testing.T) {
 	cancel(h, "app-1")
 	h.waitBuild("app-1", "cancelled", func(b *buildv1.Build) bool { return b.Status.Phase == buildv1.BuildPhaseCancelled })
 	h.waitBuild("app-2", "started once app-1 ended", started)
+	if msg := h.build("app-2").Status.Message; msg == queued {
+		t.Errorf("app-2 started and still says %q", msg)
+	}
 }
 
 // TestRunPolicySerialLatestOnly: with build 1 running, queued builds 2 and
