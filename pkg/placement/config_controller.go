@@ -74,7 +74,10 @@ func (r *configReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		// Gone without our finalizer (removed by hand, or the controller
 		// was not running): pods gated meanwhile must not wait forever.
-		return ctrl.Result{}, r.releaseAll(ctx, "no ClusterPodPlacementConfig exists")
+		// The pods in the cache are enough: a gated pod outside it is
+		// labelled by the sweeper, and then released by the pod controller
+		// (which finds no config either).
+		return ctrl.Result{}, r.releaseCached(ctx, "no ClusterPodPlacementConfig exists")
 	}
 	if r.setVerbosity != nil {
 		r.setVerbosity(verbosity(cfg.Spec.LogVerbosity))
@@ -133,7 +136,7 @@ func (r *configReconciler) deprovision(ctx context.Context, cfg *multiarchv1beta
 // fresh and whose create completed after the first pass.
 func (r *configReconciler) releaseOnStop(ctx context.Context, window time.Duration) error {
 	const why = "the placement controller stopped"
-	if err := r.releaseFrom(ctx, r.apiReader, why, client.MatchingFieldsSelector{Selector: unboundSelector()}); err != nil {
+	if err := r.releaseAll(ctx, why); err != nil {
 		return err
 	}
 	select {
@@ -141,31 +144,51 @@ func (r *configReconciler) releaseOnStop(ctx context.Context, window time.Durati
 		return ctx.Err()
 	case <-time.After(window):
 	}
-	return r.releaseFrom(ctx, r.apiReader, why, client.MatchingFieldsSelector{Selector: unboundSelector()})
+	return r.releaseAll(ctx, why)
 }
 
-// releaseAll removes the gate from every gated pod, several at once.
+// releaseAll removes the gate from every gated pod the apiserver has,
+// labelled or not (the controller's cache holds the labelled ones only),
+// several at once. The unbound pods are read a page at a time and only the
+// gated ones kept.
 func (r *configReconciler) releaseAll(ctx context.Context, why string) error {
-	return r.releaseFrom(ctx, r.pods, why)
-}
-
-// releaseFrom releases the gated pods reader lists.
-func (r *configReconciler) releaseFrom(ctx context.Context, reader client.Reader, why string, opts ...client.ListOption) error {
-	list := &corev1.PodList{}
-	if err := reader.List(ctx, list, opts...); err != nil {
+	var gated []*corev1.Pod
+	if err := forEachUnboundPod(ctx, r.apiReader, func(pod *corev1.Pod) error {
+		if hasGate(pod) {
+			gated = append(gated, pod)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
+	return r.releasePods(ctx, gated, why)
+}
+
+// releaseCached removes the gate from the gated pods of the controller's
+// cache.
+func (r *configReconciler) releaseCached(ctx context.Context, why string) error {
+	list := &corev1.PodList{}
+	if err := r.pods.List(ctx, list); err != nil {
+		return err
+	}
+	var gated []*corev1.Pod
+	for i := range list.Items {
+		if hasGate(&list.Items[i]) {
+			gated = append(gated, &list.Items[i])
+		}
+	}
+	return r.releasePods(ctx, gated, why)
+}
+
+// releasePods releases pods, several at once.
+func (r *configReconciler) releasePods(ctx context.Context, pods []*corev1.Pod, why string) error {
 	var (
 		mu   sync.Mutex
 		errs []error
 		g    errgroup.Group
 	)
 	g.SetLimit(r.releasePar)
-	for i := range list.Items {
-		pod := &list.Items[i]
-		if !hasGate(pod) {
-			continue
-		}
+	for _, pod := range pods {
 		g.Go(func() error {
 			// Every pod is tried: the errors are joined, not the first kept.
 			if err := r.release(ctx, pod, why); err != nil {

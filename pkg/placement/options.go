@@ -78,6 +78,13 @@ type Options struct {
 	// shutdown).
 	ReleaseOnStopTimeout time.Duration
 
+	// GateSweepInterval is how often the controller looks for pods that
+	// carry the gate without the gated label (created while the webhook was
+	// down or outside its namespaces) and labels them, which brings them into
+	// its watch; default 1m. The webhook labels every pod it sees with the
+	// gate, so a sweep usually finds nothing.
+	GateSweepInterval time.Duration
+
 	// SetLogVerbosity, when set, is called with the logr verbosity the
 	// ClusterPodPlacementConfig asks for (Normal 0, Debug 1, Trace 2,
 	// TraceAll 3; 0 when there is no config).
@@ -103,6 +110,7 @@ func DefaultOptions() Options {
 		HeartbeatTTL:             20 * time.Second,
 		AdmissionWindow:          3 * time.Second,
 		ReleaseOnStopTimeout:     25 * time.Second,
+		GateSweepInterval:        time.Minute,
 	}
 }
 
@@ -127,6 +135,7 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.HeartbeatTTL, d.HeartbeatTTL)
 	setDefault(&o.AdmissionWindow, d.AdmissionWindow)
 	setDefault(&o.ReleaseOnStopTimeout, d.ReleaseOnStopTimeout)
+	setDefault(&o.GateSweepInterval, d.GateSweepInterval)
 	return o
 }
 

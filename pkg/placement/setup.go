@@ -34,7 +34,7 @@ import (
 
 // The RBAC both components need, generated into manifests/rbac.
 //
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
@@ -80,25 +80,6 @@ func podName(obj any) (any, error) {
 	}
 	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, GenerateName: m.GenerateName, UID: m.UID, ResourceVersion: m.ResourceVersion,
-	}}, nil
-}
-
-// ungatedPodKey is the controller's pod cache transform: an unbound pod
-// without the gate is kept as its key alone. No gate is ever added to a pod
-// after its creation, so such a pod is never placed nor released, and the
-// controller neither reads nor writes more of it; a pod with the gate is kept
-// whole (managed fields apart), since placing it writes the whole pod back.
-// The controller's memory then grows with the gated pods only, not with
-// every pending pod of the cluster.
-func ungatedPodKey(obj any) (any, error) {
-	obj, err := cache.TransformStripManagedFields()(obj)
-	pod, ok := obj.(*corev1.Pod)
-	if err != nil || !ok || hasGate(pod) {
-		return obj, err
-	}
-	return &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-		DeletionTimestamp: pod.DeletionTimestamp,
 	}}, nil
 }
 
@@ -217,7 +198,10 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 	placementCache, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:            {Field: unboundSelector(), Transform: ungatedPodKey},
+			// Unbound pods labelled gated: the pods to place, whatever else
+			// is pending in the cluster. Pods carrying the gate without the
+			// label are labelled by the webhook or the sweeper.
+			&corev1.Pod{}:            {Label: gatedSelector(), Field: unboundSelector()},
 			&corev1.Secret{}:         {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockerConfigJson))},
 			&corev1.ServiceAccount{}: {},
 		},
@@ -310,6 +294,12 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		},
 		onStopTimeout: opts.ReleaseOnStopTimeout,
 		log:           mgr.GetLogger().WithName("placement-heartbeat"),
+	}); err != nil {
+		return err
+	}
+	if err := mgr.Add(&gateSweeper{
+		reader: mgr.GetAPIReader(), writer: mgr.GetClient(), interval: opts.GateSweepInterval,
+		log: mgr.GetLogger().WithName("placement-gate-sweeper"),
 	}); err != nil {
 		return err
 	}

@@ -54,8 +54,17 @@ func (w *gateWebhook) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Allowed("")
 	}
 	if hasGate(pod) {
-		// Gated by someone else: the controller handles it as it is.
-		return admission.Allowed("")
+		// Gated by someone else: the controller handles it as it is, once
+		// the gated label brings it into the controller's watch.
+		if pod.Labels[SchedulingGateLabel] == SchedulingGateLabelGated {
+			return admission.Allowed("")
+		}
+		patch, err := admissionPatch(req.Object.Raw, map[string]string{SchedulingGateLabel: SchedulingGateLabelGated}, false)
+		if err != nil {
+			w.log.Error(err, "labelling a pod gated by others; admitting it as it is", "namespace", req.Namespace)
+			return admission.Allowed("")
+		}
+		return admission.Patched("", patch...)
 	}
 	gated, labels := w.admit(admission.NewContextWithRequest(ctx, req), pod)
 	if !gated && len(labels) == 0 {

@@ -154,6 +154,7 @@ func suiteOptions() placement.Options {
 	o.InspectionMaxBackoff = time.Second
 	o.InspectionDeadline = 30 * time.Second
 	o.InspectionTimeout = 5 * time.Second
+	o.GateSweepInterval = time.Second
 	return o
 }
 

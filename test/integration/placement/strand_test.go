@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -109,7 +110,9 @@ func restartSuiteControllerOnCleanup(t *testing.T) {
 func TestPodsGatedByOthersArePlaced(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
 	h := newHarness(t, "pregated", nil)
-	h.create(makePod(h.ns, "restored").image(imgARM64S390X).withGate().obj())
+	if p := h.create(makePod(h.ns, "restored").image(imgARM64S390X).withGate().obj()); p.Labels[placement.SchedulingGateLabel] != placement.SchedulingGateLabelGated {
+		t.Errorf("the webhook did not label the pod gated by others: labels %v", p.Labels)
+	}
 	pod := h.waitReleased("restored")
 	h.expectLabels(pod, map[string]string{placement.NodeAffinityLabel: placement.LabelValueSet, placement.MultiArchLabel: ""})
 	if arch := h.waitBound("restored"); arch != "arm64" && arch != "s390x" {
@@ -276,4 +279,25 @@ func waitHeartbeatSeen(ctx context.Context) error {
 		}
 		return gated(p), nil
 	})
+}
+
+// TestGatedPodsTheWebhookNeverSawAreReleased: a pod created with the gate
+// where the webhook is never called (a reserved namespace) carries no gated
+// label, so the controller's watch does not see it; the controller's sweep
+// labels it, and it is released.
+func TestGatedPodsTheWebhookNeverSawAreReleased(t *testing.T) {
+	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
+	h := newHarness(t, "unseen", nil)
+	if err := ensureNamespace(h.ctx, metav1.NamespacePublic); err != nil {
+		t.Fatal(err)
+	}
+	h.ns = metav1.NamespacePublic
+	name := "unseen-" + string(uuid.NewUUID())[:8]
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}}, client.GracePeriodSeconds(0))
+	})
+	if p := h.create(makePod(h.ns, name).image(imgAMD64Only).withGate().obj()); !gated(p) || p.Labels[placement.SchedulingGateLabel] != "" {
+		t.Fatalf("want a gated pod without the webhook's label, got gates %v labels %v", p.Spec.SchedulingGates, p.Labels)
+	}
+	h.waitReleased(name)
 }
