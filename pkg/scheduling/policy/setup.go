@@ -54,6 +54,7 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) (*S
 	}
 	log := mgr.GetLogger().WithName("scheduling-policy-webhook")
 	status := NewStatusRecorder(mgr.GetCache(), mgr.GetClient(), opts.StatusFlushInterval, m.writes, log)
+	SetDirectReader(status, mgr.GetAPIReader())
 	if err := mgr.Add(status); err != nil {
 		return nil, err
 	}

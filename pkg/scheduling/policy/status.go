@@ -32,6 +32,7 @@ import (
 // policies' status. It is a manager Runnable that runs on every replica.
 type StatusRecorder struct {
 	reader   client.Reader // the informer cache
+	direct   client.Reader // the apiserver, read on shutdown; nil: reader
 	writer   client.Client
 	interval time.Duration
 	writes   *prometheus.CounterVec
@@ -39,7 +40,16 @@ type StatusRecorder struct {
 
 	mu      sync.Mutex
 	pending map[policyKey]*applied
+	// stopped is set when the manager stops the recorder. The webhook
+	// server stops after it (controller-runtime stops webhooks last, so
+	// that requests under way finish), so pods admitted from then on are
+	// written one by one as they come rather than left pending.
+	stopped bool
 }
+
+// drainTimeout bounds the writes of the pending counts when the recorder
+// stops, and each write of a count recorded after that.
+const drainTimeout = 5 * time.Second
 
 // policyKey identifies a policy; the UID keeps a recreated policy from
 // inheriting the counts of the one it replaces.
@@ -63,10 +73,21 @@ func NewStatusRecorder(reader client.Reader, writer client.Client, interval time
 	return &StatusRecorder{reader: reader, writer: writer, interval: interval, writes: writes, log: log, pending: map[policyKey]*applied{}}
 }
 
-// Record counts one pod p was applied to at time at.
+// SetDirectReader makes r read the policies from direct (the apiserver)
+// when it retries a conflicting write on shutdown; by default it rereads
+// its informer cache, which may lag behind the write that conflicted.
+func SetDirectReader(r *StatusRecorder, direct client.Reader) { r.direct = direct }
+
+// Record counts one pod p was applied to at time at. Once the recorder has
+// stopped, the count is written at once.
 func (r *StatusRecorder) Record(p Policy, at time.Time) {
 	k := policyKey{kind: p.Kind, namespace: p.Namespace, name: p.Name, uid: p.UID}
 	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		r.writeNow(k, &applied{pods: 1, last: at})
+		return
+	}
 	defer r.mu.Unlock()
 	a := r.pending[k]
 	if a == nil {
@@ -82,7 +103,10 @@ func (r *StatusRecorder) Record(p Policy, at time.Time) {
 // NeedLeaderElection is false: every replica flushes what it counted.
 func (r *StatusRecorder) NeedLeaderElection() bool { return false }
 
-// Start flushes every interval until ctx ends, then once more.
+// Start flushes every interval until ctx ends. Then it writes what is
+// pending, retrying conflicts against the apiserver until drainTimeout, and
+// from then on Record writes each count as it comes: no count is lost on a
+// graceful shutdown.
 func (r *StatusRecorder) Start(ctx context.Context) error {
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
@@ -91,25 +115,80 @@ func (r *StatusRecorder) Start(ctx context.Context) error {
 		case <-t.C:
 			r.Flush(ctx)
 		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			r.mu.Lock()
+			r.stopped = true
+			r.mu.Unlock()
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
 			defer cancel()
-			r.Flush(final)
+			r.drain(final)
 			return nil
 		}
 	}
+}
+
+// drain flushes until nothing is pending or ctx ends, reading the policies
+// from the apiserver: after a conflict the informer cache may not have the
+// newer version yet.
+func (r *StatusRecorder) drain(ctx context.Context) {
+	for {
+		r.flush(ctx, r.fresh())
+		if len(r.Pending()) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			r.log.Error(ctx.Err(), "scheduling policies' status counts not written on shutdown", "pending", r.Pending())
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// writeNow writes one count, retrying conflicts until drainTimeout.
+func (r *StatusRecorder) writeNow(k policyKey, a *applied) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	for {
+		result, err := r.write(ctx, r.fresh(), k, a)
+		r.count(result)
+		if result != "conflict" {
+			if err != nil {
+				r.log.Error(err, "writing a scheduling policy's status on shutdown", "kind", k.kind, "namespace", k.namespace, "name", k.name)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			r.log.Error(err, "writing a scheduling policy's status on shutdown", "kind", k.kind, "namespace", k.namespace, "name", k.name)
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// fresh is the reader that sees the apiserver's current policies.
+func (r *StatusRecorder) fresh() client.Reader {
+	if r.direct != nil {
+		return r.direct
+	}
+	return r.reader
 }
 
 // Flush writes the pending counts, one status patch per policy. Counts
 // whose write conflicts or fails stay pending; those of policies that no
 // longer exist are dropped.
 func (r *StatusRecorder) Flush(ctx context.Context) {
+	r.flush(ctx, r.reader)
+}
+
+func (r *StatusRecorder) flush(ctx context.Context, reader client.Reader) {
 	r.mu.Lock()
 	batch := r.pending
 	r.pending = map[policyKey]*applied{}
 	r.mu.Unlock()
 	failed := map[policyKey]*applied{}
 	for k, a := range batch {
-		result, err := r.write(ctx, k, a)
+		result, err := r.write(ctx, reader, k, a)
 		r.count(result)
 		switch {
 		case result == "gone":
@@ -157,7 +236,7 @@ func (r *StatusRecorder) count(result string) {
 
 // write adds a to the policy's status: "ok", "conflict", "error", or
 // "gone" when the policy is no longer there.
-func (r *StatusRecorder) write(ctx context.Context, k policyKey, a *applied) (string, error) {
+func (r *StatusRecorder) write(ctx context.Context, reader client.Reader, k policyKey, a *applied) (string, error) {
 	var obj client.Object
 	var status *kupidv1alpha1.PolicyStatus
 	switch k.kind {
@@ -168,7 +247,7 @@ func (r *StatusRecorder) write(ctx context.Context, k policyKey, a *applied) (st
 		p := &kupidv1alpha1.PodSchedulingPolicy{}
 		obj, status = p, &p.Status
 	}
-	if err := r.reader.Get(ctx, types.NamespacedName{Namespace: k.namespace, Name: k.name}, obj); err != nil {
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: k.namespace, Name: k.name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "gone", nil
 		}

@@ -117,3 +117,60 @@ func TestStatusReplicasDoNotLoseCounts(t *testing.T) {
 		t.Fatalf("matchedPods = %d, want %d (both replicas' counts)", got.Status.MatchedPods, want)
 	}
 }
+
+// TestStatusCountsKeptOnShutdown: what a replica counted is written when it
+// is told to stop, even when another replica's write conflicts with it, and
+// a pod admitted after the recorder stopped (the webhook server stops last)
+// is still counted.
+func TestStatusCountsKeptOnShutdown(t *testing.T) {
+	ns := newNamespace(t, nil)
+	p := nsPolicy(ns, "draining", 0, nil, kupidv1alpha1.SchedulingCriteria{})
+	createPolicy(t, p)
+	ref := policy.Policy{Kind: policy.KindPodSchedulingPolicy, Namespace: ns, Name: p.Name, UID: p.UID}
+	// The informer cache's role is played by a reader that always answers
+	// with the policy as created: every write from it conflicts once the
+	// status changed, as a lagging cache's would.
+	stale := p.DeepCopy()
+	stopping := policy.NewStatusRecorder(staleReader{obj: stale}, k8s, time.Hour, nil, logr.Discard())
+	other := policy.NewStatusRecorder(k8s, k8s, time.Hour, nil, logr.Discard())
+	policy.SetDirectReader(stopping, k8s)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- stopping.Start(ctx) }()
+	for range 5 {
+		stopping.Record(ref, time.Now())
+	}
+	// Another replica writes first: the stopping one's write conflicts.
+	other.Record(ref, time.Now())
+	other.Flush(context.Background())
+	if len(other.Pending()) != 0 {
+		t.Fatalf("the other replica's count was not written: %v", other.Pending())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Admitted after the recorder stopped.
+	stopping.Record(ref, time.Now())
+	stopping.Record(ref, time.Now())
+
+	got := &kupidv1alpha1.PodSchedulingPolicy{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.MatchedPods != 8 {
+		t.Fatalf("matchedPods = %d, want 8 (5 pending at the stop, 1 from the other replica, 2 after the stop)", got.Status.MatchedPods)
+	}
+}
+
+// staleReader answers every Get with obj as it was.
+type staleReader struct {
+	client.Reader
+	obj client.Object
+}
+
+func (s staleReader) Get(_ context.Context, _ client.ObjectKey, out client.Object, _ ...client.GetOption) error {
+	s.obj.(*kupidv1alpha1.PodSchedulingPolicy).DeepCopyInto(out.(*kupidv1alpha1.PodSchedulingPolicy))
+	return nil
+}
