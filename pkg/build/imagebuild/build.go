@@ -46,7 +46,8 @@ type Request struct {
 	// strategy's from). Default: the Dockerfile's.
 	From string
 	// Args are the Dockerfile's ARG values. TARGETPLATFORM, TARGETOS,
-	// TARGETARCH and TARGETVARIANT are set from Platform.
+	// TARGETARCH and TARGETVARIANT are set from Platform as buildx spells
+	// it (Platform.Normalize: linux/arm64 and no variant for arm64).
 	Args map[string]string
 	// Labels are added to the image's config.
 	Labels map[string]string
@@ -107,8 +108,13 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
 
+	// buildah derives the TARGET* args from the platform it is given, so
+	// it is given buildx's spelling, the canonical one: linux/arm64 (not
+	// linux/arm64/v8), linux/arm/v7, linux/amd64 (not linux/amd64/v1).
+	// Dockerfiles written for buildx name files by these values.
+	spelled := target.Normalize()
 	// The values buildah gives the TARGET* args, for expanding FROM lines.
-	osName, arch, variant := lplatform.Normalize(target.OS, target.Architecture, target.Variant)
+	osName, arch, variant := lplatform.Normalize(spelled.OS, spelled.Architecture, spelled.Variant)
 	args := maps.Clone(req.Args)
 	if args == nil {
 		args = map[string]string{}
@@ -171,7 +177,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		CommonBuildOpts:  &define.CommonBuildOptions{Ulimit: ulimits},
 		OutputFormat:     manifestType(req.Format),
 		Platforms: []struct{ OS, Arch, Variant string }{
-			{OS: target.OS, Arch: target.Architecture, Variant: target.Variant},
+			{OS: spelled.OS, Arch: spelled.Architecture, Variant: spelled.Variant},
 		},
 		MaxPullPushRetries: 2,
 		PullPushRetryDelay: 2 * time.Second,

@@ -1,0 +1,80 @@
+package builder_test
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/archway-build/archway/pkg/platform"
+)
+
+// buildxAssetsDockerfile picks an asset from the context by buildx's
+// platform args, as Dockerfiles written for `docker buildx` do, and records
+// every platform arg.
+const buildxAssetsDockerfile = `ARG BASE
+FROM $BASE
+ARG TARGETPLATFORM TARGETOS TARGETARCH TARGETVARIANT BUILDPLATFORM BUILDOS BUILDARCH BUILDVARIANT
+COPY tool-${TARGETOS}-${TARGETARCH}${TARGETVARIANT:+-$TARGETVARIANT} /tool
+RUN { cat /tool; echo "$TARGETPLATFORM|$TARGETOS|$TARGETARCH|$TARGETVARIANT|$BUILDPLATFORM|$BUILDOS|$BUILDARCH|$BUILDVARIANT"; } > /out
+`
+
+// TestBuildxPlatformArgs builds a Dockerfile that names its asset from
+// TARGETOS, TARGETARCH and TARGETVARIANT for amd64, arm64 and arm/v7, each
+// spelled two ways: every image holds the asset buildx would pick (arm64
+// without a variant, arm with v7, amd64 without), and the TARGET* and BUILD*
+// args have buildx's values. The context also holds the assets a v8 or v1
+// variant would name, so a wrong spelling picks a wrong asset rather than
+// failing.
+func TestBuildxPlatformArgs(t *testing.T) {
+	ctxDir := writeContext(t, buildxAssetsDockerfile)
+	for name, content := range map[string]string{
+		"tool-linux-amd64":    "amd64 tool",
+		"tool-linux-arm64":    "arm64 tool",
+		"tool-linux-arm-v7":   "arm/v7 tool",
+		"tool-linux-arm64-v8": "wrong: arm64/v8 tool",
+		"tool-linux-amd64-v1": "wrong: amd64/v1 tool",
+	} {
+		if err := os.WriteFile(filepath.Join(ctxDir, name), []byte(content+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The build machine's args, as buildx gives them on amd64, arm64,
+	// ppc64le and s390x machines: no variant.
+	build := runtime.GOOS + "/" + runtime.GOARCH + "|" + runtime.GOOS + "|" + runtime.GOARCH + "|"
+	want := map[string]string{
+		"linux/amd64":  "amd64 tool\nlinux/amd64|linux|amd64||" + build,
+		"linux/arm64":  "arm64 tool\nlinux/arm64|linux|arm64||" + build,
+		"linux/arm/v7": "arm/v7 tool\nlinux/arm/v7|linux|arm|v7|" + build,
+	}
+	for _, spelling := range [][]string{
+		{"linux/amd64", "linux/arm64", "linux/arm/v7"},
+		{"linux/amd64/v1", "linux/arm64/v8", "linux/arm"},
+	} {
+		t.Run(strings.Join(spelling, ","), func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := t.Context()
+			repo := "it/buildx-" + strings.ReplaceAll(spelling[1], "/", "-")
+			out := theBed.Registry.Host + "/" + repo + ":v1"
+			log, code := runBuilder(t, nil, "build", "--platform", strings.Join(spelling, ","),
+				"--build-arg", "BASE="+theBed.BaseImage, "-t", out, ctxDir)
+			g.Expect(code).To(Equal(0), log)
+
+			img, err := theBed.Registry.OpenImage(ctx, out)
+			g.Expect(err).NotTo(HaveOccurred())
+			defer img.Close()
+			index, _, err := img.Index(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(index.Manifests).To(HaveLen(3))
+			for _, d := range index.Manifests {
+				p := platform.FromOCI(*d.Platform).Normalize().String()
+				got, err := img.TopLayerFile(ctx, d.Digest, "/out")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(strings.TrimSpace(got)).To(Equal(want[p]), "the %s image", p)
+			}
+		})
+	}
+}
