@@ -6,7 +6,7 @@
 #   hack/tools.sh apt qemu   only the named parts
 #
 # Parts: apt, qemu, busybox, kube, etcd, kwok, registry, controller-gen,
-# golangci-lint. Binaries land in $ARCHWAY_CACHE/bin/<name>-<version>.
+# golangci-lint, buildkit. Binaries land in $ARCHWAY_CACHE/bin/<name>-<version>.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -65,6 +65,8 @@ apt_install() {
 
 part_apt() {
 	apt_install git qemu-user-static libsqlite3-dev gcc make ca-certificates buildah
+	# runc runs BuildKit's build steps in the builder benchmark.
+	apt_install runc
 }
 
 # part_qemu registers qemu user-mode handlers with binfmt_misc so foreign
@@ -156,6 +158,16 @@ part_golangci-lint() {
 		"$(modversion golangci-lint github.com/golangci/golangci-lint/v2)" -ldflags "-s -w"
 }
 
+# part_buildkit builds BuildKit's daemon and client, which the builder
+# benchmark runs beside archway's builder on the same Dockerfiles.
+part_buildkit() {
+	local v
+	v=$(modversion buildkit github.com/moby/buildkit)
+	local ld="-s -w -X github.com/moby/buildkit/version.Version=$v"
+	CGO_ENABLED=0 gobuild buildkit buildkit github.com/moby/buildkit/cmd/buildkitd buildkitd "$v" -ldflags "$ld"
+	CGO_ENABLED=0 gobuild buildkit buildkit github.com/moby/buildkit/cmd/buildctl buildctl "$v" -ldflags "$ld"
+}
+
 # part_links gives the versioned binaries the plain names envtest and the bed
 # look up, in one directory per Kubernetes version.
 part_links() {
@@ -172,6 +184,10 @@ part_links() {
 	ln -sfn "../registry-$(modversion registry github.com/distribution/distribution/v3)" "$assets/registry"
 	ln -sfn "../controller-gen-$(modversion controller-gen sigs.k8s.io/controller-tools)" "$assets/controller-gen"
 	ln -sfn "../golangci-lint-$(modversion golangci-lint github.com/golangci/golangci-lint/v2)" "$assets/golangci-lint"
+	local bk
+	bk=$(modversion buildkit github.com/moby/buildkit)
+	ln -sfn "../buildkitd-$bk" "$assets/buildkitd"
+	ln -sfn "../buildctl-$bk" "$assets/buildctl"
 }
 
 # assets prints the directory holding the plain-named binaries.
@@ -184,7 +200,7 @@ parts=("$@")
 if [ ${#parts[@]} -eq 0 ]; then
 	# Big Go programs are built one after another: in parallel on 2 cores they
 	# take several times longer.
-	parts=(apt qemu busybox controller-gen etcd kwok registry kube golangci-lint)
+	parts=(apt qemu busybox controller-gen etcd kwok registry kube golangci-lint buildkit)
 fi
 for p in "${parts[@]}"; do
 	declare -F "part_$p" >/dev/null || fail "unknown part $p" ""

@@ -1,0 +1,460 @@
+package builder_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/archway-build/archway/test/bed"
+)
+
+// The builder benchmark against BuildKit runs every case of
+// testdata/bench through `builder build` and through BuildKit (buildkitd
+// with its runc worker, buildctl with the Dockerfile frontend), both pushing
+// a manifest list to the bed's registry, first cold (an empty store, a new
+// daemon state) and then warm (the same builds again with the same store or
+// daemon, from fresh copies of the contexts, to new tags). It prints each
+// case's times and their ratio; it asserts nothing about time.
+//
+//	go test -tags "$BUILD_TAGS" -run '^$' -bench BuilderVsBuildKit -benchtime 1x ./test/integration/builder/
+//
+// ARCHWAY_BENCH_CASES (comma-separated case names or name prefixes) picks
+// cases; the default is all of them.
+
+// benchCase is one directory of testdata/bench: a Dockerfile whose first
+// line is `ARG BASE` (the bed's base image is passed as that build arg), a
+// platforms file (comma-separated), the files the Dockerfile copies, and
+// optionally a generate file that asks for more files to be written into
+// each copy of the context (see generateFiles).
+type benchCase struct {
+	name      string
+	dir       string
+	platforms []string
+}
+
+// benchCases reads testdata/bench, keeping the cases filter selects
+// (comma-separated names or prefixes; empty for all).
+func benchCases(tb testing.TB, filter string) []benchCase {
+	tb.Helper()
+	root := filepath.Join("testdata", "bench")
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var wanted []string
+	for w := range strings.SplitSeq(filter, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			wanted = append(wanted, w)
+		}
+	}
+	var cases []benchCase
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if len(wanted) > 0 && !slices.ContainsFunc(wanted, func(w string) bool { return strings.HasPrefix(e.Name(), w) }) {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		raw, err := os.ReadFile(filepath.Join(dir, "platforms"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cases = append(cases, benchCase{name: e.Name(), dir: dir, platforms: strings.Split(strings.TrimSpace(string(raw)), ",")})
+	}
+	if len(cases) == 0 {
+		tb.Fatalf("no benchmark case in %s matches %q", root, filter)
+	}
+	return cases
+}
+
+// freshContext copies c's directory into a new temporary directory and
+// writes the files its generate file asks for.
+func freshContext(tb testing.TB, c benchCase) string {
+	tb.Helper()
+	dst := tb.TempDir()
+	if err := os.CopyFS(dst, os.DirFS(c.dir)); err != nil {
+		tb.Fatal(err)
+	}
+	if err := generateFiles(dst); err != nil {
+		tb.Fatalf("case %s: %v", c.name, err)
+	}
+	return dst
+}
+
+// generateFiles reads dir/generate, lines of `dir NAME COUNT SIZE` (a
+// directory of COUNT files of SIZE bytes) or `file NAME SIZE`, and writes
+// those files with pseudo-random content that is the same every time (so
+// that it does not compress away and a warm build sees the same bytes).
+func generateFiles(dir string) error {
+	raw, err := os.ReadFile(filepath.Join(dir, "generate"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(17, 42))
+	write := func(path string, size int) error {
+		buf := make([]byte, size)
+		for i := range buf {
+			buf[i] = byte(rng.Uint32())
+		}
+		return os.WriteFile(path, buf, 0o644)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 0:
+		case f[0] == "dir" && len(f) == 4:
+			count, err1 := strconv.Atoi(f[2])
+			size, err2 := strconv.Atoi(f[3])
+			if err := errors.Join(err1, err2); err != nil {
+				return fmt.Errorf("generate %q: %w", sc.Text(), err)
+			}
+			sub := filepath.Join(dir, f[1])
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				return err
+			}
+			for i := range count {
+				if err := write(filepath.Join(sub, fmt.Sprintf("f%04d", i)), size); err != nil {
+					return err
+				}
+			}
+		case f[0] == "file" && len(f) == 3:
+			size, err := strconv.Atoi(f[2])
+			if err != nil {
+				return fmt.Errorf("generate %q: %w", sc.Text(), err)
+			}
+			if err := write(filepath.Join(dir, f[1]), size); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("generate: cannot read %q: want `dir NAME COUNT SIZE` or `file NAME SIZE`", sc.Text())
+		}
+	}
+	return sc.Err()
+}
+
+// caseTimes are one case's wall times.
+type caseTimes struct {
+	archwayCold, buildkitCold, archwayWarm, buildkitWarm time.Duration
+}
+
+// benchTools are the programs the comparison runs.
+type benchTools struct {
+	buildkitd, buildctl, runc string
+}
+
+func findBenchTools(tb testing.TB) benchTools {
+	tb.Helper()
+	var t benchTools
+	var err1, err2 error
+	t.buildkitd, err1 = bed.Tool("buildkitd")
+	t.buildctl, err2 = bed.Tool("buildctl")
+	if err := errors.Join(err1, err2); err != nil {
+		tb.Fatal(err)
+	}
+	var err error
+	if t.runc, err = exec.LookPath("runc"); err != nil {
+		tb.Fatalf("BuildKit's worker needs runc, which is not installed: run `make tools` (or `hack/tools.sh apt`): %v", err)
+	}
+	if _, err := builderBinary(); err != nil {
+		tb.Fatal(err)
+	}
+	return t
+}
+
+// runCase builds c cold and then warm with both tools and returns the
+// times. archwayFirst says which tool goes first (alternated over cases).
+func runCase(tb testing.TB, tools benchTools, c benchCase, archwayFirst bool) caseTimes {
+	tb.Helper()
+	reg := theBed.Registry.Host
+	platforms := strings.Join(c.platforms, ",")
+	workDir := tb.TempDir()
+	daemon := startBuildkitd(tb, tools)
+	defer daemon.stop(tb)
+
+	var times caseTimes
+	archway := func(round string) time.Duration {
+		ref := fmt.Sprintf("%s/bench/archway-%s:%s", reg, c.name, round)
+		ctxDir := freshContext(tb, c)
+		start := time.Now()
+		log, code := runBuilder(tb, nil, "build", "--platform", platforms, "--build-arg", "BASE="+theBed.BaseImage,
+			"--work-dir", workDir, "-t", ref, ctxDir)
+		took := time.Since(start)
+		if code != 0 {
+			tb.Fatalf("case %s (%s): builder build failed:\n%s", c.name, round, log)
+		}
+		checkBenchIndex(tb, ref, len(c.platforms))
+		return took
+	}
+	buildkit := func(round string) time.Duration {
+		ref := fmt.Sprintf("%s/bench/buildkit-%s:%s", reg, c.name, round)
+		ctxDir := freshContext(tb, c)
+		start := time.Now()
+		daemon.build(tb, ctxDir, platforms, ref)
+		took := time.Since(start)
+		checkBenchIndex(tb, ref, len(c.platforms))
+		return took
+	}
+	for _, round := range []string{"cold", "warm"} {
+		var a, k time.Duration
+		if archwayFirst {
+			a = archway(round)
+			k = buildkit(round)
+		} else {
+			k = buildkit(round)
+			a = archway(round)
+		}
+		if round == "cold" {
+			times.archwayCold, times.buildkitCold = a, k
+		} else {
+			times.archwayWarm, times.buildkitWarm = a, k
+		}
+	}
+	return times
+}
+
+// checkBenchIndex checks that ref is an index of n images, so that both
+// tools are seen to do the same work.
+func checkBenchIndex(tb testing.TB, ref string, n int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	img, err := theBed.Registry.OpenImage(ctx, ref)
+	if err != nil {
+		tb.Fatalf("%s: %v", ref, err)
+	}
+	defer img.Close()
+	index, _, err := img.Index(ctx)
+	if err != nil {
+		tb.Fatalf("%s: %v", ref, err)
+	}
+	var images int
+	for _, m := range index.Manifests {
+		// BuildKit may add attestation manifests, which name no platform
+		// of their own ("unknown/unknown").
+		if m.Platform != nil && m.Platform.OS != "unknown" {
+			images++
+		}
+	}
+	if images != n {
+		tb.Fatalf("%s is an index of %d images, want %d: %+v", ref, images, n, index.Manifests)
+	}
+}
+
+// buildkitd is a BuildKit daemon with a state directory of its own, run as
+// root with the runc worker, using the host's network for RUN steps and
+// reaching the bed's registry over plain HTTP.
+type buildkitd struct {
+	tools benchTools
+	dir   string
+	addr  string
+	cmd   *exec.Cmd
+	log   *os.File
+	done  chan error
+}
+
+func startBuildkitd(tb testing.TB, tools benchTools) *buildkitd {
+	tb.Helper()
+	// A directory outside the test's, so that a failed stop (a mount left
+	// behind) cannot fail the test's cleanup.
+	dir, err := os.MkdirTemp("", "archway-buildkitd-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := &buildkitd{tools: tools, dir: dir, addr: "unix://" + filepath.Join(dir, "buildkitd.sock"), done: make(chan error, 1)}
+	config := fmt.Sprintf("[registry.%q]\n  http = true\n  insecure = true\n", theBed.Registry.Host)
+	if err := os.WriteFile(filepath.Join(dir, "buildkitd.toml"), []byte(config), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if d.log, err = os.Create(filepath.Join(dir, "buildkitd.log")); err != nil {
+		tb.Fatal(err)
+	}
+	d.cmd = exec.Command(tools.buildkitd,
+		"--root", filepath.Join(dir, "root"),
+		"--addr", d.addr,
+		"--config", filepath.Join(dir, "buildkitd.toml"),
+		"--oci-worker=true", "--containerd-worker=false",
+		"--oci-worker-binary", tools.runc,
+		"--oci-worker-net", "host",
+		"--oci-worker-snapshotter", "overlayfs")
+	d.cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none", "TMPDIR="+dir)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		tb.Fatalf("starting buildkitd: %v", err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := exec.Command(tools.buildctl, "--addr", d.addr, "debug", "workers").CombinedOutput()
+		if err == nil && bytes.Contains(out, []byte("linux/")) {
+			return d
+		}
+		select {
+		case err := <-d.done:
+			d.done <- err
+			d.stop(tb)
+			tb.Fatalf("buildkitd exited (%v):\n%s", err, d.logTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.stop(tb)
+			tb.Fatalf("buildkitd did not answer within a minute (%s):\n%s", out, d.logTail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// build runs `buildctl build` of ctxDir for platforms, pushing the
+// manifest list to ref.
+func (d *buildkitd) build(tb testing.TB, ctxDir, platforms, ref string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, d.tools.buildctl, "--addr", d.addr, "build",
+		"--frontend", "dockerfile.v0",
+		"--local", "context="+ctxDir, "--local", "dockerfile="+ctxDir,
+		"--opt", "platform="+platforms,
+		"--opt", "build-arg:BASE="+theBed.BaseImage,
+		"--output", "type=image,name="+ref+",push=true,registry.insecure=true",
+		"--progress", "plain")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tb.Fatalf("buildctl build of %s: %v\n%s\nbuildkitd:\n%s", ctxDir, err, out, d.logTail())
+	}
+}
+
+// stop ends the daemon, unmounts what it left mounted and removes its
+// state.
+func (d *buildkitd) stop(tb testing.TB) {
+	if d.cmd.Process != nil {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-d.done:
+			d.done <- err
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+			d.done <- <-d.done
+		}
+	}
+	_ = d.log.Close()
+	unmountUnder(d.dir)
+	if err := os.RemoveAll(d.dir); err != nil {
+		tb.Logf("removing buildkitd's state: %v", err)
+	}
+}
+
+func (d *buildkitd) logTail() string {
+	raw, _ := os.ReadFile(d.log.Name())
+	if len(raw) > 4000 {
+		raw = raw[len(raw)-4000:]
+	}
+	return string(raw)
+}
+
+// unmountUnder lazily unmounts every mount below dir, deepest first.
+func unmountUnder(dir string) {
+	raw, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	var points []string
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			points = append(points, f[1])
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
+}
+
+// BenchmarkBuilderVsBuildKit runs the corpus of testdata/bench through
+// `builder build` and BuildKit, cold and warm, and prints the times.
+func BenchmarkBuilderVsBuildKit(b *testing.B) {
+	tools := findBenchTools(b)
+	cases := benchCases(b, os.Getenv("ARCHWAY_BENCH_CASES"))
+	b.ResetTimer()
+	var all []caseTimes
+	for range b.N {
+		all = all[:0]
+		for i, c := range cases {
+			all = append(all, runCase(b, tools, c, i%2 == 0))
+		}
+	}
+	b.StopTimer()
+	total := printBenchTable(os.Stdout, cases, all)
+	b.ReportMetric(total.archwayCold.Seconds(), "archway-cold-s")
+	b.ReportMetric(total.buildkitCold.Seconds(), "buildkit-cold-s")
+	b.ReportMetric(total.archwayWarm.Seconds(), "archway-warm-s")
+	b.ReportMetric(total.buildkitWarm.Seconds(), "buildkit-warm-s")
+}
+
+// TestBuilderVsBuildKitSmoke runs the benchmark's path on one case (or
+// those of ARCHWAY_BENCH_CASES) so that it keeps working: both tools must
+// build and push every platform, cold and warm. The times are printed.
+func TestBuilderVsBuildKitSmoke(t *testing.T) {
+	tools := findBenchTools(t)
+	filter := os.Getenv("ARCHWAY_BENCH_CASES")
+	if filter == "" {
+		filter = "02-uname"
+	}
+	cases := benchCases(t, filter)
+	var all []caseTimes
+	for i, c := range cases {
+		all = append(all, runCase(t, tools, c, i%2 == 0))
+	}
+	var out bytes.Buffer
+	printBenchTable(&out, cases, all)
+	t.Log(out.String())
+}
+
+// printBenchTable prints the times of every case and their totals, and
+// returns the totals.
+func printBenchTable(w io.Writer, cases []benchCase, all []caseTimes) caseTimes {
+	var total caseTimes
+	ratio := func(a, k time.Duration) string {
+		if k == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", a.Seconds()/k.Seconds())
+	}
+	s := func(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n%-20s %-3s  %9s %9s %6s   %9s %9s %6s\n", "case", "pl", "archway", "buildkit", "ratio", "archway", "buildkit", "ratio")
+	fmt.Fprintf(&sb, "%-20s %-3s  %26s   %26s\n", "", "", "---------- cold ----------", "---------- warm ----------")
+	for i, c := range cases {
+		t := all[i]
+		fmt.Fprintf(&sb, "%-20s %-3d  %9s %9s %6s   %9s %9s %6s\n", c.name, len(c.platforms),
+			s(t.archwayCold), s(t.buildkitCold), ratio(t.archwayCold, t.buildkitCold),
+			s(t.archwayWarm), s(t.buildkitWarm), ratio(t.archwayWarm, t.buildkitWarm))
+		total.archwayCold += t.archwayCold
+		total.buildkitCold += t.buildkitCold
+		total.archwayWarm += t.archwayWarm
+		total.buildkitWarm += t.buildkitWarm
+	}
+	fmt.Fprintf(&sb, "%-20s %-3s  %9s %9s %6s   %9s %9s %6s\n", "total", "", s(total.archwayCold), s(total.buildkitCold),
+		ratio(total.archwayCold, total.buildkitCold), s(total.archwayWarm), s(total.buildkitWarm), ratio(total.archwayWarm, total.buildkitWarm))
+	_, _ = io.WriteString(w, sb.String())
+	return total
+}
