@@ -19,6 +19,7 @@ import (
 
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/version"
 )
 
@@ -44,10 +45,12 @@ func components() []component {
 		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild, cache: build.ConfigureCache},
 		{name: "buildconfig", help: "starts Builds from BuildConfigs' ConfigChange triggers, cancels what SerialLatestOnly skips, prunes old builds", setup: setupBuildConfig},
 		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers (every replica; needs --webhook-cert-dir)", disabledByDefault: true, setup: setupBuildConfigWebhooks},
-		// Arch-aware placement is opt-in (--controllers=*,placement-webhook,pod-placement):
-		// the webhook needs a serving certificate (--webhook-cert-dir).
+		// Arch-aware placement is opt-in: the webhook needs a serving
+		// certificate (--webhook-cert-dir). It gates pods only while a
+		// placement controller's heartbeat Lease is fresh, so the two may run
+		// in one process or in Deployments of their own.
 		{name: "placement-webhook", help: "gates new pods for arch-aware placement (serves on every replica)", disabledByDefault: true, setup: setupPlacementWebhook},
-		{name: "pod-placement", help: "places gated pods on nodes of their images' architectures (leader only)", disabledByDefault: true, setup: setupPodPlacement},
+		{name: "pod-placement", help: "places gated pods on nodes of their images' architectures (leader only)", disabledByDefault: true, setup: setupPodPlacement, cache: placement.ConfigureControllerCache},
 		{name: "scheduling-policy-webhook", help: "injects scheduling criteria from PodSchedulingPolicies into new pods (serves on every replica)", disabledByDefault: true, setup: setupSchedulingPolicyWebhook},
 		{name: "control-plane-protection-webhook", help: "keeps unauthorized pods off control-plane nodes (serves on every replica)", disabledByDefault: true, setup: setupControlPlaneProtection},
 	}
@@ -62,6 +65,7 @@ type options struct {
 	probeAddr            string
 	leaderElect          bool
 	leaderElectNamespace string
+	leaderElectID        string
 	webhookPort          int
 	webhookCertDir       string
 	kubeAPIQPS           float32
@@ -100,6 +104,7 @@ func newRootCommand() *cobra.Command {
 	f.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	f.BoolVar(&opts.leaderElect, "leader-elect", true, "elect a leader before running controllers (webhooks serve on every replica)")
 	f.StringVar(&opts.leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
+	f.StringVar(&opts.leaderElectID, "leader-election-id", leaderElectionID, "name of the leader election lease: processes running different components need different names")
 	f.IntVar(&opts.webhookPort, "webhook-port", 9443, "port the webhook server listens on")
 	f.StringVar(&opts.webhookCertDir, "webhook-cert-dir", "", "directory with tls.crt and tls.key for the webhook server")
 	f.Float32Var(&opts.kubeAPIQPS, "kube-api-qps", 0, "client-side limit of queries per second to the apiserver; 0 leaves it to the apiserver's priority and fairness")
@@ -159,25 +164,7 @@ func run(cmd *cobra.Command, opts *options) error {
 		return fmt.Errorf("no component to run: --controllers=%s selects none of: %s",
 			strings.Join(opts.controllers, ","), strings.Join(componentNames(), ", "))
 	}
-	if err := checkPlacementPair(enabled); err != nil {
-		return err
-	}
 	return runManager(cmd.Context(), opts, enabled)
-}
-
-// checkPlacementPair refuses the placement webhook without the placement
-// controller: a process that could gate pods must be one that releases
-// them. (The webhook gates only while a controller's heartbeat is fresh in
-// any case; this makes the mistake fail at start instead of doing nothing.)
-func checkPlacementPair(enabled []component) error {
-	has := func(name string) bool {
-		return slices.ContainsFunc(enabled, func(c component) bool { return c.name == name })
-	}
-	if has("placement-webhook") && !has("pod-placement") {
-		return fmt.Errorf("--controllers: placement-webhook needs pod-placement in the same process " +
-			"(the gate it adds is removed only by the placement controller): use --controllers=...,placement-webhook,pod-placement")
-	}
-	return nil
 }
 
 func main() {

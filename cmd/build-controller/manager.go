@@ -27,8 +27,8 @@ import (
 	"github.com/archway-build/archway/pkg/eventrecorder"
 )
 
-// leaderElectionID names the Lease the replicas of build-controller elect
-// their leader with.
+// leaderElectionID is the default name of the Lease the replicas of
+// build-controller elect their leader with (--leader-election-id).
 const leaderElectionID = "build-controller.archway.dev"
 
 // newScheme holds every type the components read or write.
@@ -95,7 +95,7 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 		Client:                        client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		HealthProbeBindAddress:        opts.probeAddr,
 		LeaderElection:                opts.leaderElect,
-		LeaderElectionID:              leaderElectionID,
+		LeaderElectionID:              opts.leaderElectID,
 		LeaderElectionNamespace:       leNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.webhookPort, CertDir: opts.webhookCertDir}),

@@ -41,24 +41,3 @@ func TestSchemeHoldsBuilds(t *testing.T) {
 		t.Fatalf("Build not in the scheme: %v", err)
 	}
 }
-
-func TestPlacementWebhookNeedsTheController(t *testing.T) {
-	for _, tt := range []struct {
-		selection []string
-		wantErr   bool
-	}{
-		{selection: []string{"placement-webhook"}, wantErr: true},
-		{selection: []string{"*", "placement-webhook"}, wantErr: true},
-		{selection: []string{"placement-webhook", "pod-placement"}},
-		{selection: []string{"pod-placement"}},
-		{selection: []string{"*"}},
-	} {
-		enabled, err := enabledComponents(components(), tt.selection)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := checkPlacementPair(enabled); (err != nil) != tt.wantErr {
-			t.Errorf("--controllers=%v: error %v, want an error: %v", tt.selection, err, tt.wantErr)
-		}
-	}
-}

@@ -18,13 +18,10 @@ import (
 // builds, by a RoleBinding of the same name.
 const BuilderClusterRole = "archway-builder"
 
-// build-controller creates Builds from BuildConfigs: the build strategy
-// policy (manifests/authorization) checks its right to create Builds of each
-// strategy and to use their service accounts, which the BuildConfig's
-// author was checked for.
-// +kubebuilder:rbac:groups=build.openshift.io,resources=builds/docker;builds/source,verbs=create
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=use
-
+// Each namespace that runs builds gets the builder service account and the
+// RoleBinding of archway-builder to it, made by the controller when
+// missing; binding a ClusterRole needs bind on it (RBAC's escalation
+// check), granted for archway-builder alone.
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=archway-builder

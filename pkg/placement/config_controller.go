@@ -134,9 +134,16 @@ func (r *configReconciler) deprovision(ctx context.Context, cfg *multiarchv1beta
 // go, after the heartbeat lease was released: once from the apiserver, and
 // again after window, for pods whose admission saw the heartbeat still
 // fresh and whose create completed after the first pass.
+//
+// A config being deleted then loses its finalizer: its pods are released,
+// and no controller may be left to do it (`kubectl delete -k` deletes the
+// config and then archway's namespace, which stops this controller).
 func (r *configReconciler) releaseOnStop(ctx context.Context, window time.Duration) error {
 	const why = "the placement controller stopped"
 	if err := r.releaseAll(ctx, why); err != nil {
+		return err
+	}
+	if err := r.letDeletedConfigGo(ctx); err != nil {
 		return err
 	}
 	select {
@@ -145,6 +152,18 @@ func (r *configReconciler) releaseOnStop(ctx context.Context, window time.Durati
 	case <-time.After(window):
 	}
 	return r.releaseAll(ctx, why)
+}
+
+// letDeletedConfigGo removes the finalizer of the ClusterPodPlacementConfig
+// when it is being deleted, read from the apiserver (the cache may not have
+// seen the deletion yet).
+func (r *configReconciler) letDeletedConfigGo(ctx context.Context) error {
+	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{}
+	err := r.apiReader.Get(ctx, types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}, cfg)
+	if err != nil || cfg.DeletionTimestamp == nil || !controllerutil.RemoveFinalizer(cfg, ConfigFinalizer) {
+		return client.IgnoreNotFound(err)
+	}
+	return client.IgnoreNotFound(r.client.Update(ctx, cfg))
 }
 
 // releaseAll removes the gate from every gated pod the apiserver has,

@@ -32,20 +32,23 @@ import (
 	"github.com/archway-build/archway/pkg/placement/image"
 )
 
-// The RBAC both components need, generated into manifests/rbac.
-//
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
-// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=clusterpodplacementconfigs/finalizers,verbs=update
-// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=podplacementconfigs,verbs=get;list;watch
-// +kubebuilder:rbac:groups=multiarch.openshift.io,resources=podplacementconfigs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// The permissions of the two components, each with the reason for every
+// rule, are written by hand in manifests/placement/rbac (one package holds
+// both, and controller-gen makes one role per package); the install test
+// on the bed runs each component under its own role.
+
+// ConfigureControllerCache narrows the manager's cache of the process that
+// runs the placement controller: of the MutatingWebhookConfigurations it
+// reads and updates only its own (Options.WebhookConfigurationName, the
+// default name), so its role can name that one object.
+func ConfigureControllerCache(o *cache.Options) {
+	if o.ByObject == nil {
+		o.ByObject = map[client.Object]cache.ByObject{}
+	}
+	o.ByObject[&admissionregistrationv1.MutatingWebhookConfiguration{}] = cache.ByObject{
+		Field: fields.OneTermEqualSelector("metadata.name", WebhookConfigurationName),
+	}
+}
 
 // gatedSelector selects the pods the webhook gated and the controller has
 // not released yet: what the webhook's event informer watches.

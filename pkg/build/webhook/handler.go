@@ -38,6 +38,10 @@ import (
 	"github.com/archway-build/archway/pkg/build/instantiate"
 )
 
+// The trigger endpoint's permissions (starting a Build adds instantiate's):
+// the BuildConfig a delivery names, and the Secret its trigger names, whose
+// WebHookSecretKey the delivery's secret must equal (read one by one, never
+// listed nor cached).
 // +kubebuilder:rbac:groups=build.openshift.io,resources=buildconfigs,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 

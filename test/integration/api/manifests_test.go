@@ -4,24 +4,33 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/archway-build/archway/test/bed"
 )
 
-// TestManifestsDryRun builds every kustomization under manifests/ with
+// TestManifestsDryRun builds every kustomization under manifests/ (the
+// default install, its overlays and each part on its own; kustomize
+// Components are built through the kustomizations that include them) with
 // kubectl kustomize and applies the result with a server-side dry run, so
 // that each object is checked against the apiserver's schemas (CRDs,
 // webhook configurations, admission policies, RBAC, Deployments) without
-// being created.
+// being created. cert-manager's and OpenShift's kinds are mapped by
+// stand-in CRDs (testdata/overlay-crds.yaml). Each install (manifests/default
+// and the overlays of it) must keep the order `kubectl delete -k` relies
+// on.
 func TestManifestsDryRun(t *testing.T) {
 	assets, err := bed.AssetsDir()
 	if err != nil {
@@ -31,12 +40,16 @@ func TestManifestsDryRun(t *testing.T) {
 	root := filepath.Join(bed.RepoRoot(), "manifests")
 	var dirs []string
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && d.Name() == "kustomization.yaml" {
+		if err != nil || d.IsDir() || d.Name() != "kustomization.yaml" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err == nil && !bytes.Contains(data, []byte("\nkind: Component\n")) {
 			dirs = append(dirs, filepath.Dir(path))
 		}
 		return err
 	})
-	if err != nil || len(dirs) < 3 {
+	if err != nil || len(dirs) < 8 {
 		t.Fatalf("kustomizations under %s: %v (%v)", root, dirs, err)
 	}
 	// A dry run creates nothing: archway's namespace must exist for the
@@ -45,12 +58,26 @@ func TestManifestsDryRun(t *testing.T) {
 	if err := b.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	stubs := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "apply", "-f", filepath.Join("testdata", "overlay-crds.yaml"))
+	if out, err := stubs.CombinedOutput(); err != nil {
+		t.Fatalf("stand-in CRDs: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "wait", "--for=condition=Established", "--timeout=30s",
+		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/routes.route.openshift.io").CombinedOutput(); err != nil {
+		t.Fatalf("stand-in CRDs not established: %v\n%s", err, out)
+	}
 	for _, dir := range dirs {
 		rel, _ := filepath.Rel(bed.RepoRoot(), dir)
 		t.Run(rel, func(t *testing.T) {
 			built, err := exec.Command(kubectl, "kustomize", dir).Output()
 			if err != nil {
 				t.Fatalf("kubectl kustomize %s: %v", rel, stderrOf(err))
+			}
+			kinds := kindsOf(t, built)
+			if slices.Contains(kinds, "Deployment") && slices.Contains(kinds, "ClusterPodPlacementConfig") {
+				if err := checkInstallOrder(kinds); err != nil {
+					t.Errorf("%s: %v (copy sortOptions from manifests/default)", rel, err)
+				}
 			}
 			apply := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "apply", "--dry-run=server", "--server-side",
 				"--field-manager=manifests-test", "-f", "-")
@@ -63,6 +90,52 @@ func TestManifestsDryRun(t *testing.T) {
 				t.Errorf("kubectl did not dry-run %s:\n%s", rel, out)
 			}
 		})
+	}
+}
+
+// checkInstallOrder says what is out of place in an install's kinds, in
+// the order kubectl applies and deletes them: `kubectl delete -k` must
+// delete the webhook configurations (so nothing calls a webhook whose pods
+// are going) and the ClusterPodPlacementConfig (released by the placement
+// controller while it still runs) before archway's namespace, whose
+// deletion stops the components.
+func checkInstallOrder(kinds []string) error {
+	first := func(kind string) int { return slices.Index(kinds, kind) }
+	last := func(kind string) int {
+		for i := len(kinds) - 1; i >= 0; i-- {
+			if kinds[i] == kind {
+				return i
+			}
+		}
+		return -1
+	}
+	ns := first("Namespace")
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ClusterPodPlacementConfig"} {
+		if last(kind) > ns {
+			return errors.New(kind + " comes after the Namespace")
+		}
+	}
+	if first("CustomResourceDefinition") < ns {
+		return errors.New("the CRDs come before the Namespace")
+	}
+	return nil
+}
+
+// kindsOf lists the kinds of a multi-document YAML stream, in order.
+func kindsOf(t *testing.T, data []byte) []string {
+	t.Helper()
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var kinds []string
+	for {
+		var obj metav1.TypeMeta
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+			return kinds
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind != "" {
+			kinds = append(kinds, obj.Kind)
+		}
 	}
 }
 
