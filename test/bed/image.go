@@ -123,3 +123,15 @@ func (i *Image) Labels(ctx context.Context) (map[string]string, error) {
 	}
 	return cfg.Config.Labels, nil
 }
+
+// Config returns the config of the image the reference names: its
+// environment, labels and the digests of its layers' contents (rootfs
+// diff IDs), which are the same for the same layer however it was
+// compressed.
+func (i *Image) Config(ctx context.Context) (*ocispec.Image, error) {
+	img, err := image.FromUnparsedImage(ctx, i.reg.SystemContext(), image.UnparsedInstance(i.src, nil))
+	if err != nil {
+		return nil, err
+	}
+	return img.OCIConfig(ctx)
+}

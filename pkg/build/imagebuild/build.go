@@ -16,6 +16,7 @@ import (
 	"go.podman.io/buildah/define"
 	"go.podman.io/buildah/imagebuildah"
 	lplatform "go.podman.io/common/libimage/platform"
+	"go.podman.io/image/v5/docker/reference"
 
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
@@ -65,6 +66,9 @@ type Request struct {
 	// Layers keeps a cached image per step, for later builds with the same
 	// work directory.
 	Layers bool
+	// Cache is a layer cache in a registry, read unless NoCache and written
+	// by every step that runs; it implies Layers. Default: none.
+	Cache *Cache
 	// Format is the image's manifest format. Default: FormatOCI.
 	Format Format
 	// PullAuth holds the credentials for pulling base images.
@@ -131,11 +135,22 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
-	refs := make([]string, 0, len(bases))
+	refs := make([]string, 0, len(bases)+1)
 	for _, base := range bases {
 		refs = append(refs, base.Ref)
 	}
-	sys, err := b.systemContext(refs, req.PullAuth)
+	var cacheRepo reference.Named
+	if req.Cache != nil {
+		if cacheRepo, err = req.Cache.reference(); err != nil {
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+		refs = append(refs, cacheRepo.Name())
+	}
+	auth, err := b.buildAuth(req.PullAuth, req.Cache, cacheRepo)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageBuild, Err: err}
+	}
+	sys, err := b.systemContext(refs, auth)
 	if err != nil {
 		return Result{}, &StageError{Stage: StageBuild, Err: err}
 	}
@@ -184,6 +199,22 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	}
 	if req.ForcePull {
 		opts.PullPolicy = define.PullAlways
+	}
+	if opts.Layers || cacheRepo != nil {
+		argsDigest, err := cacheArgsDigest(content, fromArgs)
+		if err != nil {
+			return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+		}
+		if argsDigest != "" {
+			opts.UnsetLabels = []string{cacheArgsLabelPrefix + argsDigest}
+		}
+	}
+	if cacheRepo != nil {
+		opts.Layers = true
+		opts.CacheTo = []reference.Named{cacheRepo}
+		if !req.NoCache {
+			opts.CacheFrom = []reference.Named{cacheRepo}
+		}
 	}
 	watch := newWatchWriter(out, reexecSealBusy)
 	opts.Out, opts.Err, opts.ReportWriter = watch, watch, watch
