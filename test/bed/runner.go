@@ -37,6 +37,24 @@ type RunnerOptions struct {
 	// Log receives one line per pod started and ended and per problem; nil
 	// means the bed's log file pod-runner.log.
 	Log io.Writer
+	// InClusterConfig gives every pod what the ServiceAccount admission
+	// plugin and a kubelet give it on a cluster (the bed's apiserver runs
+	// without that plugin): unless the pod sets
+	// automountServiceAccountToken: false or mounts something there itself,
+	// /var/run/secrets/kubernetes.io/serviceaccount holds a token of the
+	// pod's service account bound to the pod (TokenRequest), the
+	// apiserver's CA (ca.crt) and the pod's namespace, and
+	// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT name the
+	// apiserver. A program using client-go's in-cluster configuration then
+	// talks to the apiserver as the pod's service account.
+	InClusterConfig bool
+	// PodIPs gives each pod a loopback address of its own (127.N.x.y) as
+	// its status.podIP, which the downward API passes on: a program that
+	// binds $(POD_IP):port instead of :port shares no port with the other
+	// pods, and the Endpoints of a Service selecting it lead to it. The
+	// processes still share the host's network (status.hostIP stays
+	// 127.0.0.1).
+	PodIPs bool
 }
 
 // Runner runs the pods bound to the bed's kwok nodes that kwok leaves alone
@@ -127,6 +145,9 @@ type Runner struct {
 	idSlots map[int]bool // user-namespace id ranges in use
 
 	imageMu sync.Mutex // one imageBinary at a time
+
+	ipBase byte   // second octet of this runner's pod IPs (PodIPs)
+	nextIP uint32 // pod IPs handed out (PodIPs)
 }
 
 // StartPodRunner starts the pod runner. Only one runs at a time; stop it
@@ -161,6 +182,8 @@ func (b *Bed) StartPodRunner(ctx context.Context, opts RunnerOptions) (*Runner, 
 	if r.Dir == "" {
 		r.Dir = filepath.Join(b.Dir, "pods")
 	}
+	// Runners of one bed never hand out the same pod IP.
+	r.ipBase = byte(10 + len(b.runners)%200)
 	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
 		return nil, err
 	}

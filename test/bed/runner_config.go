@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -103,6 +104,11 @@ func (p *podRun) prepare(ctx context.Context, c corev1.Container, binary string)
 		}
 		cfg.mounts = append(cfg.mounts, bindMount{src: src, dst: path.Clean(m.MountPath), readOnly: m.ReadOnly || v.readOnly})
 	}
+	if sa, ok := volumes[serviceAccountVolume]; ok && !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return path.Clean(m.MountPath) == serviceAccountMountPath
+	}) {
+		cfg.mounts = append(cfg.mounts, bindMount{src: sa.path, dst: serviceAccountMountPath, readOnly: true})
+	}
 	termPath := c.TerminationMessagePath
 	if termPath == "" {
 		termPath = corev1.TerminationMessagePathDefault
@@ -137,7 +143,7 @@ func (p *podRun) terminationFile(container string) string {
 func (p *podRun) containerEnv(ctx context.Context, c corev1.Container) (env []string, vars map[string]string, err error) {
 	vars = map[string]string{}
 	env = cleanEnv()
-	for _, kv := range p.r.opts.Env {
+	for _, kv := range append(p.apiserverEnv(), p.r.opts.Env...) {
 		name, value, _ := strings.Cut(kv, "=")
 		vars[name] = value
 		env = append(env, kv)
@@ -274,8 +280,10 @@ func (p *podRun) fieldValue(fieldPath string, volume bool) (string, error) {
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
-	case "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs":
+	case "status.hostIP", "status.hostIPs":
 		return podIP, nil
+	case "status.podIP", "status.podIPs":
+		return p.ip, nil
 	}
 	if volume {
 		switch fieldPath {
@@ -427,10 +435,63 @@ func (p *podRun) materializeVolumes(ctx context.Context) (map[string]podVolume, 
 			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
 		}
 	}
+	if p.automountsServiceAccount() {
+		dir := filepath.Join(p.dir, "volumes", serviceAccountVolume)
+		files, err := p.serviceAccountFiles(ctx)
+		if err == nil {
+			err = writeVolume(dir, files)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the service account's token: %w", err)
+		}
+		out[serviceAccountVolume] = podVolume{path: dir, readOnly: true}
+	}
 	p.mu.Lock()
 	p.volumes = out
 	p.mu.Unlock()
 	return out, nil
+}
+
+// serviceAccountMountPath is where client-go's in-cluster configuration
+// reads the token, the CA and the namespace.
+const serviceAccountMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// serviceAccountVolume names the volume RunnerOptions.InClusterConfig adds
+// (a name no pod volume can have: it is not a DNS label).
+const serviceAccountVolume = "kube-api-access.runner"
+
+// automountsServiceAccount says whether the pod gets the service account
+// volume the ServiceAccount admission plugin would add: with
+// RunnerOptions.InClusterConfig, unless the pod opts out.
+func (p *podRun) automountsServiceAccount() bool {
+	return p.r.opts.InClusterConfig && ptr.Deref(p.pod.Spec.AutomountServiceAccountToken, true)
+}
+
+// serviceAccountFiles are the files of the kube-api-access volume: a token
+// bound to the pod (an hour, as the admission plugin's 3607 s), the
+// apiserver's CA and the namespace.
+func (p *podRun) serviceAccountFiles(ctx context.Context) ([]volumeFile, error) {
+	files, err := p.tokenFile(ctx, &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(int64(3607))}, ptr.To(int32(0o644)))
+	if err != nil {
+		return nil, err
+	}
+	return append(files,
+		volumeFile{path: "ca.crt", data: p.r.bed.Config.CAData, mode: 0o644},
+		volumeFile{path: "namespace", data: []byte(p.pod.Namespace), mode: 0o644}), nil
+}
+
+// apiserverEnv is what a kubelet tells every container about the
+// apiserver (the kubernetes Service; here the bed's apiserver itself),
+// with RunnerOptions.InClusterConfig.
+func (p *podRun) apiserverEnv() []string {
+	if !p.r.opts.InClusterConfig {
+		return nil
+	}
+	u, err := url.Parse(p.r.bed.Config.Host)
+	if err != nil {
+		return nil
+	}
+	return []string{"KUBERNETES_SERVICE_HOST=" + u.Hostname(), "KUBERNETES_SERVICE_PORT=" + u.Port()}
 }
 
 func prepareHostPath(hp *corev1.HostPathVolumeSource) error {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,8 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// podIP is the IP of every pod the runner runs: its processes use the
-// host's network.
+// podIP is the IP of the node and, unless RunnerOptions.PodIPs, of every
+// pod the runner runs: its processes use the host's network.
 const podIP = "127.0.0.1"
 
 // Kubelet-like reasons and messages of the runner's statuses.
@@ -42,6 +43,7 @@ type podRun struct {
 	r   *Runner
 	pod *corev1.Pod // as first seen; the spec never changes
 	dir string
+	ip  string // status.podIP
 
 	mu         sync.Mutex
 	status     corev1.PodStatus
@@ -66,10 +68,21 @@ func newPodRun(r *Runner, pod *corev1.Pod) *podRun {
 		r:           r,
 		pod:         pod,
 		dir:         r.PodDir(pod),
+		ip:          r.podIP(),
 		containers:  map[string]*containerRun{},
 		terminateCh: make(chan struct{}),
 		killCh:      make(chan struct{}),
 	}
+}
+
+// podIP is the next pod's IP: the node's, or with RunnerOptions.PodIPs a
+// loopback address of its own.
+func (r *Runner) podIP() string {
+	if !r.opts.PodIPs {
+		return podIP
+	}
+	n := atomic.AddUint32(&r.nextIP, 1)
+	return fmt.Sprintf("127.%d.%d.%d", r.ipBase, n/250%250, n%250+1)
 }
 
 // terminate asks the pod's processes to end: SIGTERM, then SIGKILL after
@@ -222,8 +235,8 @@ func (p *podRun) initialStatus(pod *corev1.Pod) {
 		Conditions: slices.Clone(pod.Status.Conditions),
 		HostIP:     podIP,
 		HostIPs:    []corev1.HostIP{{IP: podIP}},
-		PodIP:      podIP,
-		PodIPs:     []corev1.PodIP{{IP: podIP}},
+		PodIP:      p.ip,
+		PodIPs:     []corev1.PodIP{{IP: p.ip}},
 		StartTime:  &now,
 		QOSClass:   pod.Status.QOSClass,
 	}

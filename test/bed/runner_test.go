@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -532,4 +533,72 @@ func mountTable(t *testing.T) map[string]bool {
 		}
 	}
 	return lines
+}
+
+// TestPodRunnerInClusterConfig runs pods as a cluster would with
+// RunnerOptions.InClusterConfig and PodIPs: kubectl inside the pod, with no
+// kubeconfig, talks to the apiserver as the pod's service account with a
+// token bound to the pod, and may do what its Role grants and nothing
+// else; a pod that opts out has no token; each pod has an IP of its own.
+func TestPodRunnerInClusterConfig(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	kubectlBin, err := bed.Tool("kubectl")
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := bed.Start(ctx, bed.Options{
+		WithoutRegistry: true,
+		Nodes:           bed.ArchNodes(1, "amd64"),
+		Runner: &bed.RunnerOptions{
+			Images: map[string]string{shImage: "/bin/sh"},
+			// No kubeconfig of the host's: kubectl falls back to the
+			// in-cluster configuration.
+			Env:             []string{"KUBECTL=" + kubectlBin, "HOME=" + t.TempDir()},
+			InClusterConfig: true,
+			PodIPs:          true,
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = b.Stop() })
+	ns, err := b.CreateNamespace(ctx, "incluster")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(b.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"}})).To(Succeed())
+	g.Expect(b.Client.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}},
+	})).To(Succeed())
+	g.Expect(b.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "reader"}},
+	})).To(Succeed())
+
+	script := `set -e
+who=$("$KUBECTL" auth whoami -o 'jsonpath={.status.userInfo.username} {.status.userInfo.extra.authentication\.kubernetes\.io/pod-name[0]}')
+"$KUBECTL" get pod "$POD_NAME" -o name >/dev/null
+if "$KUBECTL" get secrets 2>/dev/null; then echo "listed secrets" >/dev/termination-log; exit 1; fi
+printf '%s|%s|%s' "$who" "$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)" "$POD_IP" >/dev/termination-log`
+	pod := runnerPod(ns, "as-reader", "amd64", script, func(p *corev1.Pod) {
+		p.Spec.ServiceAccountName = "reader"
+		p.Spec.Containers[0].Env = []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_IP", "status.podIP")}
+	})
+	g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
+	done := waitPod(t, b, pod, podEnded)
+	msg := done.Status.ContainerStatuses[0].State.Terminated.Message
+	g.Expect(done.Status.Phase).To(Equal(corev1.PodSucceeded), "message: %s", msg)
+	parts := strings.Split(msg, "|")
+	g.Expect(parts).To(HaveLen(3))
+	g.Expect(parts[0]).To(Equal("system:serviceaccount:" + ns + ":reader as-reader"))
+	g.Expect(parts[1]).To(Equal(ns))
+	g.Expect(parts[2]).To(Equal(done.Status.PodIP))
+	g.Expect(done.Status.PodIP).To(MatchRegexp(`^127\.\d+\.\d+\.\d+$`))
+	g.Expect(done.Status.PodIP).NotTo(Equal("127.0.0.1"))
+	g.Expect(done.Status.HostIP).To(Equal("127.0.0.1"))
+
+	optOut := runnerPod(ns, "no-token", "amd64", `test ! -e /var/run/secrets/kubernetes.io/serviceaccount/token`, func(p *corev1.Pod) {
+		p.Spec.AutomountServiceAccountToken = ptr.To(false)
+	})
+	g.Expect(b.Client.Create(ctx, optOut)).To(Succeed())
+	other := waitPod(t, b, optOut, podEnded)
+	g.Expect(other.Status.Phase).To(Equal(corev1.PodSucceeded), "a token was mounted: %+v", other.Status)
+	g.Expect(other.Status.PodIP).NotTo(Equal(done.Status.PodIP))
 }
