@@ -45,6 +45,7 @@ type localBuildOptions struct {
 	insecureRegistries []string
 	storageDriver      string
 	keepPlatformTags   bool
+	cacheRepo          string
 }
 
 func newBuildCommand() *cobra.Command {
@@ -66,6 +67,11 @@ pushed), else 1.`,
     -t registry.example.com/team/app:v1 --allow-fail linux/s390x .`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A kept work directory keeps its layers for the next build
+			// unless told otherwise.
+			if opts.workDir != "" && !cmd.Flags().Changed("layers") {
+				opts.layers = true
+			}
 			return runLocalBuild(cmd.Context(), opts, args[0], cmd.OutOrStdout())
 		},
 	}
@@ -80,7 +86,8 @@ pushed), else 1.`,
 	f.IntVarP(&opts.jobs, "jobs", "j", 0, fmt.Sprintf("platforms built at once (default: all, at most %d)", maxDefaultJobs))
 	f.BoolVar(&opts.noCache, "no-cache", false, "do not use cached layers")
 	f.BoolVar(&opts.pull, "pull", false, "pull base images even when the store has them")
-	f.BoolVar(&opts.layers, "layers", false, "keep an image per step, for later builds with the same --work-dir")
+	f.BoolVar(&opts.layers, "layers", false, "keep an image per step, for later builds with the same --work-dir (default: true with --work-dir)")
+	f.StringVar(&opts.cacheRepo, "cache-repo", "", "registry repository for a layer cache, one per platform (REPO-linux-arm64, ...): steps are looked up there before they run and pushed there after (--no-cache: not looked up)")
 	f.StringVar(&opts.format, "format", string(imagebuild.FormatOCI), "manifest format of the images: oci or docker")
 	f.StringVar(&opts.workDir, "work-dir", "", "directory for the container store and caches, kept afterwards (default: a temporary directory, removed)")
 	f.StringVar(&opts.authFile, "authfile", "", "docker config file (or directory holding one) with registry credentials for pulling and pushing")
@@ -175,6 +182,8 @@ type localPlan struct {
 	labels    map[string]string
 	jobs      int
 	format    imagebuild.Format
+	// caches are the platforms' cache repositories, by platform as given.
+	caches map[string]string
 }
 
 // planLocalBuild checks opts and resolves the defaults: this machine's
@@ -217,6 +226,14 @@ func planLocalBuild(opts localBuildOptions) (localPlan, error) {
 	plan.jobs = opts.jobs
 	if plan.jobs <= 0 {
 		plan.jobs = min(len(plan.platforms), maxDefaultJobs)
+	}
+	if opts.cacheRepo != "" {
+		plan.caches = make(map[string]string, len(plan.platforms))
+		for _, p := range plan.platforms {
+			if plan.caches[p], err = platform.CacheRepository(opts.cacheRepo, p); err != nil {
+				return localPlan{}, fmt.Errorf("--cache-repo: %w", err)
+			}
+		}
 	}
 	switch imagebuild.Format(opts.format) {
 	case imagebuild.FormatOCI, "":
@@ -300,6 +317,9 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 		Format:     plan.format,
 		PullAuth:   auth,
 		Out:        log,
+	}
+	if repo := plan.caches[p]; repo != "" {
+		req.Cache = &imagebuild.Cache{Repository: repo, Auth: auth}
 	}
 	res.out, res.err = b.BuildAndPush(ctx, req, res.tag, auth)
 	if res.out.Pushed.Digest == "" {

@@ -109,6 +109,17 @@ func TestPlanLocalBuild(t *testing.T) {
 		{name: "allow-fail not built", opts: localBuildOptions{platforms: []string{"linux/amd64"}, allowFail: []string{"linux/s390x"}}, wantErr: "not one of the platforms"},
 		{name: "digest output", opts: localBuildOptions{tag: "r.example.com/app@sha256:" + strings.Repeat("a", 64)}, wantErr: "--tag"},
 		{name: "bad format", opts: localBuildOptions{format: "v2s1"}, wantErr: "--format"},
+		{
+			name: "a cache repository per platform",
+			opts: localBuildOptions{platforms: []string{"linux/amd64", "linux/arm64/v8"}, cacheRepo: "127.0.0.1:5000/app-cache"},
+			check: func(t *testing.T, p localPlan) {
+				want := map[string]string{"linux/amd64": "127.0.0.1:5000/app-cache-linux-amd64", "linux/arm64/v8": "127.0.0.1:5000/app-cache-linux-arm64"}
+				if !reflect.DeepEqual(p.caches, want) {
+					t.Errorf("caches = %v, want %v", p.caches, want)
+				}
+			},
+		},
+		{name: "cache repository with a tag", opts: localBuildOptions{cacheRepo: "127.0.0.1:5000/app-cache:v1"}, wantErr: "--cache-repo: cache repository \"127.0.0.1:5000/app-cache:v1\" has a tag or digest"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

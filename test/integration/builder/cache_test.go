@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,4 +226,61 @@ func TestLayerCacheCredentials(t *testing.T) {
 	runs, log, err = build(pushAuth)
 	g.Expect(err).NotTo(HaveOccurred(), log)
 	g.Expect(runs).To(BeEmpty(), "the second build reuses the cached step\n%s", log)
+}
+
+// TestBuildLayerCaches runs `builder build` for two platforms twice, with
+// a RUN step that writes to a mounted marker file: with a kept --work-dir
+// the second build runs no step (the store keeps each step's image); with
+// --cache-repo and a fresh work directory each time, as a build pod has,
+// the second build runs no step either, each platform's steps coming from
+// its own cache repository.
+func TestBuildLayerCaches(t *testing.T) {
+	ctxDir := writeContext(t, "FROM "+theBed.BaseImage+"\nRUN uname -m >> /mnt/marker/runs && echo one > /one\nRUN uname -m >> /mnt/marker/runs && uname -m > /arch\n")
+	platforms := "linux/amd64,linux/arm64"
+	marker := t.TempDir()
+	if _, err := builderBinary(); err != nil { // built before the timed runs
+		t.Fatal(err)
+	}
+	run := func(t *testing.T, args ...string) (string, time.Duration) {
+		t.Helper()
+		g := NewWithT(t)
+		runs := filepath.Join(marker, "runs")
+		g.Expect(os.WriteFile(runs, nil, 0o644)).To(Succeed())
+		start := time.Now()
+		log, code := runBuilder(t, nil, append([]string{"build", "--platform", platforms, "-v", marker + ":/mnt/marker"}, append(args, ctxDir)...)...)
+		took := time.Since(start)
+		g.Expect(code).To(Equal(0), log)
+		data, err := os.ReadFile(runs)
+		g.Expect(err).NotTo(HaveOccurred())
+		lines := strings.Fields(string(data))
+		slices.Sort(lines)
+		return strings.Join(lines, " "), took
+	}
+
+	t.Run("kept work directory", func(t *testing.T) {
+		g := NewWithT(t)
+		work := t.TempDir()
+		runs, first := run(t, "--work-dir", work)
+		g.Expect(runs).To(Equal("aarch64 aarch64 x86_64 x86_64"))
+		runs, second := run(t, "--work-dir", work)
+		g.Expect(runs).To(BeEmpty(), "the second build with the same --work-dir runs no step")
+		fmt.Printf("builder build --work-dir, %s: first %.2fs, second %.2fs\n", platforms, first.Seconds(), second.Seconds())
+	})
+
+	t.Run("registry cache", func(t *testing.T) {
+		g := NewWithT(t)
+		reg := theBed.Registry
+		out := reg.Host + "/it/flags:v1"
+		runs, first := run(t, "--cache-repo", reg.Host+"/it/flags-cache", "-t", out)
+		g.Expect(runs).To(Equal("aarch64 aarch64 x86_64 x86_64"))
+		runs, second := run(t, "--cache-repo", reg.Host+"/it/flags-cache", "-t", out)
+		g.Expect(runs).To(BeEmpty(), "the second build in a fresh work directory runs no step")
+		for _, p := range []string{"linux-amd64", "linux-arm64"} {
+			tags, err := reg.Tags(t.Context(), "it/flags-cache-"+p)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(tags).To(HaveLen(2), "one cached image per step in %s's repository", p)
+		}
+		checkIndex(t.Context(), g, reg, out, []string{"linux/amd64", "linux/arm64"})
+		fmt.Printf("builder build --cache-repo, fresh work directory, %s: first %.2fs, second %.2fs\n", platforms, first.Seconds(), second.Seconds())
+	})
 }
