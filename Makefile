@@ -84,7 +84,7 @@ generate: ## Generate deepcopy code, apply configurations, CRDs and RBAC with co
 		paths=./pkg/build paths=./pkg/build/buildconfig paths=./pkg/build/instantiate \
 		output:rbac:artifacts:config=manifests/build-controller/rbac
 	$(CONTROLLER_GEN) $(RBAC_TAGS) rbac:roleName=archway-build-triggers \
-		paths=./pkg/build/webhook paths=./pkg/build/instantiate \
+		paths=./pkg/build/webhook paths=./pkg/build/binary paths=./pkg/build/instantiate \
 		output:rbac:artifacts:config=manifests/build-triggers/rbac
 	$(CONTROLLER_GEN) rbac:roleName=archway-control-plane-protection paths=./pkg/scheduling/protection/... \
 		output:rbac:artifacts:config=manifests/scheduling/protection/rbac

@@ -2,13 +2,16 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/archway-build/archway/pkg/build/binary"
 	"github.com/archway-build/archway/pkg/build/buildconfig"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/pkg/build/webhook"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // newStarter is the Starter of a component, counting into the process's
@@ -31,9 +34,10 @@ func setupBuildConfig(mgr ctrl.Manager, _ *options) error {
 	return buildconfig.Setup(mgr, starter, buildconfig.Options{})
 }
 
-// setupBuildConfigWebhooks serves the SCM webhook triggers on every replica
-// from the webhook server (--webhook-port, TLS from --webhook-cert-dir)
-// under /apis/build.openshift.io/v1/namespaces/.
+// setupBuildConfigWebhooks serves the SCM webhook triggers and the
+// binary-build endpoint (buildconfigs/{name}/instantiatebinary) on every
+// replica from the webhook server (--webhook-port, TLS from
+// --webhook-cert-dir) under /apis/build.openshift.io/v1/namespaces/.
 func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 	starter, err := newStarter(mgr)
 	if err != nil {
@@ -43,6 +47,12 @@ func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 	if err := m.Register(crmetrics.Registry); err != nil {
 		return fmt.Errorf("registering the webhook metrics: %w", err)
 	}
-	mgr.GetWebhookServer().Register(webhook.PathPrefix, webhook.NewHandler(mgr.GetAPIReader(), starter, m))
+	mux := http.NewServeMux()
+	mux.Handle(binary.Pattern, &binary.Handler{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Starter: starter,
+		Access: registry.Access{UserAgent: "archway-build-controller"},
+	})
+	mux.Handle(webhook.PathPrefix, webhook.NewHandler(mgr.GetAPIReader(), starter, m))
+	mgr.GetWebhookServer().Register(webhook.PathPrefix, mux)
 	return nil
 }

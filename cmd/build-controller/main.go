@@ -44,7 +44,7 @@ func components() []component {
 	return []component{
 		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild, cache: build.ConfigureCache},
 		{name: "buildconfig", help: "starts Builds from BuildConfigs' ConfigChange triggers, cancels what SerialLatestOnly skips, prunes old builds", setup: setupBuildConfig},
-		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers (every replica; needs --webhook-cert-dir)", disabledByDefault: true, setup: setupBuildConfigWebhooks},
+		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers and binary builds (instantiatebinary; every replica; needs --webhook-cert-dir)", disabledByDefault: true, setup: setupBuildConfigWebhooks},
 		// Arch-aware placement is opt-in: the webhook needs a serving
 		// certificate (--webhook-cert-dir). It gates pods only while a
 		// placement controller's heartbeat Lease is fresh, so the two may run

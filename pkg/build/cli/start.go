@@ -21,7 +21,8 @@ type startOptions struct {
 	allowFail []string
 	env       []string
 	commit    string
-	fromDir   string
+	binary    binaryInput
+	endpoint  endpoint
 	follow    bool
 	wait      bool
 	output    string
@@ -37,9 +38,15 @@ func newStartBuild(o *env) *cobra.Command {
 --platforms replaces the BuildConfig's platforms for this build (the BuildConfig's platformsAllowedToFail
 then no longer apply; give --allow-fail). --follow shows each platform's phase as it changes and streams
 the logs of every platform's pod, each line prefixed with its platform; --follow and --wait exit non-zero
-when the build fails or is cancelled.`,
+when the build fails or is cancelled.
+
+--from-dir, --from-file and --from-archive start a binary build: the input is uploaded once to
+build-controller's endpoint (--build-endpoint), authenticated with your kubeconfig's bearer token and
+authorized for create on buildconfigs/instantiatebinary; build-controller stores it in the output
+repository and every platform's build reads it from there.`,
 		Example: `  kubectl archway start-build hello --platforms linux/amd64,linux/arm64,linux/s390x --allow-fail linux/s390x --follow
-  oc archway start-build hello --commit 9f1c2e9 --env RELEASE=1.4 -o name`,
+  oc archway start-build hello --commit 9f1c2e9 --env RELEASE=1.4 -o name
+  kubectl archway start-build hello --from-dir . --build-endpoint https://builds.example.com --follow`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return so.run(cmd.Context(), o, args[0])
@@ -50,7 +57,11 @@ when the build fails or is cancelled.`,
 	f.StringSliceVar(&so.allowFail, "allow-fail", nil, "platforms whose failure does not fail the build")
 	f.StringArrayVarP(&so.env, "env", "e", nil, "environment variable of the build, K=V (repeatable)")
 	f.StringVar(&so.commit, "commit", "", "source commit to build")
-	f.StringVar(&so.fromDir, "from-dir", "", "build from a local directory (binary build; not supported yet)")
+	f.StringVar(&so.binary.dir, "from-dir", "", "binary build: upload this directory (as a gzipped tar) as the build's source")
+	f.StringVar(&so.binary.file, "from-file", "", "binary build: upload this file as the build's only source file")
+	f.StringVar(&so.binary.archive, "from-archive", "", "binary build: upload this archive (tar, tar.gz, tar.bz2 or zip) as the build's source")
+	f.StringVar(&so.endpoint.url, "build-endpoint", "", "binary builds: build-controller's HTTPS endpoint (default $"+EndpointEnv+")")
+	f.StringVar(&so.endpoint.caFile, "build-endpoint-ca", "", "binary builds: CA file to trust the endpoint with (default $"+EndpointCAEnv+", else the system's)")
 	f.BoolVarP(&so.follow, "follow", "F", false, "follow the build: per-platform progress and logs")
 	f.BoolVarP(&so.wait, "wait", "w", false, "wait for the build to end")
 	f.StringVarP(&so.output, "output", "o", "", "output format: json, yaml or name")
@@ -77,8 +88,8 @@ func (so *startOptions) request() (instantiate.Request, error) {
 }
 
 func (so *startOptions) run(ctx context.Context, o *env, bcName string) error {
-	if so.fromDir != "" {
-		return errors.New("--from-dir: binary builds are not supported yet")
+	if err := so.binary.check(); err != nil {
+		return err
 	}
 	req, err := so.request()
 	if err != nil {
@@ -88,7 +99,16 @@ func (so *startOptions) run(ctx context.Context, o *env, bcName string) error {
 	if err != nil {
 		return err
 	}
-	b, err := instantiate.NewStarter(c, nil).Start(ctx, ns, bcName, req)
+	var b *buildv1.Build
+	if so.binary.set() {
+		cfg, cerr := o.flags.ToRESTConfig()
+		if cerr != nil {
+			return cerr
+		}
+		b, err = startBinary(ctx, cfg, so.endpoint, ns, bcName, so.binary, req)
+	} else {
+		b, err = so.start(ctx, c, ns, bcName, req)
+	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return notFoundHelp(ctx, c, ns, bcName, err)
@@ -108,6 +128,19 @@ func (so *startOptions) run(ctx context.Context, o *env, bcName string) error {
 		return err
 	}
 	return endResult(final)
+}
+
+// start starts a build without a binary input; a BuildConfig with a
+// binary source needs one.
+func (so *startOptions) start(ctx context.Context, c client.Client, ns, bcName string, req instantiate.Request) (*buildv1.Build, error) {
+	bc := &buildv1.BuildConfig{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: bcName}, bc); err != nil {
+		return nil, err
+	}
+	if bc.Spec.Source.Type == buildv1.BuildSourceBinary || (bc.Spec.Source.Type == "" && bc.Spec.Source.Binary != nil) {
+		return nil, fmt.Errorf("buildconfig %q has a binary source: give --from-dir, --from-file or --from-archive", bcName)
+	}
+	return instantiate.NewStarter(c, nil).Start(ctx, ns, bcName, req)
 }
 
 // endResult is nil for a Complete build, else an error naming the phase and

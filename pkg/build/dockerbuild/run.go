@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/binary"
 	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/build/source"
@@ -236,7 +237,17 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	}
 	if source.Type(spec.Source) == buildv1.BuildSourceBinary {
 		srcOpts.Binary = d.Stdin
-		if d.Options.BinaryArchive != "" {
+		switch {
+		case spec.Source.Binary != nil && spec.Source.Binary.Artifact != "":
+			// Every platform's pod reads the same stored upload, checked
+			// against its digest before anything is extracted.
+			rc, err := d.downloadBinary(ctx, spec, dest, pushAuth, workDir)
+			if err != nil {
+				return report.Result{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: err}
+			}
+			defer func() { _ = rc.Close() }()
+			srcOpts.Binary = rc
+		case d.Options.BinaryArchive != "":
 			f, err := os.Open(d.Options.BinaryArchive)
 			if err != nil {
 				return report.Result{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: err}
@@ -299,6 +310,21 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	}
 	printf(d.log, ")\n")
 	return res, nil
+}
+
+// downloadBinary fetches the Build's binary input from its artifact in
+// the output repository, with the push secret.
+func (d *Run) downloadBinary(ctx context.Context, spec buildv1.BuildSpec, dest string, pushAuth registry.AuthFile, workDir string) (io.ReadCloser, error) {
+	if dest == "" {
+		return nil, errors.New("the binary input is stored in the output repository, and the Build has no output")
+	}
+	repository, err := binary.Repository(dest)
+	if err != nil {
+		return nil, err
+	}
+	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, UserAgent: "archway-builder"}
+	printf(d.log, "Fetching the binary input %s\n", spec.Source.Binary.Artifact)
+	return binary.Download(ctx, access, spec.Source.Binary.Artifact, repository, workDir, source.DefaultArchiveLimits.MaxBytes)
 }
 
 // fail records a failure and returns the error that makes the exit code 1.

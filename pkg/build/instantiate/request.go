@@ -46,6 +46,10 @@ type Request struct {
 	Platforms []string
 	// PlatformsAllowedToFail, when set, replace the allowed-to-fail list.
 	PlatformsAllowedToFail []string
+	// Binary, when set, is the binary input of the Build (the uploaded
+	// archive's artifact and asFile): it replaces the BuildConfig's
+	// spec.source.binary and makes the source type Binary.
+	Binary *buildv1.BinaryBuildSource
 	// LastVersion, when set, makes the start happen only while the
 	// BuildConfig's status.lastVersion is this value (else
 	// ErrLastVersionMismatch), as OpenShift's BuildRequest.lastVersion:
@@ -98,6 +102,10 @@ func NewBuild(bc *buildv1.BuildConfig, n int64, req Request) *buildv1.Build {
 	spec.TriggeredBy = slices.Clone(req.TriggeredBy)
 	if req.Revision != nil {
 		spec.Revision = req.Revision.DeepCopy()
+	}
+	if req.Binary != nil {
+		spec.Source.Type = buildv1.BuildSourceBinary
+		spec.Source.Binary = req.Binary.DeepCopy()
 	}
 	if req.Platforms != nil {
 		spec.Platforms = slices.Clone(req.Platforms)

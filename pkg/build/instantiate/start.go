@@ -132,6 +132,30 @@ func (s *Starter) Start(ctx context.Context, namespace, name string, req Request
 	return b, err
 }
 
+// Check is what Start does before it takes a number, without starting:
+// the BuildConfig must exist and not be paused, and the Build req makes is
+// checked by the apiserver with a dry-run create, so a caller that must do
+// costly work before Start (an upload) refuses bad input first. The errors
+// are Start's.
+func (s *Starter) Check(ctx context.Context, namespace, name string, req Request) (*buildv1.BuildConfig, error) {
+	reader := s.Reader
+	if reader == nil {
+		reader = s.Client
+	}
+	bc := &buildv1.BuildConfig{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, bc); err != nil {
+		return nil, err
+	}
+	if bc.Annotations[buildv1.BuildConfigPausedAnnotation] == "true" {
+		return nil, ErrPaused
+	}
+	candidate := NewBuild(bc, bc.Status.LastVersion+1, req)
+	if err := s.Client.Create(ctx, candidate, client.DryRunAll); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	return bc, nil
+}
+
 func (s *Starter) lock(namespace, name string) *sync.Mutex {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(namespace + "/" + name))

@@ -220,6 +220,20 @@ type BinaryBuildSource struct {
 	// unset (extract).
 	// +optional
 	AsFile string `json:"asFile,omitempty"`
+
+	// artifact is archway's addition: the OCI artifact holding the binary
+	// input, as an image reference by digest
+	// (registry/repository@sha256:<64 hex>). The binary-build endpoint of
+	// build-controller (kubectl archway start-build --from-dir) stores the
+	// uploaded archive once in the output repository and sets it, so that
+	// every platform's build pod reads the same bytes; each pulls it with
+	// the push secret and checks its digest before extracting it. It must
+	// name the repository of output.to. Default: unset (the input is read
+	// from the build's standard input, as OpenShift streams it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^@ ]+@sha256:[a-f0-9]{64}$')`,message="artifact must be an image reference by digest: registry/repository@sha256:<64 hex digits>"
+	Artifact string `json:"artifact,omitempty"`
 }
 
 // SourceRevision is the revision of the source a build is for.

@@ -28,6 +28,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.archway-build.archway.pkg.apis.build.v1.BinaryBuildSource
   map:
     fields:
+    - name: artifact
+      type:
+        scalar: string
     - name: asFile
       type:
         scalar: string

@@ -11,6 +11,16 @@ type BinaryBuildSourceApplyConfiguration struct {
 	// the build context instead of extracting it as an archive. Default:
 	// unset (extract).
 	AsFile *string `json:"asFile,omitempty"`
+	// artifact is archway's addition: the OCI artifact holding the binary
+	// input, as an image reference by digest
+	// (registry/repository@sha256:<64 hex>). The binary-build endpoint of
+	// build-controller (kubectl archway start-build --from-dir) stores the
+	// uploaded archive once in the output repository and sets it, so that
+	// every platform's build pod reads the same bytes; each pulls it with
+	// the push secret and checks its digest before extracting it. It must
+	// name the repository of output.to. Default: unset (the input is read
+	// from the build's standard input, as OpenShift streams it).
+	Artifact *string `json:"artifact,omitempty"`
 }
 
 // BinaryBuildSourceApplyConfiguration constructs a declarative configuration of the BinaryBuildSource type for use with
@@ -24,5 +34,13 @@ func BinaryBuildSource() *BinaryBuildSourceApplyConfiguration {
 // If called multiple times, the AsFile field is set to the value of the last call.
 func (b *BinaryBuildSourceApplyConfiguration) WithAsFile(value string) *BinaryBuildSourceApplyConfiguration {
 	b.AsFile = &value
+	return b
+}
+
+// WithArtifact sets the Artifact field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Artifact field is set to the value of the last call.
+func (b *BinaryBuildSourceApplyConfiguration) WithArtifact(value string) *BinaryBuildSourceApplyConfiguration {
+	b.Artifact = &value
 	return b
 }

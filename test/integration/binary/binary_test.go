@@ -1,0 +1,263 @@
+package binary
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/binary"
+	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/pkg/build/source"
+	"github.com/archway-build/archway/pkg/registry"
+)
+
+// fetchAsBuilder reads the Build's binary input as a build pod does
+// (Download with the digest checks, then source.Fetch's extraction) and
+// returns the directory it was extracted into.
+func (h *harness) fetchAsBuilder(b *buildv1.Build) (string, error) {
+	h.t.Helper()
+	dir := h.t.TempDir()
+	rc, err := binary.Download(h.ctx, registry.Access{}, b.Spec.Source.Binary.Artifact,
+		testBed.Registry.Host+"/"+h.repo(), dir, source.DefaultArchiveLimits.MaxBytes)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	out := filepath.Join(dir, "source")
+	_, err = source.Fetch(h.ctx, source.Options{Source: b.Spec.Source, Binary: rc}, out)
+	return out, err
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// TestStartBinaryBuild: a user bound to archway:build-starter starts binary
+// builds with --from-dir, --from-file and --from-archive through the
+// endpoint; each Build names one artifact in the output repository by
+// digest (stored once: one tag per upload), with OpenShift's asFile, and a
+// builder reading it gets the uploaded files.
+func TestStartBinaryBuild(t *testing.T) {
+	h := newHarness(t, "binary-start")
+	h.buildConfig("app", false)
+	alice := h.user("alice", "archway:build-starter")
+
+	dir := t.TempDir()
+	for name, content := range map[string]string{"Dockerfile": "FROM scratch\nCOPY . /src\n", "hello.txt": "hello from the dir\n", "sub/deep.txt": "deep\n"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("hello.txt", filepath.Join(dir, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.plugin(alice, "start-build", "app", "--from-dir", dir, "--platforms", "linux/amd64,linux/s390x", "--commit", "9f1c2e9b")
+	if err != nil || out != "build.build.openshift.io/app-1 started\n" {
+		t.Fatalf("start-build --from-dir: %v, %q", err, out)
+	}
+	b := h.build("app-1")
+	art := b.Spec.Source.Binary.Artifact
+	if !strings.HasPrefix(art, testBed.Registry.Host+"/"+h.repo()+"@sha256:") || b.Spec.Source.Type != buildv1.BuildSourceBinary ||
+		strings.Join(b.Spec.Platforms, ",") != "linux/amd64,linux/s390x" || b.Spec.Revision == nil || b.Spec.Revision.Git.Commit != "9f1c2e9b" ||
+		b.Spec.TriggeredBy[0].Message != instantiate.CauseManual {
+		t.Fatalf("app-1: source %+v, platforms %v, revision %+v", b.Spec.Source, b.Spec.Platforms, b.Spec.Revision)
+	}
+	dgst := art[strings.Index(art, "@")+1:]
+	if tags := h.tags(); len(tags) != 1 || tags[0] != binary.Tag(dgst) {
+		t.Errorf("tags of the output repository: %v, want the artifact's one tag %s", tags, binary.Tag(dgst))
+	}
+	got, err := h.fetchAsBuilder(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, filepath.Join(got, "hello.txt")) != "hello from the dir\n" || readFile(t, filepath.Join(got, "sub/deep.txt")) != "deep\n" {
+		t.Errorf("extracted files differ")
+	}
+	if link, err := os.Readlink(filepath.Join(got, "link.txt")); err != nil || link != "hello.txt" {
+		t.Errorf("link.txt: %q, %v", link, err)
+	}
+
+	// --from-file: the file, stored as asFile.
+	df := filepath.Join(t.TempDir(), "Dockerfile")
+	if err := os.WriteFile(df, []byte("FROM scratch\nLABEL from=file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.plugin(alice, "start-build", "app", "--from-file", df, "-o", "name"); err != nil || out != "build.build.openshift.io/app-2\n" {
+		t.Fatalf("start-build --from-file: %v, %q", err, out)
+	}
+	b = h.build("app-2")
+	if b.Spec.Source.Binary.AsFile != "Dockerfile" {
+		t.Errorf("app-2 asFile = %q, want Dockerfile", b.Spec.Source.Binary.AsFile)
+	}
+	if got, err := h.fetchAsBuilder(b); err != nil || readFile(t, filepath.Join(got, "Dockerfile")) != "FROM scratch\nLABEL from=file\n" {
+		t.Errorf("app-2's file: %v", err)
+	}
+
+	// --from-archive: a zip, sent as it is.
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	for name, content := range map[string]string{"Dockerfile": "FROM scratch\n", "data/z.txt": "zipped\n"} {
+		w, _ := zw.Create(name)
+		_, _ = w.Write([]byte(content))
+	}
+	_ = zw.Close()
+	zf := filepath.Join(t.TempDir(), "src.zip")
+	if err := os.WriteFile(zf, zbuf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.plugin(alice, "start-build", "app", "--from-archive", zf, "-o", "name"); err != nil || out != "build.build.openshift.io/app-3\n" {
+		t.Fatalf("start-build --from-archive: %v, %q", err, out)
+	}
+	if got, err := h.fetchAsBuilder(h.build("app-3")); err != nil || readFile(t, filepath.Join(got, "data/z.txt")) != "zipped\n" {
+		t.Errorf("app-3's archive: %v", err)
+	}
+	if tags := h.tags(); len(tags) != 3 {
+		t.Errorf("three uploads left tags %v, want three", tags)
+	}
+
+	// A binary BuildConfig without an input is refused by the plugin.
+	if _, err := h.plugin(alice, "start-build", "app"); err == nil || !strings.Contains(err.Error(), "give --from-dir, --from-file or --from-archive") {
+		t.Errorf("start-build without an input: %v", err)
+	}
+}
+
+// TestBinaryBuildRefused: every refusal is clear, and leaves no Build,
+// no number taken and nothing stored: a user without
+// buildconfigs/instantiatebinary (403), no token (401), an upload over the
+// limit (413), a BuildConfig that is not binary (400), platforms the API
+// refuses (422, its message), an unknown BuildConfig (404), GET (405).
+func TestBinaryBuildRefused(t *testing.T) {
+	h := newHarness(t, "binary-refused")
+	h.buildConfig("app", false)
+	h.buildConfig("gitapp", true)
+	bob := h.user("bob", "")
+	alice := h.user("alice", "archway:build-starter")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := h.plugin(bob, "start-build", "app", "--from-dir", dir)
+	want := `binary build refused (403 Forbidden): User "system:serviceaccount:` + h.ns + `:bob" cannot create resource "buildconfigs/instantiatebinary" in API group "build.openshift.io" in the namespace "` + h.ns + `"`
+	if err == nil || err.Error() != want {
+		t.Errorf("bob: %v\nwant %s", err, want)
+	}
+	_, err = h.plugin(alice, "start-build", "gitapp", "--from-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), `(400 Bad Request): buildconfig "gitapp" has source type Git: binary builds need source type Binary`) {
+		t.Errorf("git BuildConfig: %v", err)
+	}
+	_, err = h.plugin(alice, "start-build", "nope", "--from-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), `(404 Not Found): buildconfig "nope" not found`) {
+		t.Errorf("unknown BuildConfig: %v", err)
+	}
+	_, err = h.plugin(alice, "start-build", "app", "--from-dir", dir, "--platforms", "linux/amd64,linux/arm64/v8,linux/arm64")
+	if err == nil || !strings.Contains(err.Error(), `(422 Unprocessable Entity): `) ||
+		!strings.Contains(err.Error(), `"linux/arm64" is the same platform as "linux/arm64/v8"; remove one of them`) {
+		t.Errorf("duplicate platforms: %v", err)
+	}
+
+	// Over the limit: 64 KiB of random bytes against a 16 KiB limit.
+	h.handler.MaxBytes = 16 << 10
+	big := make([]byte, 64<<10)
+	_, _ = rand.Read(big)
+	if err := os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.plugin(alice, "start-build", "app", "--from-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "(413 Request Entity Too Large): the upload is larger than 16384 bytes, the limit") {
+		t.Errorf("oversize upload: %v", err)
+	}
+	h.handler.MaxBytes = 0
+
+	// No token, and GET.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig(t, h.caFile)}}
+	u := h.url + "/apis/build.openshift.io/v1/namespaces/" + h.ns + "/buildconfigs/app/instantiatebinary"
+	resp, err := client.Post(u, "application/octet-stream", strings.NewReader("x"))
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no token: %v %v", resp, err)
+	}
+	resp, err = client.Get(u)
+	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %v %v", resp, err)
+	}
+
+	if names := h.builds(); len(names) != 0 {
+		t.Errorf("refused starts created builds %v", names)
+	}
+	if tags := h.tags(); len(tags) != 0 {
+		t.Errorf("refused starts stored %v", tags)
+	}
+	bc := &buildv1.BuildConfig{}
+	if err := testBed.Client.Get(h.ctx, clientKey(h.ns, "app"), bc); err != nil || bc.Status.LastVersion != 0 {
+		t.Errorf("lastVersion %d after refusals (%v), want 0", bc.Status.LastVersion, err)
+	}
+	// The same upload by alice goes through: the refusals were the checks.
+	if _, err := h.plugin(alice, "start-build", "app", "--from-dir", dir); err != nil {
+		t.Errorf("alice: %v", err)
+	}
+}
+
+// TestTamperedArtifactRefused: the registry returning other bytes under
+// the artifact's digest (its stored blob overwritten, same size) fails the
+// download before anything reaches extraction.
+func TestTamperedArtifactRefused(t *testing.T) {
+	h := newHarness(t, "binary-tamper")
+	repo := testBed.Registry.Host + "/" + h.repo()
+	content := bytes.Repeat([]byte("the real archive "), 1000)
+	ref, err := binary.Store(h.ctx, registry.Access{}, repo, bytes.NewReader(content), "archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Untampered, it reads back whole.
+	rc, err := binary.Download(h.ctx, registry.Access{}, ref, repo, t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back bytes.Buffer
+	_, _ = back.ReadFrom(rc)
+	_ = rc.Close()
+	if !bytes.Equal(back.Bytes(), content) {
+		t.Fatalf("read back %d bytes, stored %d", back.Len(), len(content))
+	}
+	// Overwrite the layer's blob in the registry's storage.
+	blobs, _ := filepath.Glob(filepath.Join(testBed.Registry.Dir, "docker/registry/v2/blobs/sha256/*/*/data"))
+	tampered := 0
+	for _, p := range blobs {
+		data, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(data, []byte("the real archive")) {
+			continue
+		}
+		if err := os.WriteFile(p, bytes.ReplaceAll(data, []byte("real"), []byte("evil")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tampered++
+	}
+	if tampered != 1 {
+		t.Fatalf("tampered with %d blobs, want the one layer", tampered)
+	}
+	_, err = binary.Download(h.ctx, registry.Access{}, ref, repo, t.TempDir(), 1<<20)
+	if !errors.Is(err, binary.ErrTampered) {
+		t.Fatalf("download of the tampered artifact: %v, want ErrTampered", err)
+	}
+	// A reference outside the output's repository is refused too.
+	other := strings.Replace(ref, h.repo(), h.repo()+"-other", 1)
+	if _, err := binary.Download(h.ctx, registry.Access{}, other, repo, t.TempDir(), 1<<20); err == nil ||
+		!strings.Contains(err.Error(), "is not in the output's repository") {
+		t.Errorf("artifact of another repository: %v", err)
+	}
+}
