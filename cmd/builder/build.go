@@ -104,6 +104,18 @@ type platformResult struct {
 	out      imagebuild.Output
 	took     time.Duration // wall time of the platform's build and push
 	err      error
+	// cancelledBy is set when the build was stopped before it ended: the
+	// platform not allowed to fail that failed, or why the build was
+	// interrupted.
+	cancelledBy error
+}
+
+// requiredFailedError is why the platforms still building are stopped: a
+// platform that is not allowed to fail failed.
+type requiredFailedError struct{ platform string }
+
+func (e *requiredFailedError) Error() string {
+	return e.platform + ", which is not allowed to fail, failed"
 }
 
 func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir string, stdout io.Writer) error {
@@ -144,8 +156,12 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 
 	var pushed []string
 	for _, r := range results {
-		if r.out.Pushed.Digest != "" {
-			pushed = append(pushed, r.tag)
+		// A platform stopped during its push may have tagged its image
+		// with no digest to show: its tag goes too (a tag that is not
+		// there is no error).
+		if r.out.Pushed.Digest != "" || (r.cancelledBy != nil && plan.output != "") {
+			tag, _ := platform.Tag(plan.output, r.platform) // checked by planLocalBuild
+			pushed = append(pushed, tag)
 		}
 	}
 	var index *manifestlist.Result
@@ -270,27 +286,76 @@ func parseKeyValues(kvs []string, fromEnv bool) (map[string]string, error) {
 }
 
 // buildPlatforms builds, pushes and reads back every platform, plan.jobs at
-// a time, and returns the results in the order of plan.platforms.
+// a time, and returns the results in the order of plan.platforms. When a
+// platform that is not allowed to fail fails, or ctx ends, the platforms
+// still building are stopped at once, their running RUN steps killed, and
+// their results say so (cancelledBy).
 func buildPlatforms(ctx context.Context, b *imagebuild.Builder, plan localPlan, opts localBuildOptions,
 	contextDir string, auth registry.AuthFile, out io.Writer) []platformResult {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	results := make([]platformResult, len(plan.platforms))
 	sem := semaphore.NewWeighted(int64(plan.jobs))
 	var wg sync.WaitGroup
 	for i, p := range plan.platforms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			results[i] = platformResult{platform: p}
 			if err := sem.Acquire(ctx, 1); err != nil {
 				results[i].err = err
+				results[i].cancelledBy = context.Cause(ctx)
 				return
 			}
 			defer sem.Release(1)
 			results[i] = buildPlatform(ctx, b, plan, opts, contextDir, auth, p, out)
-		}()
+			if results[i].err != nil && results[i].cancelledBy == nil && !mayFail(plan, p) {
+				cancel(&requiredFailedError{platform: p})
+			}
+		})
 	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stopRunStepsUntil(ctx, done, out)
+	}()
 	wg.Wait()
+	close(done)
+	<-stopped
 	return results
+}
+
+// stopStepsEvery is how often the RUN steps are stopped again after the
+// builds were told to stop, until they have returned: a build that was
+// between steps starts its next one before it notices.
+const stopStepsEvery = 50 * time.Millisecond
+
+// stopRunStepsUntil waits until ctx ends, then kills every RUN step this
+// process runs, again and again, until done is closed: buildah ignores the
+// context while a step runs.
+func stopRunStepsUntil(ctx context.Context, done <-chan struct{}, out io.Writer) {
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	printf(out, "Stopping the platforms still building: %v\n", context.Cause(ctx))
+	tick := time.NewTicker(stopStepsEvery)
+	defer tick.Stop()
+	for {
+		if _, err := imagebuild.StopRunSteps(); err != nil {
+			printf(out, "Warning: stopping the RUN steps: %v\n", err)
+		}
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// mayFail reports whether p is one of the platforms allowed to fail.
+func mayFail(plan localPlan, p string) bool {
+	return slices.ContainsFunc(plan.allowFail, func(a string) bool { return samePlatform(a, p) })
 }
 
 func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, opts localBuildOptions,
@@ -325,7 +390,12 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 	if res.out.Pushed.Digest == "" {
 		res.tag = ""
 	}
+	if res.err != nil && ctx.Err() != nil {
+		res.cancelledBy = context.Cause(ctx)
+	}
 	switch {
+	case res.cancelledBy != nil:
+		printf(log, "Cancelled after %s: %v\n", time.Since(start).Round(100*time.Millisecond), res.cancelledBy)
 	case res.err != nil:
 		printf(log, "FAILED (%s): %v\n", report.Reason(res.err), res.err)
 	case res.tag != "":
@@ -343,11 +413,16 @@ func platformStatuses(results []platformResult) []buildv1.BuildStatusPlatform {
 	out := make([]buildv1.BuildStatusPlatform, 0, len(results))
 	for _, r := range results {
 		s := buildv1.BuildStatusPlatform{Platform: r.platform, Phase: buildv1.BuildPhaseComplete, OutputDockerImageReference: r.tag}
-		if r.err != nil {
+		switch {
+		case r.cancelledBy != nil:
+			s.Phase = buildv1.BuildPhaseCancelled
+			s.Reason = buildv1.StatusReasonCancelledBuild
+			s.Message = "cancelled: " + r.cancelledBy.Error()
+		case r.err != nil:
 			s.Phase = buildv1.BuildPhaseFailed
 			s.Reason = report.Reason(r.err)
 			s.Message = r.err.Error()
-		} else if r.out.Image.Digest != "" {
+		case r.out.Image.Digest != "":
 			s.Output = report.PlatformOutput(r.out.Image)
 		}
 		out = append(out, s)
@@ -383,9 +458,12 @@ func printSummary(w io.Writer, plan localPlan, results []platformResult, index *
 	printf(tw, "PLATFORM\tSTATUS\tDIGEST\tBUILD\tPUSH\tTOTAL\n")
 	for _, r := range results {
 		status := "Complete"
-		if r.err != nil {
+		switch {
+		case r.cancelledBy != nil:
+			status = "Cancelled"
+		case r.err != nil:
 			status = "Failed"
-			if slices.ContainsFunc(plan.allowFail, func(a string) bool { return samePlatform(a, r.platform) }) {
+			if mayFail(plan, r.platform) {
 				status = "Failed (allowed)"
 			}
 		}
@@ -398,7 +476,10 @@ func printSummary(w io.Writer, plan localPlan, results []platformResult, index *
 	}
 	_ = tw.Flush()
 	for _, r := range results {
-		if r.err != nil {
+		switch {
+		case r.cancelledBy != nil:
+			printf(w, "%s: cancelled: %v\n", r.platform, r.cancelledBy)
+		case r.err != nil:
 			printf(w, "%s: %s: %v\n", r.platform, report.Reason(r.err), r.err)
 		}
 	}

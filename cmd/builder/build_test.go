@@ -142,6 +142,8 @@ func TestPlatformStatuses(t *testing.T) {
 	results := []platformResult{
 		{platform: "linux/amd64", tag: "r/app:v1-linux-amd64", out: imagebuild.Output{Image: imagebuild.Image{Digest: "sha256:a"}}},
 		{platform: "linux/s390x", err: &imagebuild.StageError{Stage: imagebuild.StageBuild, Err: errors.New("exit status 1")}},
+		{platform: "linux/arm64", err: &imagebuild.StageError{Stage: imagebuild.StageBuild, Err: errors.New("signal: killed")},
+			cancelledBy: &requiredFailedError{platform: "linux/s390x"}},
 	}
 	got := platformStatuses(results)
 	if got[0].Phase != buildv1.BuildPhaseComplete || got[0].Output == nil || got[0].Output.ImageDigest != "sha256:a" || got[0].OutputDockerImageReference != "r/app:v1-linux-amd64" {
@@ -149,6 +151,10 @@ func TestPlatformStatuses(t *testing.T) {
 	}
 	if got[1].Phase != buildv1.BuildPhaseFailed || got[1].Reason != buildv1.StatusReasonDockerBuildFailed || !strings.Contains(got[1].Message, "exit status 1") {
 		t.Errorf("failed entry %+v", got[1])
+	}
+	if got[2].Phase != buildv1.BuildPhaseCancelled || got[2].Reason != buildv1.StatusReasonCancelledBuild ||
+		got[2].Message != "cancelled: linux/s390x, which is not allowed to fail, failed" {
+		t.Errorf("cancelled entry %+v", got[2])
 	}
 }
 

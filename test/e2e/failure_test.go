@@ -4,7 +4,9 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +60,69 @@ func TestRequiredPlatformFails(t *testing.T) {
 	// manifest-list pod removes whatever they pushed.
 	h.waitCleanup()
 	g.Expect(h.tags()).To(BeEmpty(), "no index and no per-platform tags")
+}
+
+// TestRequiredFailureStopsOthers: every platform's RUN step is running
+// (amd64, arm64 and ppc64le sleep for an hour) when s390x's, which is not
+// allowed to fail, fails (the test ends its sleep; the step then exits 3).
+// The controller fails the Build and deletes the other platforms' pods at
+// once: their processes stop, their entries are Cancelled, and the
+// manifest-list pod leaves no tag behind.
+func TestRequiredFailureStopsOthers(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "stopothers")
+	// Sleeps no other process has: 3172 on the platforms that succeed,
+	// 3174 on s390x, which fails once it is cut short.
+	h.buildConfig("FROM "+env.Bed.BaseImage+"\n"+
+		`RUN if [ "$(uname -m)" = s390x ]; then sleep 3174; exit 3; fi; sleep 3172`+"\n", framework.Platforms, nil)
+	b := h.startBuild()
+
+	g.Eventually(func() []int { return []int{len(sleepersOf("sleep\x003172")), len(sleepersOf("sleep\x003174"))} }).
+		WithContext(h.ctx).WithTimeout(5*time.Minute).WithPolling(250*time.Millisecond).
+		Should(Equal([]int{3, 1}), "every platform's RUN step is running")
+	failed := time.Now()
+	for _, pid := range sleepersOf("sleep\x003174") {
+		g.Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+	}
+
+	g.Eventually(func() []int { return sleepersOf("sleep\x003172") }).
+		WithContext(h.ctx).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).
+		Should(BeEmpty(), "the other platforms' RUN steps are stopped")
+	stopped := time.Since(failed)
+	b = h.waitTerminal()
+	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseFailed), "message: %s", b.Status.Message)
+	for p, e := range entries(b) {
+		if p == "linux/s390x" {
+			g.Expect(e.Phase).To(Equal(buildv1.BuildPhaseFailed), "%s: %+v", p, e)
+			continue
+		}
+		g.Expect(e.Phase).To(Equal(buildv1.BuildPhaseCancelled), "%s: %+v", p, e)
+		g.Expect(e.Message).To(ContainSubstring("a platform not allowed to fail failed"))
+	}
+	g.Eventually(func() []string {
+		var left []string
+		for _, p := range framework.Platforms {
+			left = append(left, processesOf(h.ns, build.PlatformPodName(b.Name, p))...)
+		}
+		return left
+	}).WithContext(h.ctx).WithTimeout(time.Minute).WithPolling(250*time.Millisecond).Should(BeEmpty(), "the builds' processes end")
+	h.waitCleanup()
+	g.Expect(h.tags()).To(BeEmpty(), "no index and no per-platform tags")
+	t.Logf("the other platforms' RUN steps stopped %.2fs after s390x's was cut short", stopped.Seconds())
+}
+
+// sleepersOf lists the processes whose command line holds args
+// (NUL-separated), as a step's `sleep N` shows, natively or under qemu.
+func sleepersOf(args string) []int {
+	var pids []int
+	for _, pid := range allPIDs() {
+		if strings.Contains(cmdline(pid), args+"\x00") {
+			if n, err := strconv.Atoi(pid); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids
 }
 
 // TestCancel cancels a Build while its pods run, as OpenShift does

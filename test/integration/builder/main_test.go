@@ -72,11 +72,17 @@ var builderBinary = sync.OnceValues(func() (string, error) {
 // test's environment) and returns its combined output and exit code.
 func runBuilder(t testing.TB, env []string, args ...string) (string, int) {
 	t.Helper()
+	return runBuilderWithin(t, 10*time.Minute, env, args...)
+}
+
+// runBuilderWithin is runBuilder with the builder killed after timeout.
+func runBuilderWithin(t testing.TB, timeout time.Duration, env []string, args ...string) (string, int) {
+	t.Helper()
 	bin, err := builderBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)

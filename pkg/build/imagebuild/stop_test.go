@@ -1,0 +1,90 @@
+package imagebuild
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStopTrees kills a step's whole tree, the shell and the commands it
+// started in the background (which hold the step's output open), and
+// leaves the process's other children running.
+func TestStopTrees(t *testing.T) {
+	step := exec.Command("sh", "-c", "sleep 3001 & sleep 3002 & wait")
+	step.Args[0] = "fake-step"
+	other := exec.Command("sleep", "3003")
+	for _, c := range []*exec.Cmd{step, other} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = other.Process.Kill()
+		_ = other.Wait()
+	})
+	isStep := func(pid int) bool { return argv0(pid) == "fake-step" }
+
+	// Both background commands have started: the tree is whole.
+	waitFor(t, "the step's tree to have three processes", func() bool {
+		tree, err := treesBelow(os.Getpid(), isStep)
+		return err == nil && len(tree) == 3
+	})
+
+	n, err := stopTrees(os.Getpid(), isStep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Errorf("killed %d processes, want 3 (the shell and its two sleeps)", n)
+	}
+	if err := step.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the step ended with %v, want killed", err)
+	}
+	waitFor(t, "the step's background commands to end", func() bool {
+		return len(running("sleep\x003001")) == 0 && len(running("sleep\x003002")) == 0
+	})
+	if len(running("sleep\x003003")) != 1 {
+		t.Errorf("the process's other child was stopped too")
+	}
+}
+
+// running returns the live (not zombie) processes whose command line
+// starts with cmdline (NUL-separated arguments).
+func running(cmdline string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.HasPrefix(string(raw), cmdline) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		if fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(fields) > 0 && fields[0] == "Z" {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
