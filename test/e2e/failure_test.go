@@ -75,7 +75,7 @@ func TestRequiredFailureStopsOthers(t *testing.T) {
 	// 3174 on s390x, which fails once it is cut short.
 	h.buildConfig("FROM "+env.Bed.BaseImage+"\n"+
 		`RUN if [ "$(uname -m)" = s390x ]; then sleep 3174; exit 3; fi; sleep 3172`+"\n", framework.Platforms, nil)
-	b := h.startBuild()
+	h.startBuild()
 
 	g.Eventually(func() []int { return []int{len(sleepersOf("sleep\x003172")), len(sleepersOf("sleep\x003174"))} }).
 		WithContext(h.ctx).WithTimeout(5*time.Minute).WithPolling(250*time.Millisecond).
@@ -89,7 +89,7 @@ func TestRequiredFailureStopsOthers(t *testing.T) {
 		WithContext(h.ctx).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).
 		Should(BeEmpty(), "the other platforms' RUN steps are stopped")
 	stopped := time.Since(failed)
-	b = h.waitTerminal()
+	b := h.waitTerminal()
 	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseFailed), "message: %s", b.Status.Message)
 	for p, e := range entries(b) {
 		if p == "linux/s390x" {
