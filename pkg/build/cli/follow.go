@@ -30,6 +30,9 @@ type follower struct {
 	out   io.Writer
 	logs  bool
 	table bool
+	// only, when set, streams the logs of this pod's platform alone (as
+	// podsOfPlatform picks it); its prefix is then left out.
+	only string
 }
 
 func (f *follower) run(ctx context.Context) (*buildv1.Build, error) {
@@ -56,11 +59,16 @@ func (f *follower) run(ctx context.Context) (*buildv1.Build, error) {
 			}
 		}
 		if f.logs {
-			multi := len(pods) > 1 || len(b.Status.Platforms) > 1
+			multi := (len(pods) > 1 || len(b.Status.Platforms) > 1) && f.only == ""
 			for i := range pods {
 				p := pods[i]
 				if streaming[p.pod.Name] || !podStarted(&p.pod) {
 					continue
+				}
+				if f.only != "" {
+					if picked, err := podsOfPlatform([]buildPod{p}, f.only); err != nil || len(picked) == 0 {
+						continue
+					}
 				}
 				streaming[p.pod.Name] = true
 				prefix := ""

@@ -21,7 +21,8 @@ func newLogs(o *env) *cobra.Command {
 		Use:   "logs build/NAME",
 		Short: "Print the logs of a build's pods, per platform",
 		Long: `Print the logs of a build: every platform's pod, then the manifest-list pod. With more than one
-pod each line starts with its platform ("[linux/arm64] ..."); --platform picks one.`,
+pod each line starts with its platform ("[linux/arm64] ..."); --platform picks one. With -f on a build that
+has not ended, it streams each pod's log from when the pod starts until the build ends.`,
 		Example: `  kubectl archway logs build/hello-3 -f
   kubectl archway logs build/hello-3 --platform linux/arm64`,
 		Args: cobra.ExactArgs(1),
@@ -48,6 +49,18 @@ func runLogs(ctx context.Context, o *env, name, want string, follow bool) error 
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("build %q not found in namespace %q", name, ns)
 		}
+		return err
+	}
+	if follow && !b.Status.Phase.IsTerminal() {
+		// A running build: its logs until it ends, each pod's from when it
+		// starts (platforms still pending, the manifest-list pod).
+		if want != "" && want != manifestListLabel {
+			if _, err := platform.Parse(want); err != nil {
+				return fmt.Errorf("--platform %s: %w", want, err)
+			}
+		}
+		f := &follower{c: c, cs: cs, ns: ns, name: name, out: o.streams.Out, logs: true, only: want}
+		_, err := f.run(ctx)
 		return err
 	}
 	pods, err := buildPods(ctx, cs, ns, name)

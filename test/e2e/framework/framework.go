@@ -81,6 +81,8 @@ type Env struct {
 	// WebhookClient an HTTP client that trusts its certificate.
 	WebhookURL    string
 	WebhookClient *http.Client
+	// WebhookCAFile is the CA file of the endpoint's certificate.
+	WebhookCAFile string
 
 	opts        Options
 	podSecurity string // build.podSecurity of the controller's config
@@ -207,6 +209,10 @@ func (e *Env) StartController(ctx context.Context) error {
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caPEM)
+	e.WebhookCAFile = filepath.Join(e.Bed.Dir, "build-controller-webhook-ca.crt")
+	if err := os.WriteFile(e.WebhookCAFile, caPEM, 0o644); err != nil {
+		return err
+	}
 	e.WebhookURL = fmt.Sprintf("https://127.0.0.1:%d", hooks)
 	e.WebhookClient = &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 	e.ControllerLog = filepath.Join(e.Bed.Dir, "build-controller.log")

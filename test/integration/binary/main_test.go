@@ -183,7 +183,11 @@ func (h *harness) user(name, clusterRole string) string {
 func (h *harness) plugin(kubeconfig string, args ...string) (string, error) {
 	var out bytes.Buffer
 	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
-	cmd.SetArgs(append(args, "--kubeconfig", kubeconfig, "-n", h.ns, "--build-endpoint", h.url, "--build-endpoint-ca", h.caFile))
+	args = append(args, "--kubeconfig", kubeconfig, "-n", h.ns)
+	if args[0] == "start-build" {
+		args = append(args, "--build-endpoint", h.url, "--build-endpoint-ca", h.caFile)
+	}
+	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(h.ctx)
 	return out.String(), err
 }
