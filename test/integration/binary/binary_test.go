@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/binary"
 	"github.com/archway-build/archway/pkg/build/instantiate"
@@ -171,6 +173,32 @@ func TestBinaryBuildRefused(t *testing.T) {
 		t.Errorf("duplicate platforms: %v", err)
 	}
 
+	// Paused, and an empty upload.
+	paused := &buildv1.BuildConfig{}
+	if err := testBed.Client.Get(h.ctx, clientKey(h.ns, "app"), paused); err != nil {
+		t.Fatal(err)
+	}
+	paused.Annotations = map[string]string{buildv1.BuildConfigPausedAnnotation: "true"}
+	if err := testBed.Client.Update(h.ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.plugin(alice, "start-build", "app", "--from-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "(409 Conflict): the BuildConfig is paused") {
+		t.Errorf("paused BuildConfig: %v", err)
+	}
+	delete(paused.Annotations, buildv1.BuildConfigPausedAnnotation)
+	if err := testBed.Client.Update(h.ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.plugin(alice, "start-build", "app", "--from-file", empty)
+	if err == nil || !strings.Contains(err.Error(), "(400 Bad Request): the upload is empty") {
+		t.Errorf("empty upload: %v", err)
+	}
+
 	// Over the limit: 64 KiB of random bytes against a 16 KiB limit.
 	h.handler.MaxBytes = 16 << 10
 	big := make([]byte, 64<<10)
@@ -209,6 +237,21 @@ func TestBinaryBuildRefused(t *testing.T) {
 	// The same upload by alice goes through: the refusals were the checks.
 	if _, err := h.plugin(alice, "start-build", "app", "--from-dir", dir); err != nil {
 		t.Errorf("alice: %v", err)
+	}
+}
+
+// TestArtifactField: spec.source.binary.artifact takes only a reference by
+// digest, with the CRD's message.
+func TestArtifactField(t *testing.T) {
+	h := newHarness(t, "binary-field")
+	for _, bad := range []string{"registry.example.com/app:latest", "registry.example.com/app@sha256:abc", "x @sha256:" + strings.Repeat("a", 64)} {
+		b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, GenerateName: "b-"}}
+		b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceBinary, Binary: &buildv1.BinaryBuildSource{Artifact: bad}}
+		b.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
+		err := testBed.Client.Create(h.ctx, b)
+		if err == nil || !strings.Contains(err.Error(), "artifact must be an image reference by digest") {
+			t.Errorf("artifact %q: %v", bad, err)
+		}
 	}
 }
 
