@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -86,6 +87,30 @@ func podName(obj any) (any, error) {
 	}}, nil
 }
 
+// onEveryReplica runs a cache on every replica, leader or not: the
+// webhook, served by all of them, reads it. The manager decides where a
+// runnable runs by its NeedLeaderElection, and only controller-runtime's
+// plain informer cache says false: a cache narrowed to namespaces or with
+// options per object would otherwise start only on the leader, and a
+// standby replica's webhook would never be ready.
+type onEveryReplica struct{ cache.Cache }
+
+// NeedLeaderElection: no, the webhook needs it everywhere.
+func (onEveryReplica) NeedLeaderElection() bool { return false }
+
+// onLeaderOnly runs a cache on the elected leader only: only the leader's
+// controllers read it, so a standby spends no memory on pods it does not
+// place, and the new leader fills it when it takes over.
+type onLeaderOnly struct{ cache.Cache }
+
+// NeedLeaderElection: yes, only the leader's controllers read it.
+func (onLeaderOnly) NeedLeaderElection() bool { return true }
+
+var (
+	_ manager.LeaderElectionRunnable = onEveryReplica{}
+	_ manager.LeaderElectionRunnable = onLeaderOnly{}
+)
+
 // gateEventTTL is how long the webhook waits to see a pod it gated
 // persisted before it stops expecting it.
 const gateEventTTL = time.Minute
@@ -120,7 +145,7 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(gated); err != nil {
+	if err := mgr.Add(onEveryReplica{gated}); err != nil {
 		return err
 	}
 	// The heartbeat lease alone, to gate only while a controller runs.
@@ -133,7 +158,7 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(leases); err != nil {
+	if err := mgr.Add(onEveryReplica{leases}); err != nil {
 		return err
 	}
 	if _, err := leases.GetInformer(ctx, &coordinationv1.Lease{}); err != nil {
@@ -224,7 +249,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		return err
 	}
 	for _, c := range []cache.Cache{placementCache, legacySecrets} {
-		if err := mgr.Add(c); err != nil {
+		if err := mgr.Add(onLeaderOnly{c}); err != nil {
 			return err
 		}
 	}
@@ -335,7 +360,7 @@ func setupConfigStatus(mgr ctrl.Manager, applied *appliedCounter) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(claims); err != nil {
+	if err := mgr.Add(onLeaderOnly{claims}); err != nil {
 		return err
 	}
 	uncached, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})

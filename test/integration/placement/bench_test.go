@@ -274,7 +274,7 @@ type releaseWatcher struct {
 	stop     func()
 }
 
-func watchReleases(b *testing.B, ns string) *releaseWatcher {
+func watchReleases(b testing.TB, ns string) *releaseWatcher {
 	b.Helper()
 	factory := informers.NewSharedInformerFactoryWithOptions(testBed.Clientset, 0, informers.WithNamespace(ns))
 	rw := &releaseWatcher{released: map[string]time.Time{}}
@@ -304,7 +304,7 @@ func watchReleases(b *testing.B, ns string) *releaseWatcher {
 	return rw
 }
 
-func (rw *releaseWatcher) wait(b *testing.B, names []string, timeout time.Duration) {
+func (rw *releaseWatcher) wait(b testing.TB, names []string, timeout time.Duration) {
 	b.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -788,4 +788,22 @@ func (rw *releaseWatcher) span(names []string) (first, last time.Time) {
 		}
 	}
 	return first, last
+}
+
+// count is how many pods were seen released.
+func (rw *releaseWatcher) count() int {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return len(rw.released)
+}
+
+// times are the release times of names (zero for those not released).
+func (rw *releaseWatcher) times(names []string) []time.Time {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	out := make([]time.Time, len(names))
+	for i, n := range names {
+		out[i] = rw.released[n]
+	}
+	return out
 }

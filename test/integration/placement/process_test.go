@@ -44,7 +44,9 @@ func buildPlacementBinary(ctx context.Context, tb testing.TB, dir string) string
 // there, name telling runs apart) and waits until it is ready: its
 // webhook's informers have synced. Its heartbeat lease is the one the
 // suite's webhook reads, so the suite's controller must be stopped first.
-func startPlacementProcess(ctx context.Context, tb testing.TB, bin, dir, name string) *placementProcess {
+// It runs without leader election unless args (appended to the command
+// line, so they win) say otherwise.
+func startPlacementProcess(ctx context.Context, tb testing.TB, bin, dir, name string, args ...string) *placementProcess {
 	tb.Helper()
 	dir = filepath.Join(dir, name)
 	certs := filepath.Join(dir, "certs")
@@ -88,6 +90,7 @@ placement:
 		"--metrics-bind-address=0",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 	)
+	p.cmd.Args = append(p.cmd.Args, args...)
 	// Its heartbeat lease where the suite's webhook looks for it.
 	p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+suiteOptions().Namespace)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
@@ -118,6 +121,18 @@ placement:
 }
 
 func (p *placementProcess) pid() int { return p.cmd.Process.Pid }
+
+// kill ends the process with SIGKILL, as a crash or a lost node would: no
+// lease released, nothing cleaned up. It returns once the process is gone.
+func (p *placementProcess) kill(tb testing.TB) {
+	tb.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := p.stop(); err == nil {
+		tb.Fatal("build-controller exited cleanly after SIGKILL")
+	}
+}
 
 // log is the last lines of the process's log.
 func (p *placementProcess) log(lines int) string {
