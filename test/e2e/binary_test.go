@@ -166,6 +166,11 @@ func TestBinaryBuildFourPlatforms(t *testing.T) {
 	}
 	g.Expect(l.out).To(ContainSubstring("uname -m > /machine"))
 
+	// The manifest-list pod, once every platform had read the input,
+	// removed its tag with the per-platform ones: only the output's is left.
+	h.waitCleanup()
+	g.Expect(h.tags()).To(Equal([]string{"v1"}))
+
 	greetings, err := indexChildren(h.ctx, h.output(), "/greeting.txt")
 	g.Expect(err).NotTo(HaveOccurred())
 	machines, err := indexChildren(h.ctx, h.output(), "/machine")

@@ -53,9 +53,11 @@ func (f *follower) run(ctx context.Context) (*buildv1.Build, error) {
 			return false, err
 		}
 		if f.table {
-			if t := platformTable(b, pods, false); t != last {
+			// Printed again when the build's phase or a platform's row
+			// changes, so the last table says how the build ended.
+			if t := phaseOf(b) + "\n" + platformTable(b, pods, false); t != last {
 				last = t
-				w.block(fmt.Sprintf("%s  build %s %s\n%s", time.Now().Format("15:04:05"), b.Name, phaseOf(b), t))
+				w.block(fmt.Sprintf("%s  build %s %s", time.Now().Format("15:04:05"), b.Name, t))
 			}
 		}
 		if f.logs {

@@ -28,6 +28,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/binary"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/platform"
@@ -296,7 +297,28 @@ func (r *Run) platformTags(b *buildv1.Build, output string) []string {
 	if err != nil {
 		r.logf("Warning: %v", err)
 	}
+	if tag := binaryTag(b, output); tag != "" {
+		tags = append(tags, tag)
+	}
 	return tags
+}
+
+// binaryTag is the tag that kept the Build's binary input (its artifact,
+// stored by build-controller in the output's repository) until every
+// platform's pod had read it, "" for none. This pod runs once they have
+// all ended, so the tag is done with. Only an artifact in the output's
+// repository is untagged, by the tag its digest names.
+func binaryTag(b *buildv1.Build, output string) string {
+	src := b.Spec.Source.Binary
+	if src == nil || src.Artifact == "" {
+		return ""
+	}
+	repo, dgst, ok := strings.Cut(src.Artifact, "@")
+	outRepo, err := binary.Repository(output)
+	if !ok || err != nil || repo != outRepo || !strings.HasPrefix(dgst, "sha256:") {
+		return ""
+	}
+	return repo + ":" + binary.Tag(dgst)
 }
 
 // untag removes the per-platform tags (those already gone are no error).

@@ -327,6 +327,16 @@ func TestUntagsOnlySpecTags(t *testing.T) {
 			b.Spec.Platforms = nil
 			return b
 		}(), platforms: four, want: perPlatformTags()},
+		{name: "binary input: its artifact's tag too", build: func() *buildv1.Build {
+			b := forge(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)))
+			b.Spec.Source.Binary = &buildv1.BinaryBuildSource{Artifact: "registry.example.com/team/app@sha256:" + strings.Repeat("ab", 32)}
+			return b
+		}(), want: append(perPlatformTags(), "registry.example.com/team/app:sha256-"+strings.Repeat("ab", 32)+".binary")},
+		{name: "binary input of another repository: not untagged", build: func() *buildv1.Build {
+			b := forge(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)))
+			b.Spec.Source.Binary = &buildv1.BinaryBuildSource{Artifact: "registry.example.com/team/other@sha256:" + strings.Repeat("ab", 32)}
+			return b
+		}(), want: perPlatformTags()},
 		{name: "no platforms anywhere in the spec: nothing removed", build: func() *buildv1.Build {
 			b := forge(build(buildv1.BuildPhaseFailed, allIn(buildv1.BuildPhaseFailed)))
 			b.Spec.Platforms = nil
