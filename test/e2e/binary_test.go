@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -37,16 +38,29 @@ import (
 // with its token: a user as kubectl archway sees one.
 func (h *harness) starter(name string) string {
 	h.t.Helper()
-	data, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "manifests/authorization/build_starter_role.yaml"))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(data, role); err != nil {
-		h.t.Fatal(err)
-	}
-	if err := env.Bed.Client.Create(h.ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
-		h.t.Fatal(err)
+	// The role, and the strategy roles as installed (docker for every
+	// authenticated user).
+	var role *rbacv1.ClusterRole
+	for _, m := range []string{"manifests/authorization/build_starter_role.yaml", "manifests/authorization/build_strategy_roles.yaml"} {
+		data, err := os.ReadFile(filepath.Join(bed.RepoRoot(), m))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+				h.t.Fatal(err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if role == nil {
+				role = &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: u.GetName()}}
+			}
+			if err := env.Bed.Client.Create(h.ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+				h.t.Fatal(err)
+			}
+		}
 	}
 	if err := env.Bed.Client.Create(h.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}}); err != nil {
 		h.t.Fatal(err)

@@ -59,7 +59,8 @@ const DefaultMaxBytes = 2 << 30
 //
 // The caller is authenticated by a TokenReview and authorized by a
 // SubjectAccessReview for create on buildconfigs/instantiatebinary in the
-// namespace before anything is read; the request is checked (the
+// namespace before anything is read, and for create on builds/<strategy>
+// (the BuildConfig's) once it is read; the request is checked (the
 // BuildConfig's source is Binary, it has an output, the Build it makes
 // passes a dry-run create) before anything is stored; the body is streamed
 // into the output repository with the push secret, bounded by MaxBytes
@@ -112,7 +113,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusUnauthorized, "Unauthorized", "%v", err)
 		return
 	}
-	allowed, err := h.authorize(ctx, user, ns, name)
+	allowed, err := h.authorize(ctx, user, ns, "buildconfigs", Subresource, name)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "binary build: SubjectAccessReview", "namespace", ns, "buildConfig", name)
 		fail(w, http.StatusInternalServerError, "InternalError", "could not authorize the request; try again")
@@ -137,6 +138,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if t := sourceType(bc); t != buildv1.BuildSourceBinary {
 		fail(w, http.StatusBadRequest, "BadRequest",
 			"buildconfig %q has source type %s: binary builds need source type Binary (spec.source.binary)", name, t)
+		return
+	}
+	// As OpenShift's BuildByStrategy admission does for instantiatebinary:
+	// the user starting the build needs its strategy (the Build is created
+	// by build-controller, whose own right the strategy policy checks).
+	strategy := string(bc.Spec.Strategy.Type)
+	if strategy == "" {
+		strategy = string(buildv1.DockerBuildStrategyType)
+	}
+	allowed, err = h.authorize(ctx, user, ns, "builds", strings.ToLower(strategy), "")
+	if err != nil {
+		log.FromContext(ctx).Error(err, "binary build: SubjectAccessReview", "namespace", ns, "buildConfig", name)
+		fail(w, http.StatusInternalServerError, "InternalError", "could not authorize the request; try again")
+		return
+	}
+	if !allowed {
+		fail(w, http.StatusForbidden, "Forbidden", "build strategy %s is not allowed", strategy)
 		return
 	}
 	out := bc.Spec.Output.To
@@ -254,9 +272,9 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request) (authentica
 	return tr.Status.User, nil
 }
 
-// authorize asks whether user may create buildconfigs/instantiatebinary of
-// the BuildConfig.
-func (h *Handler) authorize(ctx context.Context, user authenticationv1.UserInfo, ns, name string) (bool, error) {
+// authorize asks whether user may create resource/subresource (named
+// name) in the namespace.
+func (h *Handler) authorize(ctx context.Context, user authenticationv1.UserInfo, ns, resource, subresource, name string) (bool, error) {
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
@@ -265,7 +283,7 @@ func (h *Handler) authorize(ctx context.Context, user authenticationv1.UserInfo,
 		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: ns, Verb: "create", Group: buildv1.GroupVersion.Group,
-			Resource: "buildconfigs", Subresource: Subresource, Name: name,
+			Resource: resource, Subresource: subresource, Name: name,
 		},
 	}}
 	if err := h.Client.Create(ctx, sar); err != nil {

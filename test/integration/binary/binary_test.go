@@ -3,6 +3,7 @@ package binary
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -302,5 +304,50 @@ func TestTamperedArtifactRefused(t *testing.T) {
 	if _, err := binary.Download(h.ctx, registry.Access{}, other, repo, t.TempDir(), 1<<20); err == nil ||
 		!strings.Contains(err.Error(), "is not in the output's repository") {
 		t.Errorf("artifact of another repository: %v", err)
+	}
+}
+
+// TestBinaryBuildNeedsStrategy: as OpenShift's BuildByStrategy admission
+// does for instantiatebinary, the user needs create on builds/<strategy>
+// of the BuildConfig; build-controller, which creates the Build, has it
+// anyway. Without it: 403 "build strategy Docker is not allowed" and
+// nothing stored or created; granted in the namespace, the build starts.
+func TestBinaryBuildNeedsStrategy(t *testing.T) {
+	h := newHarness(t, "binary-strategy")
+	h.buildConfig("app", false)
+	alice := h.user("alice", "archway:build-starter")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	everyone := &rbacv1.ClusterRoleBinding{}
+	if err := testBed.Client.Get(h.ctx, clientKey("", "archway:build-strategy-docker"), everyone); err != nil {
+		t.Fatal(err)
+	}
+	if err := testBed.Client.Delete(h.ctx, everyone); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		everyone.ResourceVersion = ""
+		_ = testBed.Client.Create(context.Background(), everyone)
+	})
+	h.waitAllowed("alice", "docker", false)
+
+	_, err := h.plugin(alice, "start-build", "app", "--from-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "(403 Forbidden): build strategy Docker is not allowed") {
+		t.Errorf("without builds/docker: %v", err)
+	}
+	if names, tags := h.builds(), h.tags(); len(names) != 0 || len(tags) != 0 {
+		t.Fatalf("refused start left builds %v, tags %v", names, tags)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "docker"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "archway:build-strategy-docker"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: h.ns, Name: "alice"}}}
+	if err := testBed.Client.Create(h.ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	h.waitAllowed("alice", "docker", true)
+	if _, err := h.plugin(alice, "start-build", "app", "--from-dir", dir); err != nil {
+		t.Errorf("with builds/docker: %v", err)
 	}
 }

@@ -24,10 +24,12 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,9 +60,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = testBed.Stop() }()
-	if err := installManifest(context.Background(), "manifests/authorization/build_starter_role.yaml"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	// The build-starter role, and the strategy roles as installed (docker
+	// and source for every authenticated user, custom for no one).
+	for _, m := range []string{"manifests/authorization/build_starter_role.yaml", "manifests/authorization/build_strategy_roles.yaml"} {
+		if err := installManifest(context.Background(), m); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	return m.Run()
 }
@@ -233,4 +239,26 @@ func tlsConfig(t *testing.T, caFile string) *tls.Config {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(readFile(t, caFile)))
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// waitAllowed waits until the apiserver's authorizer says whether service
+// account sa may create builds/<strategy> in the namespace as want (RBAC
+// changes reach the authorizer through its informers).
+func (h *harness) waitAllowed(sa, strategy string, want bool) {
+	h.t.Helper()
+	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   "system:serviceaccount:" + h.ns + ":" + sa,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + h.ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: h.ns, Verb: "create",
+				Group: buildv1.GroupVersion.Group, Resource: "builds", Subresource: strategy},
+		}}
+		if err := testBed.Client.Create(ctx, sar); err != nil {
+			return false, err
+		}
+		return sar.Status.Allowed == want, nil
+	})
+	if err != nil {
+		h.t.Fatalf("waiting for %s's builds/%s to be %v: %v", sa, strategy, want, err)
+	}
 }
