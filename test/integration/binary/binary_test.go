@@ -39,7 +39,7 @@ func (h *harness) fetchAsBuilder(b *buildv1.Build) (string, error) {
 	return out, err
 }
 
-func readFile(t *testing.T, path string) string {
+func readFile(t testing.TB, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

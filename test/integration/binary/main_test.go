@@ -96,7 +96,7 @@ func installManifest(ctx context.Context, path string) error {
 
 // harness is one test's namespace and endpoint.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	ns  string
 	// url and caFile reach the endpoint (an httptest TLS server serving
@@ -105,7 +105,7 @@ type harness struct {
 	handler     *binary.Handler
 }
 
-func newHarness(t *testing.T, prefix string) *harness {
+func newHarness(t testing.TB, prefix string) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -234,7 +234,7 @@ func (h *harness) build(name string) *buildv1.Build {
 func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
 
 // tlsConfig trusts the CA in caFile.
-func tlsConfig(t *testing.T, caFile string) *tls.Config {
+func tlsConfig(t testing.TB, caFile string) *tls.Config {
 	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(readFile(t, caFile)))
