@@ -33,8 +33,8 @@ UNIT_PKGS = $(shell go list -tags "$(BUILD_TAGS)" ./... | grep -v /test/)
 all: build
 
 .PHONY: build
-build: ## Build build-controller and builder into bin/.
-	go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/ ./cmd/build-controller ./cmd/builder
+build: ## Build build-controller, builder and emulation-setup into bin/.
+	go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/ ./cmd/build-controller ./cmd/builder ./cmd/emulation-setup
 
 .PHONY: tools
 tools: ## Install everything tests and the bed need (idempotent, cached).

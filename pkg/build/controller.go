@@ -482,6 +482,8 @@ func (r *Reconciler) resolve(_ context.Context, b *buildv1.Build) (Resolution, e
 		Tolerations:       Tolerations(r.Config),
 		ArchNodeSelector:  ptr.Deref(r.Config.BuildOverrides.ArchNodeSelector, true),
 		Nodes:             r.Nodes.Nodes(sel),
+		Emulation:         r.Config.Emulation.Platforms,
+		EmulationRequest:  b.Annotations[buildv1.EmulationAnnotation],
 	}), nil
 }
 
@@ -659,8 +661,20 @@ func (r *Reconciler) write(ctx context.Context, b *buildv1.Build, platforms []st
 	if m := body.ObjectMetaApplyConfiguration; m != nil && m.ResourceVersion != nil {
 		b.ResourceVersion = *m.ResourceVersion
 	}
+	r.recordEmulated(b, next)
 	r.recordTransition(b, b.Status.Phase, next)
 	return ctrl.Result{}, nil
+}
+
+// recordEmulated records a PlatformEmulated event for each platform the
+// write has just set to be built under emulation.
+func (r *Reconciler) recordEmulated(b *buildv1.Build, next buildv1.BuildStatus) {
+	for _, e := range next.Platforms {
+		if e.EmulatedOn != "" && entryOf(b, e.Platform).EmulatedOn == "" {
+			r.event(b, corev1.EventTypeNormal, buildv1.EventReasonPlatformEmulated,
+				"No Ready schedulable node of %s can build it for %s/%s: its pod builds it under emulation on a %s node", e.Platform, b.Namespace, b.Name, e.EmulatedOn)
+		}
+	}
 }
 
 // recordTransition emits OpenShift's build events and observes the

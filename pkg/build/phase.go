@@ -41,6 +41,9 @@ type EntryUpdate struct {
 	Message             string
 	PodName             string
 	CompletionTimestamp *metav1.Time
+	// EmulatedOn is the architecture of the nodes that build the platform
+	// under emulation (set once, at resolution).
+	EmulatedOn string
 }
 
 // Plan is what the controller does next and the Build's status that

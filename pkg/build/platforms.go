@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -47,6 +48,11 @@ type ResolveInput struct {
 	ArchNodeSelector bool
 	// Nodes are the cluster's nodes.
 	Nodes []corev1.Node
+	// Emulation are the platforms build.emulation allows to be built
+	// under emulation, and EmulationRequest the Build's
+	// build.openshift.io/emulation annotation ("" when it has none).
+	Emulation        []configv1alpha1.EmulatedPlatform
+	EmulationRequest string
 }
 
 // Resolution is what a Build's target platforms resolved to.
@@ -60,6 +66,10 @@ type Resolution struct {
 	// NoNode holds, for each platform no Ready schedulable node can run,
 	// the message of its NodePlatformNotFound failure.
 	NoNode map[string]string
+	// Emulated holds, for each platform no node of its own architecture
+	// can build but one of another can under emulation (build.emulation),
+	// that node's architecture.
+	Emulated map[string]string
 	// Failure, when set, fails the whole Build before any pod exists.
 	Failure *Failure
 }
@@ -87,7 +97,11 @@ func (r Resolution) Classic() bool { return len(r.Platforms) == 0 }
 // kubernetes.io/arch another platform needs fails with
 // NodeSelectorPlatformConflict, and a platform that no node can run gets
 // NodePlatformNotFound, which fails the whole build (phase Error) unless
-// the platform is allowed to fail.
+// the platform is allowed to fail. A platform no node of its own
+// architecture can build is built under emulation instead when
+// build.emulation lists it, the Build's emulation annotation does not rule
+// it out, and a node of one of its host architectures is labelled as
+// emulating it (Emulated).
 func Resolve(in ResolveInput) Resolution {
 	var res Resolution
 	switch {
@@ -118,23 +132,46 @@ func Resolve(in ResolveInput) Resolution {
 		res.Failure = &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonNodeSelectorPlatformConflict, Message: msg}
 		return res
 	}
+	emu, err := emulationFor(in.Emulation, in.EmulationRequest)
+	if err != nil {
+		res.Failure = &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonInvalidPlatform, Message: err.Error()}
+		return res
+	}
 	allowed := map[string]bool{}
 	for _, a := range in.AllowedToFail {
 		if p, err := platform.Parse(a); err == nil {
 			allowed[p.Key()] = true
 		}
 	}
-	var required []string
+	var required, notes []string
 	for i, p := range parsed {
 		if hasNodeFor(in.Nodes, p, in.NodeSelector, in.Tolerations) {
 			continue
 		}
+		name := res.Platforms[i]
+		note := emu.refused[p.Key()]
+		if ep, ok := emu.allowed[p.Key()]; ok {
+			if host := emulationHost(in.Nodes, p, ep, in.NodeSelector, in.Tolerations); host != "" {
+				if res.Emulated == nil {
+					res.Emulated = map[string]string{}
+				}
+				res.Emulated[name] = host
+				continue
+			}
+			note = noHostMessage(p, ep)
+		}
 		if res.NoNode == nil {
 			res.NoNode = map[string]string{}
 		}
-		res.NoNode[res.Platforms[i]] = noNodeMessage(res.Platforms[i], in.NodeSelector)
+		res.NoNode[name] = noNodeMessage(name, in.NodeSelector)
+		if note != "" {
+			res.NoNode[name] += " (" + note + ")"
+		}
 		if !allowed[p.Key()] {
-			required = append(required, res.Platforms[i])
+			required = append(required, name)
+			if note != "" {
+				notes = append(notes, name+": "+note)
+			}
 		}
 	}
 	if len(required) > 0 {
@@ -142,9 +179,12 @@ func Resolve(in ResolveInput) Resolution {
 		if len(required) > 1 {
 			noun = "platforms " + strings.Join(required, ", ")
 		}
-		res.Failure = &Failure{Phase: buildv1.BuildPhaseError, Reason: buildv1.StatusReasonNodePlatformNotFound,
-			Message: fmt.Sprintf("no Ready schedulable node can build %s%s; add such a node, remove the platform or allow it to fail",
-				noun, selectorSuffix(in.NodeSelector))}
+		msg := fmt.Sprintf("no Ready schedulable node can build %s%s; add such a node, remove the platform or allow it to fail",
+			noun, selectorSuffix(in.NodeSelector))
+		if len(notes) > 0 {
+			msg += " (" + strings.Join(notes, "; ") + ")"
+		}
+		res.Failure = &Failure{Phase: buildv1.BuildPhaseError, Reason: buildv1.StatusReasonNodePlatformNotFound, Message: msg}
 	}
 	return res
 }

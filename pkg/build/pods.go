@@ -364,7 +364,14 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 		pod.Labels[buildv1.PlatformLabel] = pp.NameSuffix()
 		pod.Annotations[buildv1.PlatformAnnotation] = p
 		if pl.archNodeSelector() {
-			maps.Copy(sel, pp.NodeSelector())
+			if host := entryOf(b, p).EmulatedOn; host != "" {
+				// Built under emulation: on a node of the host
+				// architecture whose qemu handler for the platform's
+				// is registered.
+				maps.Copy(sel, EmulatedNodeSelector(pp, host))
+			} else {
+				maps.Copy(sel, pp.NodeSelector())
+			}
 		}
 	}
 	if _, ok := sel[corev1.LabelOSStable]; !ok {

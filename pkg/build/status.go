@@ -27,6 +27,10 @@ func ResolutionPlan(b *buildv1.Build, res Resolution, now metav1.Time) Plan {
 	plan := Plan{Entries: map[string]EntryUpdate{}, Phase: buildv1.BuildPhaseNew}
 	for _, p := range res.Platforms {
 		u := EntryUpdate{Phase: buildv1.BuildPhaseNew, PodName: PlatformPodName(b.Name, p)}
+		if host, ok := res.Emulated[p]; ok {
+			u.EmulatedOn = host
+			u.Message = fmt.Sprintf("No Ready schedulable node can build %s natively: it is built under emulation on a %s node.", p, host)
+		}
 		if msg, ok := res.NoNode[p]; ok {
 			u = EntryUpdate{Phase: buildv1.BuildPhaseError, Reason: buildv1.StatusReasonNodePlatformNotFound,
 				Message: msg + ".", CompletionTimestamp: &now}
@@ -72,6 +76,9 @@ func NextStatus(b *buildv1.Build, platforms []string, plan Plan, now metav1.Time
 		e.Phase, e.Reason, e.Message = u.Phase, u.Reason, u.Message
 		if u.PodName != "" {
 			e.PodName = u.PodName
+		}
+		if u.EmulatedOn != "" {
+			e.EmulatedOn = u.EmulatedOn
 		}
 		if u.CompletionTimestamp != nil && e.CompletionTimestamp == nil {
 			e.CompletionTimestamp = u.CompletionTimestamp.DeepCopy()
@@ -240,6 +247,9 @@ func StatusApply(b *buildv1.Build, next buildv1.BuildStatus, plan Plan) (*buildv
 			}
 			if u.PodName != "" {
 				entry.WithPodName(u.PodName)
+			}
+			if u.EmulatedOn != "" {
+				entry.WithEmulatedOn(u.EmulatedOn)
 			}
 			if u.CompletionTimestamp != nil && e.CompletionTimestamp != nil {
 				entry.WithCompletionTimestamp(*e.CompletionTimestamp)

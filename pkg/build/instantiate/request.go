@@ -70,7 +70,8 @@ func Name(bc string, n int64) string { return bc + "-" + strconv.FormatInt(n, 10
 // BuildConfig's spec with the request's changes, its labels plus
 // openshift.io/build-config.name, buildconfig and
 // openshift.io/build.start-policy, the annotations
-// openshift.io/build-config.name and openshift.io/build.number, and the
+// openshift.io/build-config.name and openshift.io/build.number (and the
+// BuildConfig's build.openshift.io/emulation, archway's), and the
 // BuildConfig as its controlling owner (deleting a BuildConfig deletes its
 // builds).
 func NewBuild(bc *buildv1.BuildConfig, n int64, req Request) *buildv1.Build {
@@ -97,6 +98,10 @@ func NewBuild(bc *buildv1.BuildConfig, n int64, req Request) *buildv1.Build {
 			}},
 		},
 		Spec: buildv1.BuildSpec{CommonSpec: *bc.Spec.CommonSpec.DeepCopy()},
+	}
+	// archway's emulation choice follows the BuildConfig into its builds.
+	if v, ok := bc.Annotations[buildv1.EmulationAnnotation]; ok {
+		b.Annotations[buildv1.EmulationAnnotation] = v
 	}
 	spec := &b.Spec
 	spec.TriggeredBy = slices.Clone(req.TriggeredBy)

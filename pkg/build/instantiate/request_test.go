@@ -13,7 +13,8 @@ import (
 
 func testBC() *buildv1.BuildConfig {
 	return &buildv1.BuildConfig{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team", UID: "uid-1", Labels: map[string]string{"team": "a"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team", UID: "uid-1", Labels: map[string]string{"team": "a"},
+			Annotations: map[string]string{"build.openshift.io/emulation": "linux/riscv64", "example.com/other": "x"}},
 		Spec: buildv1.BuildConfigSpec{
 			RunPolicy: buildv1.BuildRunPolicySerialLatestOnly,
 			CommonSpec: buildv1.CommonSpec{
@@ -42,7 +43,7 @@ func TestNewBuild(t *testing.T) {
 			if !reflect.DeepEqual(b.Labels, wantLabels) {
 				t.Errorf("labels %v, want %v", b.Labels, wantLabels)
 			}
-			wantAnn := map[string]string{"openshift.io/build-config.name": "app", "openshift.io/build.number": "7"}
+			wantAnn := map[string]string{"openshift.io/build-config.name": "app", "openshift.io/build.number": "7", "build.openshift.io/emulation": "linux/riscv64"}
 			if !reflect.DeepEqual(b.Annotations, wantAnn) {
 				t.Errorf("annotations %v, want %v", b.Annotations, wantAnn)
 			}

@@ -182,6 +182,7 @@ func PlatformStatus(e buildv1.BuildStatusPlatform) map[string]any {
 	entry.str("reason", string(e.Reason))
 	entry.str("message", e.Message)
 	entry.str("podName", e.PodName)
+	entry.str("emulatedOn", e.EmulatedOn)
 	entry.time("startTimestamp", e.StartTimestamp)
 	entry.time("completionTimestamp", e.CompletionTimestamp)
 	entry.str("outputDockerImageReference", e.OutputDockerImageReference)

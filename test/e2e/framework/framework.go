@@ -86,6 +86,7 @@ type Env struct {
 
 	opts        Options
 	podSecurity string // build.podSecurity of the controller's config
+	buildExtra  string // more of the config's build section (YAML, indented by two)
 	controller  *exec.Cmd
 	done        chan error
 }
@@ -151,7 +152,7 @@ func podReadable(path string) (string, error) {
 // controllerConfig is build-controller's --config on the bed, with
 // build.podSecurity when podSecurity is set: the bed serves Git
 // repositories from directories (file://), which clusters do not allow.
-func controllerConfig(podSecurity string) string {
+func controllerConfig(podSecurity, buildExtra string) string {
 	cfg := `apiVersion: config.archway.dev/v1alpha1
 kind: BuildControllerConfiguration
 build:
@@ -161,7 +162,16 @@ build:
 	if podSecurity != "" {
 		cfg += "  podSecurity: " + podSecurity + "\n"
 	}
-	return cfg
+	return cfg + buildExtra
+}
+
+// RestartControllerWithBuildConfig stops build-controller and starts it
+// again with buildExtra (YAML, each line indented by two spaces) added to
+// its config's build section; "" goes back to the suite's config.
+func (e *Env) RestartControllerWithBuildConfig(ctx context.Context, buildExtra string) error {
+	e.StopController()
+	e.buildExtra = buildExtra
+	return e.StartController(ctx)
 }
 
 // RestartController stops build-controller and starts it again with
@@ -180,7 +190,7 @@ func (e *Env) RestartController(ctx context.Context, podSecurity string) error {
 // listens.
 func (e *Env) StartController(ctx context.Context) error {
 	cfg := filepath.Join(e.Bed.Dir, "build-controller.yaml")
-	if err := os.WriteFile(cfg, []byte(controllerConfig(e.podSecurity)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(controllerConfig(e.podSecurity, e.buildExtra)), 0o644); err != nil {
 		return err
 	}
 	metrics, err := freePort()

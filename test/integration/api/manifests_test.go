@@ -52,11 +52,13 @@ func TestManifestsDryRun(t *testing.T) {
 	if err != nil || len(dirs) < 8 {
 		t.Fatalf("kustomizations under %s: %v (%v)", root, dirs, err)
 	}
-	// A dry run creates nothing: archway's namespace must exist for the
-	// objects in it to be checked.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "archway-system"}}
-	if err := b.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	// A dry run creates nothing: archway's namespaces must exist for the
+	// objects in them to be checked.
+	for _, name := range []string{"archway-system", "archway-emulation"} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := b.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	stubs := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "apply", "-f", filepath.Join("testdata", "overlay-crds.yaml"))
 	if out, err := stubs.CombinedOutput(); err != nil {

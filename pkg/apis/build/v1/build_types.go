@@ -286,6 +286,16 @@ type BuildStatusPlatform struct {
 	// +optional
 	PodName string `json:"podName,omitempty"`
 
+	// emulatedOn is the architecture (kubernetes.io/arch) of the nodes
+	// this platform's pod runs on when it is built under emulation (qemu
+	// user-mode), because no Ready schedulable node of its own
+	// architecture could build it and build-controller's build.emulation
+	// allows it. Set by the controller when it resolves the platforms.
+	// Default: empty (built natively).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	EmulatedOn string `json:"emulatedOn,omitempty"`
+
 	// startTimestamp is when this platform's pod started running. Default:
 	// unset.
 	// +optional

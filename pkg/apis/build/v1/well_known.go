@@ -72,6 +72,30 @@ const (
 	// (e.g. "linux/arm64"): the key of the entry the pod writes.
 	PlatformAnnotation = "build.openshift.io/platform"
 
+	// EmulationAnnotation on a Build (or a BuildConfig, whose Builds get
+	// it) narrows which of its platforms may be built under emulation
+	// when no node of their own architecture can build them, among those
+	// build-controller's build.emulation permits: "Never" (none: such a
+	// platform fails with NodePlatformNotFound), or a comma-separated list
+	// of platforms (only those; this is also how a Build asks for a
+	// platform the configuration emulates onRequest). Without it, a Build
+	// may have every configured platform not marked onRequest emulated.
+	// It never allows what the configuration does not.
+	EmulationAnnotation = "build.openshift.io/emulation"
+
+	// EmulationNever is the EmulationAnnotation value that refuses
+	// emulation.
+	EmulationNever = "Never"
+
+	// EmulationLabelPrefix starts the node label that says a node runs
+	// binaries of an architecture under emulation:
+	// emulation.archway.dev/<arch>=true (e.g. emulation.archway.dev/arm),
+	// set by the binfmt DaemonSet (manifests/emulation) once qemu's
+	// binfmt_misc handler for that architecture is registered with the F
+	// flag, removed when it is not. An emulated platform's pod selects
+	// it, so it never lands on a node without the handler.
+	EmulationLabelPrefix = "emulation.archway.dev/"
+
 	// PodRoleLabel is set on every build pod, saying what the pod does:
 	// PodRoleBuild or PodRoleManifestList.
 	PodRoleLabel = "build.openshift.io/pod-role"
@@ -254,6 +278,10 @@ const (
 
 // Event reasons of archway's own.
 const (
+	// EventReasonPlatformEmulated: no node of a platform's own
+	// architecture can build it, and its pod builds it under emulation on
+	// a node of another architecture (build.emulation).
+	EventReasonPlatformEmulated = "PlatformEmulated"
 	// EventReasonRemovingPlatformTags: a multi-platform build ended without
 	// a manifest list and every platform pod has ended; the manifest-list
 	// pod was created to remove the per-platform tags.

@@ -93,6 +93,14 @@ type BuildControllerConfig struct {
 	// +optional
 	BuildOverrides BuildOverridesConfig `json:"buildOverrides,omitempty"`
 
+	// emulation lists the platforms that may be built under emulation
+	// (qemu user-mode, through the kernel's binfmt_misc) on nodes of
+	// another architecture when no Ready schedulable node of their own
+	// can build them. A platform not listed fails as before
+	// (NodePlatformNotFound). Default: none.
+	// +optional
+	Emulation EmulationConfig `json:"emulation,omitempty"`
+
 	// allowFileGitURIs lets Git sources name local repositories (file://
 	// URLs and paths), which the builder reads inside the build pod, outside
 	// the build's chroot: for test clusters that serve repositories from a
@@ -100,6 +108,38 @@ type BuildControllerConfig struct {
 	// file transport is off for submodules too).
 	// +optional
 	AllowFileGitURIs bool `json:"allowFileGitURIs,omitempty"`
+}
+
+// EmulationConfig says which platforms may be built under emulation.
+type EmulationConfig struct {
+	// platforms are the platforms that may be built under emulation, each
+	// with the architectures of the nodes that may emulate it. Default:
+	// none. Platforms must be unique once normalized.
+	// +optional
+	Platforms []EmulatedPlatform `json:"platforms,omitempty"`
+}
+
+// EmulatedPlatform lets one platform be built under emulation.
+type EmulatedPlatform struct {
+	// platform is "os/arch" or "os/arch/variant", e.g. linux/arm/v7.
+	// Only linux platforms can be emulated. Required.
+	Platform string `json:"platform"`
+
+	// hostArchitectures are the architectures (kubernetes.io/arch values)
+	// of the nodes that may build the platform under emulation, most
+	// preferred first: a Build's pod goes to the first of them that has a
+	// Ready schedulable node labelled
+	// emulation.archway.dev/<platform's architecture>=true (set by the
+	// binfmt DaemonSet once it has registered the qemu handler). Required,
+	// at least one, none the platform's own architecture.
+	HostArchitectures []string `json:"hostArchitectures"`
+
+	// onRequest makes the platform emulated only for Builds that ask for
+	// it by name in their build.archway.dev/emulation annotation. Default:
+	// false (every Build that needs it, unless its annotation says
+	// otherwise).
+	// +optional
+	OnRequest bool `json:"onRequest,omitempty"`
 }
 
 // PodSecurity is how build pods are isolated from their node.

@@ -153,8 +153,51 @@ func validateBuild(b *BuildControllerConfig, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("builderServiceAccount"), b.BuilderServiceAccount,
 			"build pods must not run as the namespace's default service account, which every other pod gets: use builder (the default) or another name"))
 	}
+	errs = append(errs, validateEmulation(&b.Emulation, path.Child("emulation"))...)
 	errs = append(errs, validateDefaults(&b.BuildDefaults, path.Child("buildDefaults"))...)
 	errs = append(errs, validateOverrides(&b.BuildOverrides, path.Child("buildOverrides"))...)
+	return errs
+}
+
+func validateEmulation(e *EmulationConfig, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]int{}
+	for i, ep := range e.Platforms {
+		p := path.Child("platforms").Index(i)
+		errs = append(errs, validatePlatform(ep.Platform, p.Child("platform"))...)
+		pl, perr := platform.Parse(ep.Platform)
+		if perr == nil {
+			if j, dup := seen[pl.Key()]; dup {
+				errs = append(errs, field.Duplicate(p.Child("platform"),
+					fmt.Sprintf("%s (the same platform as platforms[%d])", ep.Platform, j)))
+			}
+			seen[pl.Key()] = i
+			if pl.OS != "linux" {
+				errs = append(errs, field.Invalid(p.Child("platform"), ep.Platform,
+					"only linux platforms can be emulated (qemu user-mode through binfmt_misc)"))
+			}
+		}
+		if len(ep.HostArchitectures) == 0 {
+			errs = append(errs, field.Required(p.Child("hostArchitectures"),
+				"the architectures of the nodes that may emulate the platform, e.g. [amd64]"))
+		}
+		hosts := sets.New[string]()
+		for j, a := range ep.HostArchitectures {
+			hp := p.Child("hostArchitectures").Index(j)
+			if _, err := platform.Parse("linux/" + a); err != nil || strings.Contains(a, "/") {
+				errs = append(errs, field.NotSupported(hp, a, platform.KnownArchitectures()))
+				continue
+			}
+			if hosts.Has(a) {
+				errs = append(errs, field.Duplicate(hp, a))
+			}
+			hosts.Insert(a)
+			if perr == nil && pl.Architecture == a {
+				errs = append(errs, field.Invalid(hp, a,
+					"the platform's own architecture builds it natively: list only other architectures"))
+			}
+		}
+	}
 	return errs
 }
 

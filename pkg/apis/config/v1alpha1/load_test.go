@@ -109,6 +109,32 @@ func TestParse(t *testing.T) {
 			wantErr: []string{"build.buildOverrides.tolerations[0].value"},
 		},
 		{
+			name: "emulation",
+			file: header + "build:\n  builderImage: x\n  emulation:\n    platforms:\n    - {platform: linux/arm/v7, hostArchitectures: [amd64, arm64]}\n    - {platform: linux/riscv64, hostArchitectures: [amd64], onRequest: true}\n",
+			check: func(t *testing.T, cfg *BuildControllerConfiguration) {
+				e := cfg.Build.Emulation.Platforms
+				if len(e) != 2 || e[0].HostArchitectures[1] != "arm64" || e[0].OnRequest || !e[1].OnRequest {
+					t.Errorf("emulation not read: %+v", e)
+				}
+			},
+		},
+		{
+			name:    "emulation without host architectures",
+			file:    header + "build:\n  builderImage: x\n  emulation:\n    platforms: [{platform: linux/arm/v7}]\n",
+			wantErr: []string{"build.emulation.platforms[0].hostArchitectures: Required value"},
+		},
+		{
+			name: "emulation on its own architecture, an unknown one, a duplicate",
+			file: header + "build:\n  builderImage: x\n  emulation:\n    platforms: [{platform: linux/arm64, hostArchitectures: [arm64, x86_64, amd64, amd64]}]\n",
+			wantErr: []string{"build.emulation.platforms[0].hostArchitectures[0]: Invalid value", "own architecture",
+				`hostArchitectures[1]: Unsupported value: "x86_64"`, "hostArchitectures[3]: Duplicate value"},
+		},
+		{
+			name:    "emulation of a duplicate platform and a windows one",
+			file:    header + "build:\n  builderImage: x\n  emulation:\n    platforms: [{platform: linux/arm, hostArchitectures: [amd64]}, {platform: linux/arm/v7, hostArchitectures: [amd64]}, {platform: windows/arm64, hostArchitectures: [amd64]}]\n",
+			wantErr: []string{"build.emulation.platforms[1].platform: Duplicate value", "only linux platforms"},
+		},
+		{
 			name:    "bad service account",
 			file:    header + "build:\n  builderImage: x\n  builderServiceAccount: Not_Valid\n",
 			wantErr: []string{"build.builderServiceAccount"},

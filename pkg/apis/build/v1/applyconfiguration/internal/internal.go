@@ -388,6 +388,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: completionTimestamp
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: emulatedOn
+      type:
+        scalar: string
     - name: logSnippet
       type:
         scalar: string

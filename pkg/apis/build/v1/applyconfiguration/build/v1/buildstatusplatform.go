@@ -29,6 +29,13 @@ type BuildStatusPlatformApplyConfiguration struct {
 	// podName is the name of the pod building this platform. Default:
 	// empty.
 	PodName *string `json:"podName,omitempty"`
+	// emulatedOn is the architecture (kubernetes.io/arch) of the nodes
+	// this platform's pod runs on when it is built under emulation (qemu
+	// user-mode), because no Ready schedulable node of its own
+	// architecture could build it and build-controller's build.emulation
+	// allows it. Set by the controller when it resolves the platforms.
+	// Default: empty (built natively).
+	EmulatedOn *string `json:"emulatedOn,omitempty"`
 	// startTimestamp is when this platform's pod started running. Default:
 	// unset.
 	StartTimestamp *metav1.Time `json:"startTimestamp,omitempty"`
@@ -90,6 +97,14 @@ func (b *BuildStatusPlatformApplyConfiguration) WithMessage(value string) *Build
 // If called multiple times, the PodName field is set to the value of the last call.
 func (b *BuildStatusPlatformApplyConfiguration) WithPodName(value string) *BuildStatusPlatformApplyConfiguration {
 	b.PodName = &value
+	return b
+}
+
+// WithEmulatedOn sets the EmulatedOn field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the EmulatedOn field is set to the value of the last call.
+func (b *BuildStatusPlatformApplyConfiguration) WithEmulatedOn(value string) *BuildStatusPlatformApplyConfiguration {
+	b.EmulatedOn = &value
 	return b
 }
 
