@@ -138,7 +138,7 @@ func Register(dir, confDir string, archs []string) ([]string, error) {
 		if f := reg[strings.LastIndex(reg, ":")+1:]; !strings.Contains(f, "F") {
 			return done, fmt.Errorf("%s registers qemu-%s without the F flag (flags %q): a build's RUN steps could not find the interpreter", conf, h.Name, f)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "register"), []byte(reg), 0); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "register"), []byte(reg), 0); err != nil { //nolint:gosec // dir is the operator's --binfmt-dir, and register its kernel file
 			return done, fmt.Errorf("registering qemu-%s: %w", h.Name, err)
 		}
 		done = append(done, arch)
