@@ -20,7 +20,10 @@ import (
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/pkg/scheduling/policy"
+	"github.com/archway-build/archway/pkg/scheduling/protection"
 	"github.com/archway-build/archway/pkg/version"
+	"github.com/archway-build/archway/pkg/webhookcert"
 )
 
 // component is one controller or webhook the binary can host.
@@ -36,6 +39,11 @@ type component struct {
 	// cache, when set, narrows the manager's cache to what the component
 	// reads, before the manager is made.
 	cache func(*cache.Options)
+	// webhooks is set for components the webhook server serves: the
+	// webhook configurations that call them (none for an endpoint no
+	// configuration calls), which --cert-management=internal injects its CA
+	// into.
+	webhooks func() []webhookcert.Configuration
 }
 
 // components lists every component this binary hosts. Each package adds one
@@ -44,15 +52,19 @@ func components() []component {
 	return []component{
 		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild, cache: build.ConfigureCache},
 		{name: "buildconfig", help: "starts Builds from BuildConfigs' ConfigChange triggers, cancels what SerialLatestOnly skips, prunes old builds", setup: setupBuildConfig},
-		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers and binary builds (instantiatebinary; every replica; needs --webhook-cert-dir)", disabledByDefault: true, setup: setupBuildConfigWebhooks},
+		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers and binary builds (instantiatebinary; every replica; needs a serving certificate, see --cert-management)", disabledByDefault: true, setup: setupBuildConfigWebhooks,
+			webhooks: func() []webhookcert.Configuration { return nil }},
 		// Arch-aware placement is opt-in: the webhook needs a serving
-		// certificate (--webhook-cert-dir). It gates pods only while a
+		// certificate (see --cert-management). It gates pods only while a
 		// placement controller's heartbeat Lease is fresh, so the two may run
 		// in one process or in Deployments of their own.
-		{name: "placement-webhook", help: "gates new pods for arch-aware placement (serves on every replica)", disabledByDefault: true, setup: setupPlacementWebhook},
+		{name: "placement-webhook", help: "gates new pods for arch-aware placement (serves on every replica)", disabledByDefault: true, setup: setupPlacementWebhook,
+			webhooks: placement.WebhookConfigurations},
 		{name: "pod-placement", help: "places gated pods on nodes of their images' architectures (leader only)", disabledByDefault: true, setup: setupPodPlacement, cache: placement.ConfigureControllerCache},
-		{name: "scheduling-policy-webhook", help: "injects scheduling criteria from PodSchedulingPolicies into new pods (serves on every replica)", disabledByDefault: true, setup: setupSchedulingPolicyWebhook},
-		{name: "control-plane-protection-webhook", help: "keeps unauthorized pods off control-plane nodes (serves on every replica)", disabledByDefault: true, setup: setupControlPlaneProtection},
+		{name: "scheduling-policy-webhook", help: "injects scheduling criteria from PodSchedulingPolicies into new pods (serves on every replica)", disabledByDefault: true, setup: setupSchedulingPolicyWebhook,
+			webhooks: policy.WebhookConfigurations},
+		{name: "control-plane-protection-webhook", help: "keeps unauthorized pods off control-plane nodes (serves on every replica)", disabledByDefault: true, setup: setupControlPlaneProtection,
+			webhooks: protection.WebhookConfigurations},
 	}
 }
 
@@ -68,6 +80,7 @@ type options struct {
 	leaderElectID        string
 	webhookPort          int
 	webhookCertDir       string
+	certs                certOptions
 	kubeAPIQPS           float32
 	kubeAPIBurst         int
 	// config is the configuration file, loaded and validated by run.
@@ -77,8 +90,10 @@ type options struct {
 	logLevel *logLevel
 }
 
-func newRootCommand() *cobra.Command {
-	opts := &options{}
+func newRootCommand() *cobra.Command { return newCommand(&options{}) }
+
+// newCommand is the command with its flags parsed into opts.
+func newCommand(opts *options) *cobra.Command {
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
 		Use:           "build-controller",
@@ -106,7 +121,8 @@ func newRootCommand() *cobra.Command {
 	f.StringVar(&opts.leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	f.StringVar(&opts.leaderElectID, "leader-election-id", leaderElectionID, "name of the leader election lease: processes running different components need different names")
 	f.IntVar(&opts.webhookPort, "webhook-port", 9443, "port the webhook server listens on")
-	f.StringVar(&opts.webhookCertDir, "webhook-cert-dir", "", "directory with tls.crt and tls.key for the webhook server")
+	f.StringVar(&opts.webhookCertDir, "webhook-cert-dir", "", "with --cert-management=external, the directory with tls.crt and tls.key for the webhook server (reloaded when they change); with internal, where the certificate served is written (default: a temporary directory)")
+	addCertFlags(f, &opts.certs)
 	f.Float32Var(&opts.kubeAPIQPS, "kube-api-qps", 0, "client-side limit of queries per second to the apiserver; 0 leaves it to the apiserver's priority and fairness")
 	f.IntVar(&opts.kubeAPIBurst, "kube-api-burst", 0, "burst of queries to the apiserver with --kube-api-qps")
 	if kubeconfig := flag.CommandLine.Lookup("kubeconfig"); kubeconfig != nil {

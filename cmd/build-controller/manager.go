@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/signal"
@@ -59,6 +60,9 @@ func loadConfig(path string) (*configv1alpha1.BuildControllerConfiguration, erro
 // replica), health and readiness probes, the metrics endpoint and the
 // webhook server. It returns when ctx ends or the manager fails.
 func runManager(ctx context.Context, opts *options, enabled []component) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	cfg, err := loadConfig(opts.configFile)
 	if err != nil {
 		return fmt.Errorf("--config: %w", err)
@@ -80,6 +84,14 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 	if leNamespace == "" && opts.leaderElect {
 		leNamespace = podNamespace()
 	}
+	certs, err := webhookCerts(opts, enabled)
+	if err != nil {
+		return err
+	}
+	webhookOpts := webhook.Options{Port: opts.webhookPort, CertDir: opts.webhookCertDir}
+	if certs != nil {
+		webhookOpts.TLSOpts = []func(*tls.Config){certs.TLSOption}
+	}
 	var cacheOpts cache.Options
 	for _, c := range enabled {
 		if c.cache != nil {
@@ -98,7 +110,7 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 		LeaderElectionID:              opts.leaderElectID,
 		LeaderElectionNamespace:       leNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.webhookPort, CertDir: opts.webhookCertDir}),
+		WebhookServer:                 webhook.NewServer(webhookOpts),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -115,14 +127,23 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 		return err
 	}
 	log := ctrl.Log.WithName("setup")
+	if certs != nil {
+		if err := certs.CheckSecret(ctx, mgr.GetAPIReader()); err != nil {
+			return fmt.Errorf("--cert-management=internal: %w", err)
+		}
+		if err := certs.Setup(mgr); err != nil {
+			return err
+		}
+		// Not ready until the certificate is served and its CA injected.
+		if err := mgr.AddReadyzCheck("webhook-certs", certs.ReadyCheck); err != nil {
+			return err
+		}
+	}
 	for _, c := range enabled {
 		if err := c.setup(mgr, opts); err != nil {
 			return fmt.Errorf("component %s: %w", c.name, err)
 		}
 		log.Info("component enabled", "component", c.name)
-	}
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	// SIGTERM stops the manager gracefully: it releases the lease so
 	// another replica takes over at once.
