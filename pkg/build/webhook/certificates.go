@@ -5,7 +5,7 @@ package webhook
 // (pkg/webhookcert). No webhook configuration calls the endpoint, so no CA
 // is injected anywhere: SCM services reach it through an Ingress or Route
 // that trusts or terminates it.
-const CertSecretName = "archway-build-triggers-tls"
+const CertSecretName = "archway-build-triggers-tls" //nolint:gosec // G101: a Secret's name, not a credential.
 
 // The RBAC of --cert-management=internal: cert-controller watches the
 // Secrets of archway's namespace and updates only this one, and
