@@ -29,13 +29,16 @@ type podReconciler struct {
 	writer    client.Client
 	secrets   pullSecrets
 	inspector image.Inspector
-	recorder  events.EventRecorder
-	metrics   *controllerMetrics
-	retries   *retryTracker
-	policy    retryPolicy
-	imagePar  int
-	applied   *appliedCounter
-	now       func() time.Time
+	// built answers for images archway Builds pushed, before the
+	// inspector; nil: never.
+	built    *builtImages
+	recorder events.EventRecorder
+	metrics  *controllerMetrics
+	retries  *retryTracker
+	policy   retryPolicy
+	imagePar int
+	applied  *appliedCounter
+	now      func() time.Time
 }
 
 func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -110,7 +113,11 @@ func (r *podReconciler) inspect(ctx context.Context, pod *corev1.Pod) ([]imageRe
 	g.SetLimit(r.imagePar)
 	for i, name := range images {
 		g.Go(func() error {
-			ps, _, err := r.inspector.Architectures(ctx, image.Reference{Name: name, Refresh: always[name]}, keyring.Lookup(name))
+			ref, auth := image.Reference{Name: name, Refresh: always[name]}, keyring.Lookup(name)
+			ps, found, err := r.fromBuild(ctx, pod.Namespace, ref, auth)
+			if !found && err == nil {
+				ps, _, err = r.inspector.Architectures(ctx, ref, auth)
+			}
 			results[i] = imageResult{image: name, err: err}
 			if err == nil {
 				results[i].archs = ps.Architectures(os)
@@ -124,6 +131,19 @@ func (r *podReconciler) inspect(ctx context.Context, pod *corev1.Pod) ([]imageRe
 	}
 	_ = g.Wait()
 	return results, nil
+}
+
+// fromBuild answers for an image a completed Build of ns pushed, and
+// whether it did.
+func (r *podReconciler) fromBuild(ctx context.Context, ns string, ref image.Reference, auth image.Auth) (image.Platforms, bool, error) {
+	if r.built == nil {
+		return nil, false, nil
+	}
+	ps, found, err := r.built.platforms(ctx, ns, ref, auth)
+	if found {
+		log.FromContext(ctx).V(1).Info(describeBuilt(ref.Name, ps))
+	}
+	return ps, found, err
 }
 
 // writeTimeout bounds a pod write that goes on after the controller was

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement/image"
 )
@@ -232,6 +233,8 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 			&corev1.Pod{}:            {Label: gatedSelector(), Field: unboundSelector()},
 			&corev1.Secret{}:         {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockerConfigJson))},
 			&corev1.ServiceAccount{}: {},
+			// Completed Builds' outputs only, for images they pushed.
+			&buildv1.Build{}: {Transform: builtOutput},
 		},
 	})
 	if err != nil {
@@ -253,7 +256,15 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 			return err
 		}
 	}
-	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Secret{}, &corev1.ServiceAccount{}} {
+	for field, index := range map[string]client.IndexerFunc{
+		buildOutputRepositoryIndex: indexBuildOutputRepository,
+		buildOutputDigestIndex:     indexBuildOutputDigest,
+	} {
+		if err := placementCache.IndexField(context.Background(), &buildv1.Build{}, field, index); err != nil {
+			return fmt.Errorf("placement controller: index %s of Builds: %w", field, err)
+		}
+	}
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Secret{}, &corev1.ServiceAccount{}, &buildv1.Build{}} {
 		if _, err := placementCache.GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("placement controller: informer for %T: %w", obj, err)
 		}
@@ -279,6 +290,7 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 		writer:    mgr.GetClient(),
 		secrets:   pullSecrets{cached: placementCache, legacy: legacySecrets, direct: mgr.GetAPIReader(), global: opts.GlobalPullSecret},
 		inspector: inspector,
+		built:     &builtImages{builds: placementCache, resolver: inspector},
 		recorder:  mgr.GetEventRecorder("pod-placement-controller"),
 		metrics:   metrics,
 		retries:   newRetryTracker(),

@@ -184,3 +184,35 @@ func (c *Cache) observe(cache string, hit bool) {
 func digestKey(repo string, d digest.Digest, credKey string) string {
 	return repo + "@" + d.String() + "|" + credKey
 }
+
+// Digest resolves ref to the digest of its manifest or index without
+// reading either: a digest reference names its own; a tag's digest comes
+// from the tag map while it is fresh (and ref.Refresh is not set), else
+// from one manifest HEAD, which the map then keeps for Architectures too.
+func (c *Cache) Digest(ctx context.Context, ref Reference, auth Auth) (digest.Digest, error) {
+	named, err := reference.ParseNormalizedNamed(ref.Name)
+	if err != nil {
+		return "", &ReferenceError{Err: fmt.Errorf("parsing image reference %q: %w", ref.Name, err)}
+	}
+	if canonical, ok := named.(reference.Canonical); ok {
+		return canonical.Digest(), nil
+	}
+	named = reference.TagNameOnly(named)
+	tagKey := named.String() + "|" + auth.Key()
+	if v, ok := c.tags.Get(tagKey); ok && !ref.Refresh && c.opts.Now().Before(v.(tagEntry).expires) {
+		c.observe("tag", true)
+		return v.(tagEntry).digest, nil
+	}
+	c.observe("tag", false)
+	d, err := c.shared(ctx, "head|"+tagKey, func(ctx context.Context) (any, error) {
+		d, err := c.inner.Digest(ctx, named.String(), auth)
+		if err == nil {
+			c.tags.Add(tagKey, tagEntry{digest: d, expires: c.opts.Now().Add(c.opts.TagTTL)})
+		}
+		return d, err
+	})
+	if err != nil {
+		return "", err
+	}
+	return d.(digest.Digest), nil
+}

@@ -271,3 +271,51 @@ func TestCacheLRUBound(t *testing.T) {
 		t.Errorf("OnLookup saw %d lookups, %d hits", lookups, hits)
 	}
 }
+
+// TestCacheDigest: resolving a reference costs at most a HEAD, never a GET,
+// and shares the tag map with Architectures.
+func TestCacheDigest(t *testing.T) {
+	ctx := context.Background()
+	reg := newFakeRegistry()
+	clk := &clock{t: time.Unix(1000, 0)}
+	c := NewCache(reg, CacheOptions{TagTTL: time.Minute, Now: clk.now})
+	d := reg.push("r.example/app:v1", amd64, arm64)
+	steps := []struct {
+		name       string
+		act        func()
+		ref        Reference
+		gets, head int64
+	}{
+		{name: "a digest names itself: no call", ref: Reference{Name: "r.example/app@" + d.String()}},
+		{name: "cold tag: one HEAD", ref: Reference{Name: "r.example/app:v1"}, head: 1},
+		{name: "fresh tag: no call", ref: Reference{Name: "r.example/app:v1"}, head: 1},
+		{name: "Refresh: HEAD again", ref: Reference{Name: "r.example/app:v1", Refresh: true}, head: 2},
+		{name: "tag TTL over: HEAD again", act: func() { clk.advance(2 * time.Minute) }, ref: Reference{Name: "r.example/app:v1"}, head: 3},
+	}
+	for _, s := range steps {
+		if s.act != nil {
+			s.act()
+		}
+		got, err := c.Digest(ctx, s.ref, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got != d {
+			t.Errorf("%s: digest %s, want %s", s.name, got, d)
+		}
+		if reg.gets.Load() != s.gets || reg.heads.Load() != s.head {
+			t.Errorf("%s: registry saw %d GETs and %d HEADs, want %d and %d", s.name, reg.gets.Load(), reg.heads.Load(), s.gets, s.head)
+		}
+	}
+	// The resolution serves Architectures too: the tag is fresh, so only
+	// the digest's platforms are read (one GET by digest, no HEAD).
+	if _, _, err := c.Architectures(ctx, Reference{Name: "r.example/app:v1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if reg.gets.Load() != 1 || reg.heads.Load() != 3 {
+		t.Errorf("Architectures after Digest: %d GETs and %d HEADs, want 1 and 3", reg.gets.Load(), reg.heads.Load())
+	}
+	if _, err := c.Digest(ctx, Reference{Name: "r.example/app:v1@bad"}, nil); !Permanent(err) {
+		t.Errorf("a malformed reference: %v, want a permanent error", err)
+	}
+}
