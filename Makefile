@@ -21,7 +21,9 @@ GOLANGCI_LINT = $(ASSETS)/golangci-lint
 # instead of gpgme, no btrfs graph driver, and the system's libsqlite3 (which
 # libsqlite3-dev provides) instead of a bundled copy.
 BUILD_TAGS := containers_image_openpgp exclude_graphdriver_btrfs libsqlite3
-GO_BUILD_FLAGS := -tags "$(BUILD_TAGS)" -ldflags "-X github.com/archway-build/archway/pkg/version.Version=$(VERSION)"
+# -s -w leave the symbol table and DWARF out (stack traces keep their names):
+# chroot isolation copies the builder's binary into memory twice per RUN step.
+GO_BUILD_FLAGS := -tags "$(BUILD_TAGS)" -ldflags "-s -w -X github.com/archway-build/archway/pkg/version.Version=$(VERSION)"
 BIN_DIR := bin
 
 # Test runs. Integration and e2e suites start the bed per package; -p 1 keeps

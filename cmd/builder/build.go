@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,6 +46,7 @@ type localBuildOptions struct {
 	authFile           string
 	insecureRegistries []string
 	storageDriver      string
+	isolation          string
 	keepPlatformTags   bool
 	cacheRepo          string
 }
@@ -93,6 +96,7 @@ pushed), else 1.`,
 	f.StringVar(&opts.authFile, "authfile", "", "docker config file (or directory holding one) with registry credentials for pulling and pushing")
 	f.StringSliceVar(&opts.insecureRegistries, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are)")
 	f.StringVar(&opts.storageDriver, "storage-driver", "", "container store driver: overlay or vfs (default: overlay when it works, else vfs)")
+	f.StringVar(&opts.isolation, "isolation", "auto", "how RUN steps run: oci (in runc containers; needs root outside a user namespace), chroot, or auto: oci when runc is on PATH and it can run, else chroot")
 	f.BoolVar(&opts.keepPlatformTags, "keep-platform-tags", false, "leave the per-platform tags in the registry")
 	return cmd
 }
@@ -135,10 +139,17 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 		}
 		defer func() { _ = os.RemoveAll(workDir) }()
 	}
+	uidMap, _ := os.ReadFile("/proc/self/uid_map")
+	isolation, runtime, err := chooseIsolation(opts.isolation, exec.LookPath, os.Geteuid(), string(uidMap))
+	if err != nil {
+		return err
+	}
 	b, err := imagebuild.New(imagebuild.Config{
 		WorkDir:            workDir,
 		StorageDriver:      opts.storageDriver,
 		InsecureRegistries: opts.insecureRegistries,
+		Isolation:          isolation,
+		OCIRuntime:         runtime,
 	})
 	if err != nil {
 		return err
@@ -150,8 +161,8 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 	}
 
 	out := &lockedWriter{w: stdout}
-	printf(out, "Building %s for %s (%d at once, %s store in %s)\n",
-		filepath.Clean(contextDir), strings.Join(plan.platforms, ", "), plan.jobs, b.StorageDriver(), workDir)
+	printf(out, "Building %s for %s (%d at once, %s store in %s, %s isolation)\n",
+		filepath.Clean(contextDir), strings.Join(plan.platforms, ", "), plan.jobs, b.StorageDriver(), workDir, b.Isolation())
 	results := buildPlatforms(ctx, b, plan, opts, contextDir, auth, out)
 
 	var pushed []string
@@ -187,6 +198,35 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 		return fmt.Errorf("%s: %w", manifestlist.ReasonOf(listErr), listErr)
 	}
 	return nil
+}
+
+// chooseIsolation resolves --isolation: auto is OCI isolation when an OCI
+// runtime (runc) is on PATH and the builder is root outside any user
+// namespace (uidMap is /proc/self/uid_map), as runc needs, else chroot.
+// OCI isolation starts each RUN step with less work: chroot isolation
+// copies the builder's binary into memory twice per step.
+func chooseIsolation(flag string, lookPath func(string) (string, error), euid int, uidMap string) (imagebuild.Isolation, string, error) {
+	fullRoot := euid == 0 && strings.Join(strings.Fields(uidMap), " ") == "0 0 4294967295"
+	switch flag {
+	case "chroot":
+		return imagebuild.IsolationChroot, "", nil
+	case "oci":
+		runtime, err := lookPath("runc")
+		if err != nil {
+			return "", "", fmt.Errorf("--isolation oci needs runc on PATH: %w", err)
+		}
+		if !fullRoot {
+			return "", "", errors.New("--isolation oci needs root outside any user namespace: use --isolation chroot")
+		}
+		return imagebuild.IsolationOCI, runtime, nil
+	case "auto", "":
+		if runtime, err := lookPath("runc"); err == nil && fullRoot {
+			return imagebuild.IsolationOCI, runtime, nil
+		}
+		return imagebuild.IsolationChroot, "", nil
+	default:
+		return "", "", fmt.Errorf("--isolation %q: use auto, oci or chroot", flag)
+	}
 }
 
 // localPlan is a `builder build` checked and resolved.

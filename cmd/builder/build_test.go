@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os/exec"
 	"reflect"
 	"strings"
 	"sync"
@@ -167,5 +168,46 @@ func TestIsMountPoint(t *testing.T) {
 	}
 	if isMountPoint("/nonexistent/archway") {
 		t.Error("a missing directory is a mount point")
+	}
+}
+
+func TestChooseIsolation(t *testing.T) {
+	const hostMap = "         0          0 4294967295\n"
+	const userNS = "         0     100000      65536\n"
+	found := func(string) (string, error) { return "/usr/sbin/runc", nil }
+	missing := func(string) (string, error) { return "", exec.ErrNotFound }
+	tests := []struct {
+		name        string
+		flag        string
+		lookPath    func(string) (string, error)
+		euid        int
+		uidMap      string
+		want        imagebuild.Isolation
+		wantRuntime string
+		wantErr     string
+	}{
+		{"auto with runc as root", "auto", found, 0, hostMap, imagebuild.IsolationOCI, "/usr/sbin/runc", ""},
+		{"auto without runc", "auto", missing, 0, hostMap, imagebuild.IsolationChroot, "", ""},
+		{"auto in a user namespace", "auto", found, 0, userNS, imagebuild.IsolationChroot, "", ""},
+		{"auto as another user", "", found, 1000, hostMap, imagebuild.IsolationChroot, "", ""},
+		{"chroot", "chroot", found, 0, hostMap, imagebuild.IsolationChroot, "", ""},
+		{"oci", "oci", found, 0, hostMap, imagebuild.IsolationOCI, "/usr/sbin/runc", ""},
+		{"oci without runc", "oci", missing, 0, hostMap, "", "", "--isolation oci needs runc on PATH"},
+		{"oci in a user namespace", "oci", found, 0, userNS, "", "", "use --isolation chroot"},
+		{"unknown", "vm", found, 0, hostMap, "", "", `--isolation "vm": use auto, oci or chroot`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, runtime, err := chooseIsolation(tt.flag, tt.lookPath, tt.euid, tt.uidMap)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want || runtime != tt.wantRuntime {
+				t.Errorf("got %q %q %v, want %q %q", got, runtime, err, tt.want, tt.wantRuntime)
+			}
+		})
 	}
 }

@@ -19,7 +19,10 @@ const BuildTags = "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3
 // build of an unchanged package take a few seconds.
 func GoBuild(ctx context.Context, dir, pkg string) (string, error) {
 	out := filepath.Join(dir, path.Base(pkg))
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags, "-o", out, pkg)
+	// Without the symbol table and DWARF (-s -w), as the Makefile builds:
+	// chroot isolation copies the builder's binary into memory twice per
+	// RUN step, and that is a third less to copy.
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags, "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local")
 	if msg, err := cmd.CombinedOutput(); err != nil {

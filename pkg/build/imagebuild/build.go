@@ -171,6 +171,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		ContextDirectory: req.ContextDir,
 		PullPolicy:       define.PullIfMissing,
 		Isolation:        define.IsolationChroot,
+		Runtime:          b.cfg.OCIRuntime,
 		Args:             args,
 		Labels:           formatLabels(req.Labels),
 		Envs:             req.Env,
@@ -199,6 +200,9 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	}
 	if req.ForcePull {
 		opts.PullPolicy = define.PullAlways
+	}
+	if b.cfg.Isolation == IsolationOCI {
+		opts.Isolation = define.IsolationOCI
 	}
 	if opts.Layers || cacheRepo != nil {
 		argsDigest, err := cacheArgsDigest(content, fromArgs)

@@ -64,7 +64,29 @@ type Config struct {
 	// SignaturePolicyPath is a signature policy to use instead of the
 	// embedded one, which accepts every image.
 	SignaturePolicyPath string
+
+	// Isolation is how RUN steps run: IsolationChroot (the default), which
+	// needs nothing but the builder, or IsolationOCI, which runs each step
+	// in a container of the OCI runtime at OCIRuntime. OCI isolation needs
+	// root outside any user namespace; it starts a step with less work than
+	// chroot isolation, which copies the builder's binary into memory twice
+	// per step (storage's re-exec protection).
+	Isolation Isolation
+	// OCIRuntime is the path of the OCI runtime (runc) for IsolationOCI.
+	OCIRuntime string
 }
+
+// Isolation is how a build runs its RUN steps.
+type Isolation string
+
+// The isolations a Builder supports.
+const (
+	// IsolationChroot runs each step in a chroot with namespaces of its
+	// own, through the builder's own binary.
+	IsolationChroot Isolation = "chroot"
+	// IsolationOCI runs each step in a container of an OCI runtime (runc).
+	IsolationOCI Isolation = "oci"
+)
 
 // Builder builds, pushes and inspects images with one container store. It
 // is safe for concurrent use: builds of several platforms may run at once.
@@ -94,6 +116,17 @@ func New(cfg Config) (*Builder, error) {
 		return nil, err
 	}
 	cfg.WorkDir = workDir
+	switch cfg.Isolation {
+	case "":
+		cfg.Isolation = IsolationChroot
+	case IsolationChroot:
+	case IsolationOCI:
+		if cfg.OCIRuntime == "" {
+			return nil, errors.New("imagebuild: OCI isolation needs the path of an OCI runtime (runc)")
+		}
+	default:
+		return nil, fmt.Errorf("imagebuild: isolation %q: use chroot or oci", cfg.Isolation)
+	}
 	b := &Builder{
 		cfg:          cfg,
 		blobCacheDir: filepath.Join(workDir, "blob-info-cache"),
@@ -166,6 +199,9 @@ func (b *Builder) Close() error {
 // TempDir is the builder's directory for temporary files. Programs should
 // point TMPDIR at it, as buildah writes some temporary files there.
 func (b *Builder) TempDir() string { return b.tmpDir }
+
+// Isolation is how the builder runs RUN steps.
+func (b *Builder) Isolation() Isolation { return b.cfg.Isolation }
 
 // StorageDriver is the driver of the builder's container store.
 func (b *Builder) StorageDriver() string { return b.store.GraphDriverName() }

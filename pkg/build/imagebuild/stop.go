@@ -5,23 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 )
 
-// stepRuntime is the name buildah's chroot isolation re-executes the
-// program under to run one RUN step; the step's commands are its
-// descendants.
-const stepRuntime = "buildah-chroot-runtime"
+// stepRuntimes are the names buildah re-executes the program under to run
+// one RUN step, with chroot isolation and with OCI isolation (which starts
+// the OCI runtime and adopts the step's processes); the step's commands
+// are their descendants.
+var stepRuntimes = []string{"buildah-chroot-runtime", "buildah-oci-runtime"}
 
 // StopRunSteps kills the RUN steps of every build running in this
-// process: each of this process's chroot runtimes (what buildah re-executes
-// the program as to run a step) with every process below it. Builds whose
-// step is killed fail. Other children of the process are left alone.
+// process: every process below each of this process's step runtimes (what
+// buildah re-executes the program as to run a step). The runtimes
+// themselves are left to see their step end, report it failed and clean up
+// after it (an OCI runtime's container state). Builds whose step is killed
+// fail. Other children of the process are left alone.
 //
 // buildah does not stop a running step when the build's context is
-// cancelled (its chroot runtime runs the step to its end, and a step's own
+// cancelled (the runtime runs the step to its end, and a step's own
 // children keep its output pipe open), so a program that stops its builds
 // early, as `builder build` does when a platform that may not fail fails,
 // cancels their contexts and calls StopRunSteps until they have returned: a
@@ -31,11 +35,11 @@ const stepRuntime = "buildah-chroot-runtime"
 // forks, nor is reparented out of the tree, meanwhile. It returns how many
 // processes it killed.
 func StopRunSteps() (int, error) {
-	return stopTrees(os.Getpid(), func(pid int) bool { return argv0(pid) == stepRuntime })
+	return stopTrees(os.Getpid(), func(pid int) bool { return slices.Contains(stepRuntimes, argv0(pid)) })
 }
 
-// stopTrees freezes every child of pid that root accepts and all of their
-// descendants, then kills them all.
+// stopTrees freezes the descendants of every child of pid that root
+// accepts, then kills them all.
 func stopTrees(pid int, root func(pid int) bool) (int, error) {
 	stopped := map[int]bool{}
 	// A process may fork before it is stopped: look again until no new
@@ -64,8 +68,8 @@ func stopTrees(pid int, root func(pid int) bool) (int, error) {
 	return len(stopped), nil
 }
 
-// treesBelow returns the children of pid that root accepts and all of
-// their descendants, from the parent links in /proc.
+// treesBelow returns the descendants of the children of pid that root
+// accepts, from the parent links in /proc.
 func treesBelow(pid int, root func(pid int) bool) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -86,7 +90,7 @@ func treesBelow(pid int, root func(pid int) bool) ([]int, error) {
 	var out, queue []int
 	for _, c := range children[pid] {
 		if root(c) {
-			queue = append(queue, c)
+			queue = append(queue, children[c]...)
 		}
 	}
 	for len(queue) > 0 {

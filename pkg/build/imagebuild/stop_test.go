@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// TestStopTrees kills a step's whole tree, the shell and the commands it
-// started in the background (which hold the step's output open), and
-// leaves the process's other children running.
+// TestStopTrees kills what a step runtime runs, the commands it started
+// and theirs (which hold the step's output open), so that the runtime sees
+// its step end; the process's other children go on running.
 func TestStopTrees(t *testing.T) {
 	step := exec.Command("sh", "-c", "sleep 3001 & sleep 3002 & wait")
 	step.Args[0] = "fake-step"
@@ -28,20 +28,21 @@ func TestStopTrees(t *testing.T) {
 	isStep := func(pid int) bool { return argv0(pid) == "fake-step" }
 
 	// Both background commands have started: the tree is whole.
-	waitFor(t, "the step's tree to have three processes", func() bool {
+	waitFor(t, "the step runtime's two commands to start", func() bool {
 		tree, err := treesBelow(os.Getpid(), isStep)
-		return err == nil && len(tree) == 3
+		return err == nil && len(tree) == 2
 	})
 
 	n, err := stopTrees(os.Getpid(), isStep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 3 {
-		t.Errorf("killed %d processes, want 3 (the shell and its two sleeps)", n)
+	if n != 2 {
+		t.Errorf("killed %d processes, want 2 (the two sleeps)", n)
 	}
-	if err := step.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
-		t.Errorf("the step ended with %v, want killed", err)
+	// The runtime sees its commands end, and ends.
+	if err := step.Wait(); err != nil {
+		t.Errorf("the step runtime ended with %v, want its own end", err)
 	}
 	waitFor(t, "the step's background commands to end", func() bool {
 		return len(running("sleep\x003001")) == 0 && len(running("sleep\x003002")) == 0

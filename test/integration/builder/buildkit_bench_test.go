@@ -33,7 +33,9 @@ import (
 //	go test -tags "$BUILD_TAGS" -run '^$' -bench BuilderVsBuildKit -benchtime 1x ./test/integration/builder/
 //
 // ARCHWAY_BENCH_CASES (comma-separated case names or name prefixes) picks
-// cases; the default is all of them.
+// cases; the default is all of them. ARCHWAY_BENCH_BUILDER_FLAGS adds flags
+// to every `builder build` (space-separated, e.g. "--isolation chroot"), to
+// compare the builder's ways.
 
 // benchCase is one directory of testdata/bench: a Dockerfile whose first
 // line is `ARG BASE` (the bed's base image is passed as that build arg), a
@@ -195,8 +197,9 @@ func runCase(tb testing.TB, tools benchTools, c benchCase, archwayFirst bool) ca
 		ref := fmt.Sprintf("%s/bench/archway-%s:%s", reg, c.name, round)
 		ctxDir := freshContext(tb, c)
 		start := time.Now()
-		log, code := runBuilder(tb, nil, "build", "--platform", platforms, "--build-arg", "BASE="+theBed.BaseImage,
-			"--work-dir", workDir, "-t", ref, ctxDir)
+		args := append([]string{"build", "--platform", platforms, "--build-arg", "BASE=" + theBed.BaseImage,
+			"--work-dir", workDir, "-t", ref}, strings.Fields(os.Getenv("ARCHWAY_BENCH_BUILDER_FLAGS"))...)
+		log, code := runBuilder(tb, nil, append(args, ctxDir)...)
 		took := time.Since(start)
 		if code != 0 {
 			tb.Fatalf("case %s (%s): builder build failed:\n%s", c.name, round, log)
