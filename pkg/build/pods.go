@@ -242,6 +242,20 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 			ds.ForcePull = true
 		}
 	}
+	if spec.Strategy.Type == buildv1.DockerBuildStrategyType {
+		var own *buildv1.LayerCache
+		if spec.Strategy.DockerStrategy != nil {
+			own = spec.Strategy.DockerStrategy.LayerCache
+		}
+		if cache := ResolveLayerCache(own, cfg.LayerCache); cache != nil {
+			if spec.Strategy.DockerStrategy == nil {
+				spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{}
+			}
+			spec.Strategy.DockerStrategy.LayerCache = cache
+		} else if own != nil {
+			spec.Strategy.DockerStrategy.LayerCache = nil
+		}
+	}
 	spec.Output.ImageLabels = mergeImageLabels(spec.Output.ImageLabels, cfg.BuildDefaults.ImageLabels, cfg.BuildOverrides.ImageLabels)
 	switch role {
 	case buildv1.PodRoleManifestList:

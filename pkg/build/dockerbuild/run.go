@@ -286,6 +286,18 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	if d.Target == (platform.Platform{}) {
 		req.Platform = imagebuild.HostPlatform()
 	}
+	cacheRepo, err := layerCacheRepository(strategy.LayerCache, dest, req.Platform)
+	if err != nil {
+		return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
+	}
+	switch {
+	case cacheRepo != "":
+		// The push secret writes the output, and so the cache next to it.
+		req.Cache = &imagebuild.Cache{Repository: cacheRepo, Auth: pushAuth}
+		printf(d.log, "Layer cache: %s\n", cacheRepo)
+	case strategy.LayerCache != nil:
+		printf(d.log, "No layer cache: the Build has no output and its layerCache names no repository\n")
+	}
 	printf(d.log, "Building %s/%s for %s\n", d.Build.Namespace, d.Build.Name, req.Platform)
 	out, err := b.BuildAndPush(ctx, req, dest, pushAuth)
 	if out.Build.Duration > 0 || err != nil {

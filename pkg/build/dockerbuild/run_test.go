@@ -142,6 +142,9 @@ func TestRunCompletes(t *testing.T) {
 	if ib.dest != "registry.example.com/team/app:v1-linux-arm64" || ib.req.Args["V"] != "1" || !ib.req.NoCache {
 		t.Errorf("request %+v to %s: want the Build's output, build args and noCache", ib.req, ib.dest)
 	}
+	if ib.req.Cache != nil {
+		t.Errorf("a layer cache %+v, want none: the Build has none", ib.req.Cache)
+	}
 	if ib.req.Labels["io.openshift.build.name"] != "app-1" {
 		t.Errorf("image labels %v, want OpenShift's build labels", ib.req.Labels)
 	}
@@ -288,5 +291,30 @@ func TestRunRedactsURICredentials(t *testing.T) {
 				t.Errorf("neither the log nor the message names the repository:\n%s\n%s", out, f.Message)
 			}
 		})
+	}
+}
+
+// TestRunLayerCache: a Build with a registry layer cache builds with the
+// platform's cache repository next to its output, reached with the push
+// secret.
+func TestRunLayerCache(t *testing.T) {
+	ib := &builder{}
+	b := dockerfileBuild()
+	b.Spec.Strategy.DockerStrategy.LayerCache = &buildv1.LayerCache{Mode: buildv1.LayerCacheRegistry}
+	run, _, out := newRun(t, b, ib)
+	push := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(push, []byte(`{"auths":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run.Options.PushAuthDir = push
+	if err := run.Do(context.Background()); err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+	want := imagebuild.Cache{Repository: "registry.example.com/team/app-cache-linux-arm64", Auth: registry.AuthFile{Path: push}}
+	if ib.req.Cache == nil || *ib.req.Cache != want {
+		t.Errorf("cache %+v, want %+v", ib.req.Cache, want)
+	}
+	if !strings.Contains(out.String(), "Layer cache: registry.example.com/team/app-cache-linux-arm64") {
+		t.Errorf("log:\n%s", out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/source"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // The labels OpenShift's builder puts on every image it builds, saying
@@ -127,4 +128,31 @@ func runMounts(volumes []buildv1.BuildVolume, dir string) []string {
 		}
 	}
 	return out
+}
+
+// layerCacheRepository returns the repository of the target platform's
+// layer cache: the Build's layerCache.repository, or else output's
+// repository followed by "-cache", with the platform's suffix
+// (platform.CacheRepository). It returns "" when the Build has no layer
+// cache, or has one but neither a repository nor an output to derive one
+// from.
+func layerCacheRepository(cache *buildv1.LayerCache, output string, target platform.Platform) (string, error) {
+	if cache == nil || cache.Mode != buildv1.LayerCacheRegistry {
+		return "", nil
+	}
+	repo := cache.Repository
+	if repo == "" {
+		if output == "" {
+			return "", nil
+		}
+		var err error
+		if repo, err = platform.OutputCacheRepository(output); err != nil {
+			return "", fmt.Errorf("the layer cache's repository from the output: %w", err)
+		}
+	}
+	name, err := platform.CacheRepository(repo, target.String())
+	if err != nil {
+		return "", fmt.Errorf("spec.strategy.dockerStrategy.layerCache.repository: %w", err)
+	}
+	return name, nil
 }

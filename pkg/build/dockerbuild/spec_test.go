@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 func TestTailBuffer(t *testing.T) {
@@ -142,6 +143,42 @@ func TestImageLabelsRedactCredentials(t *testing.T) {
 		b.Spec.Source = buildv1.BuildSource{Git: &buildv1.GitBuildSource{URI: uri}}
 		if got := imageLabels(b, nil)[labelSourceLocation]; got != want {
 			t.Errorf("label %s = %q, want %q", labelSourceLocation, got, want)
+		}
+	}
+}
+
+func TestLayerCacheRepository(t *testing.T) {
+	arm64, _ := platform.Parse("linux/arm64/v8")
+	const out = "registry.example.com/team/app:v1-linux-arm64"
+	registry := buildv1.LayerCacheRegistry
+	for _, tc := range []struct {
+		name   string
+		cache  *buildv1.LayerCache
+		output string
+		want   string
+		err    string
+	}{
+		{name: "none", output: out},
+		{name: "disabled", cache: &buildv1.LayerCache{Mode: buildv1.LayerCacheDisabled}, output: out},
+		{name: "next to the output", cache: &buildv1.LayerCache{Mode: registry}, output: out,
+			want: "registry.example.com/team/app-cache-linux-arm64"},
+		{name: "named", cache: &buildv1.LayerCache{Mode: registry, Repository: "cache.example.com/app"}, output: out,
+			want: "cache.example.com/app-linux-arm64"},
+		{name: "named, no output", cache: &buildv1.LayerCache{Mode: registry, Repository: "cache.example.com/app"},
+			want: "cache.example.com/app-linux-arm64"},
+		{name: "no output to derive from", cache: &buildv1.LayerCache{Mode: registry}},
+		{name: "a tag", cache: &buildv1.LayerCache{Mode: registry, Repository: "cache.example.com/app:v1"}, output: out,
+			err: `spec.strategy.dockerStrategy.layerCache.repository: cache repository "cache.example.com/app:v1" has a tag or digest`},
+	} {
+		got, err := layerCacheRepository(tc.cache, tc.output, arm64)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %q, %v; want error %q", tc.name, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.want)
 		}
 	}
 }

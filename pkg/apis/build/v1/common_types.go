@@ -420,6 +420,47 @@ type DockerBuildStrategy struct {
 	// +listType=map
 	// +listMapKey=name
 	Volumes []BuildVolume `json:"volumes,omitempty"`
+
+	// layerCache keeps the steps the build runs in a registry, so that
+	// later builds, each in a fresh build pod, reuse the steps whose inputs
+	// did not change (an archway extension). noCache still runs every step
+	// (and refreshes the cache). Default: the build controller's
+	// build.layerCache.
+	// +optional
+	LayerCache *LayerCache `json:"layerCache,omitempty"`
+}
+
+// LayerCacheMode says whether a Docker build uses a layer cache.
+type LayerCacheMode string
+
+// The layer cache modes.
+const (
+	// LayerCacheRegistry looks each step up in a registry repository of
+	// the build's platform before running it, and pushes the steps it runs
+	// there.
+	LayerCacheRegistry LayerCacheMode = "Registry"
+	// LayerCacheDisabled runs every step and keeps none.
+	LayerCacheDisabled LayerCacheMode = "Disabled"
+)
+
+// LayerCache is where a Docker build keeps its steps for later builds.
+type LayerCache struct {
+	// mode is Registry or Disabled. Default: the build controller's
+	// build.layerCache.mode, else Disabled.
+	// +optional
+	// +kubebuilder:validation:Enum=Registry;Disabled
+	Mode LayerCacheMode `json:"mode,omitempty"`
+
+	// repository names the cache repositories, one per platform:
+	// <repository>-<os>-<arch>[-<variant>] (e.g.
+	// registry.example.com/team/app-cache-linux-arm64), so that platforms
+	// never share a cache. The build pod pulls from and pushes to them with
+	// the push secret. A repository name without tag or digest, at most 200
+	// characters. Default: the output's repository followed by "-cache".
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?(:[0-9]+)?(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*$')`,messageExpression=`self.contains('@') || self.substring(self.lastIndexOf('/') + 1).contains(':') ? '"' + self + '" names a tag or digest: name the repository only, e.g. registry.example.com/team/app-cache' : '"' + self + '" is not a repository name, e.g. registry.example.com/team/app-cache (lowercase path components)'`
+	Repository string `json:"repository,omitempty"`
 }
 
 // SourceBuildStrategy holds the options of a Source (source-to-image) build.

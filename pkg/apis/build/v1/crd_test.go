@@ -312,3 +312,46 @@ func TestBuildSpecImmutability(t *testing.T) {
 		})
 	}
 }
+
+// TestLayerCacheRules checks the layer cache's CEL rules against
+// platform.CacheRepository, which the builder applies: what admission
+// accepts the builder takes, and what it refuses says why. (The mode's enum
+// is the apiserver's schema check, not CEL.)
+func TestLayerCacheRules(t *testing.T) {
+	withCache := func(cache map[string]any) map[string]any {
+		return map[string]any{"apiVersion": "build.openshift.io/v1", "kind": "Build", "spec": map[string]any{
+			"strategy": map[string]any{"type": "Docker", "dockerStrategy": map[string]any{"layerCache": cache}}}}
+	}
+	const path = "spec.strategy.dockerStrategy.layerCache"
+	digested := "registry.example.com/team/app@sha256:" + strings.Repeat("a", 64)
+	cases := []struct {
+		cache map[string]any
+		want  []string
+	}{
+		{cache: map[string]any{"mode": "Registry"}},
+		{cache: map[string]any{"mode": "Disabled"}},
+		{cache: map[string]any{"mode": "Registry", "repository": "registry.example.com/team/app-cache"}},
+		{cache: map[string]any{"repository": "127.0.0.1:5000/app"}},
+		{cache: map[string]any{"repository": "team/app__cache"}},
+		{cache: map[string]any{"repository": "registry.example.com/team/app:v1"},
+			want: []string{path + `.repository: Invalid value: "registry.example.com/team/app:v1": "registry.example.com/team/app:v1" names a tag or digest: name the repository only, e.g. registry.example.com/team/app-cache`}},
+		{cache: map[string]any{"repository": digested},
+			want: []string{path + `.repository: Invalid value: "` + digested + `": "` + digested + `" names a tag or digest: name the repository only, e.g. registry.example.com/team/app-cache`}},
+		{cache: map[string]any{"repository": "registry.example.com/Team/app"},
+			want: []string{path + `.repository: Invalid value: "registry.example.com/Team/app": "registry.example.com/Team/app" is not a repository name, e.g. registry.example.com/team/app-cache (lowercase path components)`}},
+		{cache: map[string]any{"repository": "registry.example.com/team/app --x"},
+			want: []string{path + `.repository: Invalid value: "registry.example.com/team/app --x": "registry.example.com/team/app --x" is not a repository name, e.g. registry.example.com/team/app-cache (lowercase path components)`}},
+	}
+	for _, file := range []string{"build.openshift.io_builds.yaml", "build.openshift.io_buildconfigs.yaml"} {
+		v := newCELValidator(t, file)
+		for _, tc := range cases {
+			g := NewWithT(t)
+			errs := v.errors(withCache(tc.cache), nil)
+			g.Expect(errs).To(ConsistOf(tc.want), "%s: %v", file, tc.cache)
+			if repo, ok := tc.cache["repository"].(string); ok {
+				_, err := platform.CacheRepository(repo, "linux/amd64")
+				g.Expect(err == nil).To(Equal(len(errs) == 0), "admission and the builder agree on %q: %v", repo, err)
+			}
+		}
+	}
+}

@@ -20,6 +20,7 @@ var extensionPaths = [][]string{
 	{"spec", "platforms"},
 	{"spec", "platformsAllowedToFail"},
 	{"spec", "source", "binary", "artifact"},
+	{"spec", "strategy", "dockerStrategy", "layerCache"},
 	{"status", "platforms"},
 	{"status", "platformsSummary"},
 	{"status", "durationSummary"},

@@ -108,6 +108,24 @@ type BuildControllerConfig struct {
 	// file transport is off for submodules too).
 	// +optional
 	AllowFileGitURIs bool `json:"allowFileGitURIs,omitempty"`
+
+	// layerCache is the layer cache of Docker builds whose strategy sets
+	// no layerCache.mode. Default: mode Disabled.
+	// +optional
+	LayerCache LayerCacheConfig `json:"layerCache,omitempty"`
+}
+
+// LayerCacheConfig is the default layer cache of Docker builds.
+type LayerCacheConfig struct {
+	// mode is Registry or Disabled. With Registry, a build keeps its steps
+	// in a repository per platform next to its output,
+	// <output repository>-cache-<os>-<arch>[-<variant>], written with its
+	// push secret, unless its strategy's layerCache names another
+	// repository: a cache is never shared between outputs unless a build
+	// says so. Default: Disabled.
+	// +optional
+	// +kubebuilder:validation:Enum=Registry;Disabled
+	Mode buildv1.LayerCacheMode `json:"mode,omitempty"`
 }
 
 // EmulationConfig says which platforms may be built under emulation.

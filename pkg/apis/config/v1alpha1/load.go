@@ -133,6 +133,12 @@ func validateBuild(b *BuildControllerConfig, path *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(path.Child("podSecurity"), b.PodSecurity,
 			[]string{string(PodSecurityUnprivileged), string(PodSecurityPrivileged)}))
 	}
+	switch b.LayerCache.Mode {
+	case "", buildv1.LayerCacheRegistry, buildv1.LayerCacheDisabled:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("layerCache", "mode"), b.LayerCache.Mode,
+			[]string{string(buildv1.LayerCacheRegistry), string(buildv1.LayerCacheDisabled)}))
+	}
 	if d := b.ActiveDeadlineSeconds; d != nil && *d < 1 {
 		errs = append(errs, field.Invalid(path.Child("activeDeadlineSeconds"), *d, "must be at least 1"))
 	}

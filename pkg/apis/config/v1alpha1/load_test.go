@@ -139,6 +139,11 @@ func TestParse(t *testing.T) {
 			file:    header + "build:\n  builderImage: x\n  builderServiceAccount: Not_Valid\n",
 			wantErr: []string{"build.builderServiceAccount"},
 		},
+		{
+			name:    "bad layer cache mode",
+			file:    header + "build:\n  builderImage: x\n  layerCache: {mode: registry}\n",
+			wantErr: []string{`build.layerCache.mode: Unsupported value: "registry": supported values: "Registry", "Disabled"`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -88,6 +88,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &buildv1.ImageLabelApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ImageStreamTagReference"):
 		return &buildv1.ImageStreamTagReferenceApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("LayerCache"):
+		return &buildv1.LayerCacheApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ProxyConfig"):
 		return &buildv1.ProxyConfigApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("SecretBuildSource"):

@@ -582,6 +582,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: imageOptimizationPolicy
       type:
         namedType: com.github.archway-build.archway.pkg.apis.build.v1.ImageOptimizationPolicy
+    - name: layerCache
+      type:
+        namedType: com.github.archway-build.archway.pkg.apis.build.v1.LayerCache
     - name: noCache
       type:
         scalar: boolean
@@ -709,6 +712,17 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: namespace
       type:
         scalar: string
+- name: com.github.archway-build.archway.pkg.apis.build.v1.LayerCache
+  map:
+    fields:
+    - name: mode
+      type:
+        namedType: com.github.archway-build.archway.pkg.apis.build.v1.LayerCacheMode
+    - name: repository
+      type:
+        scalar: string
+- name: com.github.archway-build.archway.pkg.apis.build.v1.LayerCacheMode
+  scalar: string
 - name: com.github.archway-build.archway.pkg.apis.build.v1.OptionalNodeSelector
   map:
     elementType:

@@ -36,6 +36,12 @@ type DockerBuildStrategyApplyConfiguration struct {
 	ImageOptimizationPolicy *buildv1.ImageOptimizationPolicy `json:"imageOptimizationPolicy,omitempty"`
 	// volumes are mounted into the build's RUN steps. Default: none.
 	Volumes []BuildVolumeApplyConfiguration `json:"volumes,omitempty"`
+	// layerCache keeps the steps the build runs in a registry, so that
+	// later builds, each in a fresh build pod, reuse the steps whose inputs
+	// did not change (an archway extension). noCache still runs every step
+	// (and refreshes the cache). Default: the build controller's
+	// build.layerCache.
+	LayerCache *LayerCacheApplyConfiguration `json:"layerCache,omitempty"`
 }
 
 // DockerBuildStrategyApplyConfiguration constructs a declarative configuration of the DockerBuildStrategy type for use with
@@ -122,5 +128,13 @@ func (b *DockerBuildStrategyApplyConfiguration) WithVolumes(values ...*BuildVolu
 		}
 		b.Volumes = append(b.Volumes, *values[i])
 	}
+	return b
+}
+
+// WithLayerCache sets the LayerCache field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LayerCache field is set to the value of the last call.
+func (b *DockerBuildStrategyApplyConfiguration) WithLayerCache(value *LayerCacheApplyConfiguration) *DockerBuildStrategyApplyConfiguration {
+	b.LayerCache = value
 	return b
 }
