@@ -78,6 +78,7 @@ type options struct {
 	leaderElect          bool
 	leaderElectNamespace string
 	leaderElectID        string
+	webhookHost          string
 	webhookPort          int
 	webhookCertDir       string
 	certs                certOptions
@@ -120,6 +121,7 @@ func newCommand(opts *options) *cobra.Command {
 	f.BoolVar(&opts.leaderElect, "leader-elect", true, "elect a leader before running controllers (webhooks serve on every replica)")
 	f.StringVar(&opts.leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	f.StringVar(&opts.leaderElectID, "leader-election-id", leaderElectionID, "name of the leader election lease: processes running different components need different names")
+	f.StringVar(&opts.webhookHost, "webhook-host", "", "address the webhook server listens on (default: every address of the host)")
 	f.IntVar(&opts.webhookPort, "webhook-port", 9443, "port the webhook server listens on")
 	f.StringVar(&opts.webhookCertDir, "webhook-cert-dir", "", "with --cert-management=external, the directory with tls.crt and tls.key for the webhook server (reloaded when they change); with internal, where the certificate served is written (default: a temporary directory)")
 	addCertFlags(f, &opts.certs)

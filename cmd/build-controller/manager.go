@@ -88,7 +88,7 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 	if err != nil {
 		return err
 	}
-	webhookOpts := webhook.Options{Port: opts.webhookPort, CertDir: opts.webhookCertDir}
+	webhookOpts := webhook.Options{Host: opts.webhookHost, Port: opts.webhookPort, CertDir: opts.webhookCertDir}
 	if certs != nil {
 		webhookOpts.TLSOpts = []func(*tls.Config){certs.TLSOption}
 	}

@@ -44,7 +44,12 @@ func (b *Bed) startAPIServer(opts Options) error {
 		Append("disable-admission-plugins", "ServiceAccount", "TaintNodesByCondition").
 		// Pod Security admission as archway ships it for clusters whose
 		// build namespaces enforce baseline.
-		Append("enable-admission-plugins", "PodSecurity")
+		Append("enable-admission-plugins", "PodSecurity").
+		// No kube-proxy makes Services' cluster IPs reachable: the apiserver
+		// calls a webhook (or aggregated API) of a Service at one of its
+		// endpoints (pod IPs, from kube-controller-manager's endpoint
+		// controllers), as clusters without a proxy on their control plane do.
+		Set("enable-aggregator-routing", "true")
 	if cfg := filepath.Join(repoRoot(), "manifests", "podsecurity", "admission-configuration.yaml"); fileExists(cfg) {
 		b.env.ControlPlane.GetAPIServer().Configure().Append("admission-control-config-file", cfg)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -48,10 +49,16 @@ type RunnerOptions struct {
 	// apiserver. A program using client-go's in-cluster configuration then
 	// talks to the apiserver as the pod's service account.
 	InClusterConfig bool
-	// PodIPs gives each pod a loopback address of its own (127.N.x.y) as
-	// its status.podIP, which the downward API passes on: a program that
-	// binds $(POD_IP):port instead of :port shares no port with the other
-	// pods, and the Endpoints of a Service selecting it lead to it. The
+	// PodIPs gives each pod an address of its own as its status.podIP,
+	// which the downward API passes on: a program that binds
+	// $(POD_IP):port instead of :port shares no port with the other pods,
+	// and the EndpointSlices of a Service selecting it lead to it (the
+	// apiserver refuses loopback addresses there). The addresses come from
+	// a /24 of 198.18.0.0/15 (reserved for benchmarks, never routed) that
+	// the runner claims by adding it to the host's local routing table on
+	// lo (`ip route add local 198.18.N.0/24 dev lo table local`: every
+	// address of it is then this host's, as 127.0.0.0/8 is) and removes
+	// when it stops; runners of concurrent beds claim different ones. The
 	// processes still share the host's network (status.hostIP stays
 	// 127.0.0.1).
 	PodIPs bool
@@ -146,7 +153,7 @@ type Runner struct {
 
 	imageMu sync.Mutex // one imageBinary at a time
 
-	ipBase byte   // second octet of this runner's pod IPs (PodIPs)
+	podNet string // this runner's pod subnet, 198.18.N. (PodIPs)
 	nextIP uint32 // pod IPs handed out (PodIPs)
 }
 
@@ -182,8 +189,12 @@ func (b *Bed) StartPodRunner(ctx context.Context, opts RunnerOptions) (*Runner, 
 	if r.Dir == "" {
 		r.Dir = filepath.Join(b.Dir, "pods")
 	}
-	// Runners of one bed never hand out the same pod IP.
-	r.ipBase = byte(10 + len(b.runners)%200)
+	if opts.PodIPs {
+		var err error
+		if r.podNet, err = claimPodSubnet(); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -243,6 +254,9 @@ func (r *Runner) Stop() {
 		p.kill(false)
 	}
 	r.wg.Wait()
+	if r.podNet != "" {
+		releasePodSubnet(r.podNet)
+	}
 	r.logf("pod runner stopped")
 	if r.logFile != nil {
 		_ = r.logFile.Close()
@@ -507,4 +521,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// claimPodSubnet makes the first free /24 of 198.18.0.0/16 this host's
+// (a local route on lo, which only one claimant can add) and returns its
+// prefix "198.18.N.".
+func claimPodSubnet() (string, error) {
+	var last []byte
+	for n := range 256 {
+		subnet := fmt.Sprintf("198.18.%d.0/24", n)
+		out, err := exec.Command("ip", "route", "add", "local", subnet, "dev", "lo", "table", "local").CombinedOutput()
+		if err == nil {
+			return fmt.Sprintf("198.18.%d.", n), nil
+		}
+		if !strings.Contains(string(out), "File exists") {
+			return "", fmt.Errorf("bed: claiming pod addresses %s: %w: %s", subnet, err, out)
+		}
+		last = out
+	}
+	return "", fmt.Errorf("bed: every /24 of 198.18.0.0/16 is claimed for pod addresses: %s", last)
+}
+
+// releasePodSubnet removes the route claimPodSubnet added.
+func releasePodSubnet(prefix string) {
+	_ = exec.Command("ip", "route", "del", "local", prefix+"0/24", "dev", "lo", "table", "local").Run()
 }

@@ -75,14 +75,14 @@ func newPodRun(r *Runner, pod *corev1.Pod) *podRun {
 	}
 }
 
-// podIP is the next pod's IP: the node's, or with RunnerOptions.PodIPs a
-// loopback address of its own.
+// podIP is the next pod's IP: the node's, or with RunnerOptions.PodIPs an
+// address of its own (reused after 254 pods).
 func (r *Runner) podIP() string {
 	if !r.opts.PodIPs {
 		return podIP
 	}
 	n := atomic.AddUint32(&r.nextIP, 1)
-	return fmt.Sprintf("127.%d.%d.%d", r.ipBase, n/250%250, n%250+1)
+	return fmt.Sprintf("%s%d", r.podNet, (n-1)%254+1)
 }
 
 // terminate asks the pod's processes to end: SIGTERM, then SIGKILL after

@@ -55,8 +55,10 @@ leaderElection:
 }
 
 // startControllerManager runs kube-controller-manager with only the
-// controllers tests need: owner-reference garbage collection and namespace
-// deletion. Node lifecycle stays off: kwok's nodes send no heartbeats.
+// controllers tests need: owner-reference garbage collection, namespace
+// deletion, Deployments' ReplicaSets and pods, and Services' endpoints
+// (through which the apiserver reaches webhooks). Node lifecycle stays off:
+// kwok's nodes send no heartbeats.
 func (b *Bed) startControllerManager(ctx context.Context) error {
 	bin, err := Tool("kube-controller-manager")
 	if err != nil {
@@ -70,7 +72,7 @@ func (b *Bed) startControllerManager(ctx context.Context) error {
 		"--kubeconfig=" + b.Kubeconfig,
 		"--authentication-kubeconfig=" + b.Kubeconfig,
 		"--authorization-kubeconfig=" + b.Kubeconfig,
-		"--controllers=garbagecollector,namespace",
+		"--controllers=garbagecollector,namespace,deployment,replicaset,endpoint,endpointslice,disruption",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
