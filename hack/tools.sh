@@ -67,6 +67,11 @@ part_apt() {
 	apt_install git qemu-user-static libsqlite3-dev gcc make ca-certificates buildah
 	# runc runs BuildKit's build steps in the builder benchmark.
 	apt_install runc
+	# C cross compilers for builder's cgo in make images (hack/images.sh):
+	# the Go binaries are cross-compiled, never compiled under emulation.
+	if [ "$(uname -m)" = x86_64 ]; then
+		apt_install gcc-aarch64-linux-gnu gcc-powerpc64le-linux-gnu gcc-s390x-linux-gnu
+	fi
 }
 
 # part_qemu registers qemu user-mode handlers with binfmt_misc so foreign

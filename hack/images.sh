@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Builds archway's container images, build-controller and builder, for
+# several platforms with archway's own `builder build`, and pushes each as
+# one index: $REGISTRY/build-controller:$TAG and $REGISTRY/builder:$TAG.
+#
+# The Go binaries are cross-compiled for each platform (never compiled under
+# emulation): build-controller with CGO_ENABLED=0; builder with cgo (buildah
+# re-executes it into user and mount namespaces through C code), linked
+# statically with the platform's cross compiler from Debian
+# (gcc-aarch64-linux-gnu, gcc-powerpc64le-linux-gnu, gcc-s390x-linux-gnu;
+# `hack/tools.sh apt` installs them) and SQLite compiled in, so that it runs
+# on any base image. The linker warns that dlopen in a static binary needs
+# the same glibc at run time: only PKCS#11 modules are loaded that way,
+# which builds never use.
+#
+# Environment (make images passes its variables of the same names):
+#   REGISTRY                     where to push, e.g. quay.io/me (required)
+#   TAG                          the images' tag (default: git describe)
+#   PLATFORMS                    default linux/amd64,linux/arm64,linux/ppc64le,linux/s390x
+#   BUILD_CONTROLLER_BASE_IMAGE  build-controller's base (default in its Containerfile)
+#   BUILDER_BASE_IMAGE           builder's base (default in its Containerfile)
+#   BUILDER_INSTALL_PACKAGES     the command that adds git, ssh and CA certificates
+#                                to builder's base (default in its Containerfile)
+#   BUILDER_FLAGS                more flags for `builder build`, e.g. --authfile FILE
+# Building images runs buildah (as root, or where builder build works).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+REGISTRY=${REGISTRY:-}
+[ -n "$REGISTRY" ] || { echo "hack/images.sh: set REGISTRY, e.g. make images REGISTRY=quay.io/me TAG=v0.1.0" >&2; exit 2; }
+REGISTRY=${REGISTRY%/}
+TAG=${TAG:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+PLATFORMS=${PLATFORMS:-linux/amd64,linux/arm64,linux/ppc64le,linux/s390x}
+VERSION=${VERSION:-$TAG}
+out=${IMAGES_OUT:-bin/images}
+
+export GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+ldflags="-s -w -X github.com/archway-build/archway/pkg/version.Version=$VERSION"
+host_arch=$(go env GOHOSTARCH)
+
+# cross_cc prints the C cross compiler for a Go architecture.
+cross_cc() {
+	local triplet
+	case "$1" in
+	amd64) triplet=x86_64-linux-gnu ;;
+	arm64) triplet=aarch64-linux-gnu ;;
+	ppc64le) triplet=powerpc64le-linux-gnu ;;
+	s390x) triplet=s390x-linux-gnu ;;
+	arm) triplet=arm-linux-gnueabihf ;;
+	*) echo "hack/images.sh: no C cross compiler known for $1" >&2; return 1 ;;
+	esac
+	if [ "$1" = "$host_arch" ]; then
+		echo gcc
+		return
+	fi
+	if ! command -v "$triplet-gcc" >/dev/null; then
+		echo "hack/images.sh: $triplet-gcc is missing: apt-get install gcc-${triplet//_/-} (or hack/tools.sh apt)" >&2
+		return 1
+	fi
+	echo "$triplet-gcc"
+}
+
+IFS=, read -ra platforms <<<"$PLATFORMS"
+for p in "${platforms[@]}"; do
+	IFS=/ read -r os arch variant <<<"$p"
+	[ "$os" = linux ] || { echo "hack/images.sh: platform $p: only linux is supported" >&2; exit 2; }
+	goarm=
+	if [ "$arch" = arm ]; then goarm=${variant#v}; fi
+	dir="$out/${os}_${arch}"
+	mkdir -p "$dir"
+	cc=$(cross_cc "$arch")
+	echo "==> $p: build-controller (CGO_ENABLED=0)"
+	start=$SECONDS
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath \
+		-tags "containers_image_openpgp exclude_graphdriver_btrfs" -ldflags "$ldflags" \
+		-o "$dir/build-controller" ./cmd/build-controller
+	echo "    $((SECONDS - start)) s"
+	echo "==> $p: builder (cgo with $cc, static)"
+	start=$SECONDS
+	CGO_ENABLED=1 CC=$cc GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath \
+		-tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo sqlite_omit_load_extension" \
+		-ldflags "$ldflags -linkmode external -extldflags -static" \
+		-o "$dir/builder" ./cmd/builder
+	echo "    $((SECONDS - start)) s"
+done
+
+# The builder that builds the images runs here.
+echo "==> builder for this machine"
+go build -tags "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3" -ldflags "$ldflags" -o bin/builder ./cmd/builder
+
+# shellcheck disable=SC2206 # BUILDER_FLAGS is a list of flags.
+flags=(${BUILDER_FLAGS:-})
+build() {
+	local name=$1
+	shift
+	echo "==> $REGISTRY/$name:$TAG for $PLATFORMS"
+	bin/builder build --platform "$PLATFORMS" -f "$root/images/$name/Containerfile" \
+		-t "$REGISTRY/$name:$TAG" "$@" "${flags[@]}" "$out"
+}
+args=()
+[ -z "${BUILD_CONTROLLER_BASE_IMAGE:-}" ] || args+=(--build-arg "BASE_IMAGE=$BUILD_CONTROLLER_BASE_IMAGE")
+build build-controller "${args[@]}"
+args=()
+[ -z "${BUILDER_BASE_IMAGE:-}" ] || args+=(--build-arg "BASE_IMAGE=$BUILDER_BASE_IMAGE")
+[ -z "${BUILDER_INSTALL_PACKAGES:-}" ] || args+=(--build-arg "INSTALL_PACKAGES=$BUILDER_INSTALL_PACKAGES")
+build builder "${args[@]}"

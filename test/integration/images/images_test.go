@@ -1,0 +1,189 @@
+// Package images tests `make images` on the bed: hack/images.sh
+// cross-compiles build-controller and builder for four platforms, builds
+// both images from images/*/Containerfile with archway's own `builder
+// build`, and pushes each as one index to the bed's registry. The bases are
+// the bed's multi-arch busybox (assembled from Debian's busybox-static
+// packages, as no public registry is reachable); the test reads the indexes
+// back from the registry and checks each platform's binary is for its
+// architecture.
+package images
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/manifest"
+
+	"github.com/archway-build/archway/test/bed"
+)
+
+var testBed *bed.Bed
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	bed.SetTestLogger()
+	var err error
+	testBed, err = bed.Start(context.Background(), bed.Options{WithoutNodes: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = testBed.Stop() }()
+	return m.Run()
+}
+
+// platforms are what make images builds by default, with the ELF machine
+// each one's binaries must be for.
+var platforms = []struct {
+	os, arch string
+	machine  elf.Machine
+}{
+	{"linux", "amd64", elf.EM_X86_64},
+	{"linux", "arm64", elf.EM_AARCH64},
+	{"linux", "ppc64le", elf.EM_PPC64},
+	{"linux", "s390x", elf.EM_S390},
+}
+
+// TestMakeImages runs hack/images.sh (what make images runs) against the
+// bed's registry and checks the two indexes: one image per platform, each
+// with its platform's binary (read from the image's top layer), static,
+// build-controller running as a non-root user. It prints each image's size
+// per platform.
+func TestMakeImages(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("make images runs buildah's builds: run as root")
+	}
+	ctx := t.Context()
+	out := t.TempDir()
+	registry := testBed.Registry.Host + "/archway"
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(bed.RepoRoot(), "hack", "images.sh"))
+	cmd.Dir = bed.RepoRoot()
+	cmd.Env = append(os.Environ(),
+		"REGISTRY="+registry, "TAG=test", "IMAGES_OUT="+out,
+		"BUILD_CONTROLLER_BASE_IMAGE="+testBed.BaseImage,
+		"BUILDER_BASE_IMAGE="+testBed.BaseImage,
+		// busybox has no package manager: the base stands in for one
+		// that has git, ssh and CA certificates.
+		"BUILDER_INSTALL_PACKAGES=true",
+	)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hack/images.sh: %v\n%s", err, log.String())
+	}
+	t.Logf("hack/images.sh took %s:\n%s", time.Since(start).Round(time.Second), log.String())
+
+	for _, name := range []string{"build-controller", "builder"} {
+		ref := registry + "/" + name + ":test"
+		img, err := testBed.Registry.OpenImage(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		index, _, err := img.Index(ctx)
+		if err != nil {
+			img.Close()
+			t.Fatalf("%s: %v", ref, err)
+		}
+		var got []string
+		for _, p := range platforms {
+			i := slices.IndexFunc(index.Manifests, func(d ocispec.Descriptor) bool {
+				return d.Platform != nil && d.Platform.OS == p.os && d.Platform.Architecture == p.arch
+			})
+			if i < 0 {
+				t.Errorf("%s has no image for %s/%s", ref, p.os, p.arch)
+				continue
+			}
+			d := index.Manifests[i].Digest
+			got = append(got, p.os+"/"+p.arch)
+			bin, err := img.TopLayerFile(ctx, d, "/usr/local/bin/"+name)
+			if err != nil {
+				t.Errorf("%s %s/%s: %v", ref, p.os, p.arch, err)
+				continue
+			}
+			f, err := elf.NewFile(strings.NewReader(bin))
+			if err != nil {
+				t.Errorf("%s %s/%s: /usr/local/bin/%s is not ELF: %v", ref, p.os, p.arch, name, err)
+				continue
+			}
+			if f.Machine != p.machine {
+				t.Errorf("%s %s/%s: /usr/local/bin/%s is for %s", ref, p.os, p.arch, name, f.Machine)
+			}
+			if slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
+				t.Errorf("%s %s/%s: /usr/local/bin/%s is dynamically linked: it would need the base's C library", ref, p.os, p.arch, name)
+			}
+			child, err := testBed.Registry.OpenImage(ctx, registry+"/"+name+"@"+d.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := child.Config(ctx)
+			child.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name == "build-controller" && (cfg.Config.User == "" || strings.HasPrefix(cfg.Config.User, "0") || strings.HasPrefix(cfg.Config.User, "root")) {
+				t.Errorf("%s %s/%s runs as user %q, not a non-root uid", ref, p.os, p.arch, cfg.Config.User)
+			}
+			if want := "/usr/local/bin/" + name; !slices.Equal(cfg.Config.Entrypoint, []string{want}) {
+				t.Errorf("%s %s/%s: entrypoint %q, want [%s]", ref, p.os, p.arch, cfg.Config.Entrypoint, want)
+			}
+			total, top, err := sizes(ctx, registry+"/"+name+"@"+d.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Printf("image %-16s %-13s compressed %5.1f MiB (archway's layer %5.1f MiB), binary %5.1f MiB\n",
+				name, p.os+"/"+p.arch, mib(total), mib(top), mib(int64(len(bin))))
+		}
+		img.Close()
+		if len(got) != len(platforms) {
+			t.Errorf("%s: platforms %v", ref, got)
+		}
+	}
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// sizes are the compressed size of an image's layers and config, and of
+// its top layer.
+func sizes(ctx context.Context, ref string) (total, top int64, err error) {
+	r, err := docker.ParseReference("//" + ref)
+	if err != nil {
+		return 0, 0, err
+	}
+	src, err := r.NewImageSource(ctx, testBed.Registry.SystemContext())
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = src.Close() }()
+	raw, mt, err := src.GetManifest(ctx, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	m, err := manifest.FromBlob(raw, mt)
+	if err != nil {
+		return 0, 0, err
+	}
+	layers := m.LayerInfos()
+	for _, l := range layers {
+		total += l.Size
+	}
+	total += m.ConfigInfo().Size
+	if len(layers) > 0 {
+		top = layers[len(layers)-1].Size
+	}
+	return total, top, nil
+}
