@@ -151,35 +151,44 @@ func TestBuildRunMounts(t *testing.T) {
 
 // TestBuildStopsOtherPlatforms: when a platform that is not allowed to fail
 // fails, `builder build` stops the platforms still building at once, a RUN
-// step in progress included. amd64's step marks that it started and sleeps
-// for an hour; arm64's waits for that mark, then fails. The builder ends
-// with amd64 Cancelled, its step's processes gone and nothing tagged.
+// step in progress included, under either isolation. amd64's step marks
+// that it started and sleeps for an hour; arm64's waits for that mark, then
+// fails. The builder ends with amd64 Cancelled, its step's processes gone
+// and nothing tagged.
 func TestBuildStopsOtherPlatforms(t *testing.T) {
-	g := NewWithT(t)
-	signal := t.TempDir()
-	const sleeper = "sleep\x003171\x00" // amd64's step, and no other process
-	t.Cleanup(func() { killAll(sleepersOf(sleeper)) })
-	ctxDir := writeContext(t, "FROM "+theBed.BaseImage+"\n"+
-		`RUN if [ "$(uname -m)" = x86_64 ]; then touch /signal/started; sleep 3171; `+
-		`else while [ ! -e /signal/started ]; do sleep 0.1; done; exit 3; fi`+"\n")
-	out := theBed.Registry.Host + "/it/failfast:v1"
+	for _, isolation := range []string{"chroot", "oci"} {
+		t.Run(isolation, func(t *testing.T) {
+			g := NewWithT(t)
+			signal := t.TempDir()
+			const sleeper = "sleep\x003171\x00" // amd64's step, and no other process
+			t.Cleanup(func() { killAll(sleepersOf(sleeper)) })
+			ctxDir := writeContext(t, "FROM "+theBed.BaseImage+"\n"+
+				`RUN if [ "$(uname -m)" = x86_64 ]; then touch /signal/started; sleep 3171; `+
+				`else while [ ! -e /signal/started ]; do sleep 0.1; done; exit 3; fi`+"\n")
+			out := theBed.Registry.Host + "/it/failfast-" + isolation + ":v1"
 
-	start := time.Now()
-	// Without the stop, amd64's step sleeps for an hour.
-	log, code := runBuilderWithin(t, 3*time.Minute, nil, "build", "--platform", "linux/amd64,linux/arm64",
-		"-v", signal+":/signal", "-t", out, ctxDir)
-	took := time.Since(start)
-	g.Expect(code).To(Equal(1), log)
-	g.Expect(filepath.Join(signal, "started")).To(BeAnExistingFile(), "amd64's RUN step had started when arm64 failed")
-	g.Expect(log).To(ContainSubstring("[linux/arm64] FAILED (DockerBuildFailed)"))
-	g.Expect(log).To(ContainSubstring("Stopping the platforms still building: linux/arm64, which is not allowed to fail, failed"))
-	g.Expect(log).To(MatchRegexp(`(?m)^linux/amd64\s+Cancelled\s`))
-	g.Expect(log).To(ContainSubstring("linux/amd64: cancelled: linux/arm64, which is not allowed to fail, failed"))
-	g.Expect(sleepersOf(sleeper)).To(BeEmpty(), "amd64's RUN step was killed")
-	tags, err := theBed.Registry.Tags(t.Context(), "it/failfast")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(tags).To(BeEmpty())
-	t.Logf("builder build ended %.1fs after it started", took.Seconds())
+			if _, err := builderBinary(); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			// Without the stop, amd64's step sleeps for an hour.
+			log, code := runBuilderWithin(t, 3*time.Minute, nil, "build", "--isolation", isolation,
+				"--platform", "linux/amd64,linux/arm64", "-v", signal+":/signal", "-t", out, ctxDir)
+			took := time.Since(start)
+			g.Expect(code).To(Equal(1), log)
+			g.Expect(log).To(ContainSubstring(isolation + " isolation)"))
+			g.Expect(filepath.Join(signal, "started")).To(BeAnExistingFile(), "amd64's RUN step had started when arm64 failed")
+			g.Expect(log).To(ContainSubstring("[linux/arm64] FAILED (DockerBuildFailed)"))
+			g.Expect(log).To(ContainSubstring("Stopping the platforms still building: linux/arm64, which is not allowed to fail, failed"))
+			g.Expect(log).To(MatchRegexp(`(?m)^linux/amd64\s+Cancelled\s`))
+			g.Expect(log).To(ContainSubstring("linux/amd64: cancelled: linux/arm64, which is not allowed to fail, failed"))
+			g.Expect(sleepersOf(sleeper)).To(BeEmpty(), "amd64's RUN step was killed")
+			tags, err := theBed.Registry.Tags(t.Context(), "it/failfast-"+isolation)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(tags).To(BeEmpty())
+			t.Logf("builder build ended %.1fs after it started", took.Seconds())
+		})
+	}
 }
 
 // sleepersOf returns the live processes whose command line is cmdline
