@@ -386,7 +386,8 @@ type DockerBuildStrategy struct {
 	// +optional
 	PullSecret *corev1.LocalObjectReference `json:"pullSecret,omitempty"`
 
-	// noCache builds without the layer cache. Default: false.
+	// noCache runs every step, reusing no cached layer; a layerCache is
+	// still written, so it is refreshed. Default: false.
 	// +optional
 	NoCache bool `json:"noCache,omitempty"`
 

@@ -20,7 +20,8 @@ type DockerBuildStrategyApplyConfiguration struct {
 	// pullSecret names a Secret with credentials to pull the base images.
 	// Default: the service account's image pull secrets.
 	PullSecret *corev1.LocalObjectReference `json:"pullSecret,omitempty"`
-	// noCache builds without the layer cache. Default: false.
+	// noCache runs every step, reusing no cached layer; a layerCache is
+	// still written, so it is refreshed. Default: false.
 	NoCache *bool `json:"noCache,omitempty"`
 	// env are environment variables set in the build. Default: none.
 	Env []corev1.EnvVar `json:"env,omitempty"`
