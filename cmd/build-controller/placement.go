@@ -74,14 +74,18 @@ func placementOptions(cfg *configv1alpha1.PlacementConfig) placement.Options {
 		Namespace:          os.Getenv("POD_NAMESPACE"),
 		InsecureRegistries: cfg.InsecureRegistries,
 		RegistriesConfPath: cfg.RegistriesConfPath,
-		InspectionTries:    int(cfg.Inspection.Tries),
-		InspectionBackoff:  duration(cfg.Inspection.Backoff),
-		InspectionDeadline: duration(cfg.Inspection.Deadline),
-		InspectionTimeout:  duration(cfg.Inspection.Timeout),
-		DigestCacheTTL:     duration(cfg.Cache.DigestTTL),
-		TagCacheTTL:        duration(cfg.Cache.TagTTL),
-		CacheSize:          int(cfg.Cache.Size),
-		Workers:            int(cfg.Workers),
+		// Empty names keep placement's defaults.
+		RegistriesConfigMap: cfg.Registries.ConfigMap,
+		RegistryCAConfigMap: cfg.Registries.RegistryCAConfigMap,
+		TrustedCAConfigMap:  cfg.Registries.TrustedCAConfigMap,
+		InspectionTries:     int(cfg.Inspection.Tries),
+		InspectionBackoff:   duration(cfg.Inspection.Backoff),
+		InspectionDeadline:  duration(cfg.Inspection.Deadline),
+		InspectionTimeout:   duration(cfg.Inspection.Timeout),
+		DigestCacheTTL:      duration(cfg.Cache.DigestTTL),
+		TagCacheTTL:         duration(cfg.Cache.TagTTL),
+		CacheSize:           int(cfg.Cache.Size),
+		Workers:             int(cfg.Workers),
 	}
 	o.InspectionMaxBackoff = duration(cfg.Inspection.MaxBackoff)
 	if o.Namespace == "" {

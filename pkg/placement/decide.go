@@ -142,6 +142,11 @@ func release(pod *corev1.Pod, outcome, eventType, reason, message string) decisi
 // released unchanged.
 func decide(pod *corev1.Pod, pol policy, results []imageResult, failures int) decision {
 	if err := inspectionError(results); err != nil {
+		if blockedImage(results) {
+			// No node pulls the image: the fallback architecture would
+			// place the pod nowhere better.
+			pol.fallback = ""
+		}
 		d := decideAfterError(pod, pol, err)
 		labelInspectionError(d.pod, err, failures)
 		return d
@@ -274,6 +279,17 @@ func inspectionError(results []imageResult) error {
 func permanentFailure(results []imageResult) bool {
 	for _, r := range results {
 		if r.err != nil && image.Permanent(r.err) {
+			return true
+		}
+	}
+	return false
+}
+
+// blockedImage reports whether an image is on a blocked registry.
+func blockedImage(results []imageResult) bool {
+	for _, r := range results {
+		var blocked *image.BlockedError
+		if errors.As(r.err, &blocked) {
 			return true
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/archway-build/archway/pkg/placement/image"
 )
 
 func gatedPod(mutate ...func(*corev1.Pod)) *corev1.Pod {
@@ -121,6 +123,12 @@ func TestDecide(t *testing.T) {
 			results: []imageResult{{image: "b", err: registryDown}},
 			outcome: outcomeInspectionError, reason: EventInspectionError, message: "Registry error: b: pinging",
 			affinity:   required(term(zoneA)),
+			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", ImageInspectionErrorLabel: "", ImageInspectionErrorCountLabel: "1"},
+		},
+		{
+			name: "a blocked registry: released without the fallback", pod: gatedPod(), pol: fallback,
+			results: []imageResult{ok("a", "arm64"), {image: "b", err: &image.BlockedError{Image: "evil.example.com/b:1", Registry: "evil.example.com"}}},
+			outcome: outcomeInspectionError, reason: EventInspectionError, message: "registry evil.example.com is blocked",
 			wantLabels: map[string]string{SchedulingGateLabel: "removed", NodeAffinityLabel: "not-set", ImageInspectionErrorLabel: "", ImageInspectionErrorCountLabel: "1"},
 		},
 		{

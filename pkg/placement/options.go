@@ -36,9 +36,25 @@ type Options struct {
 	// InsecureRegistries are registry hosts reached over plain HTTP or
 	// unverified TLS.
 	InsecureRegistries []string
-	// RegistriesConfPath is a registries.conf for mirrors; default
-	// containers/image's system path.
+	// RegistriesConfPath is a registries.conf file merged first into the
+	// registry configuration; default none.
 	RegistriesConfPath string
+	// RegistriesConfigMap names the ConfigMap in Namespace whose key
+	// registries.conf (containers-registries.conf(5), version 2) holds
+	// mirrors, blocked and insecure registries; default
+	// "archway-registries".
+	RegistriesConfigMap string
+	// RegistryCAConfigMap names the ConfigMap in Namespace of per-registry
+	// CA bundles (keys "host" or "host..port"); default
+	// "archway-registry-cas".
+	RegistryCAConfigMap string
+	// TrustedCAConfigMap names the ConfigMap in Namespace whose key
+	// ca-bundle.crt is trusted for every registry; default
+	// "archway-trusted-ca".
+	TrustedCAConfigMap string
+	// RegistriesDir is where the generated registry configuration is
+	// written; default a new temporary directory.
+	RegistriesDir string
 
 	// DigestCacheTTL keeps an image digest's architectures; default 24h.
 	DigestCacheTTL time.Duration
@@ -91,10 +107,20 @@ type Options struct {
 	SetLogVerbosity func(v int)
 }
 
+// The default names of the registry configuration's ConfigMaps.
+const (
+	DefaultRegistriesConfigMap = "archway-registries"
+	DefaultRegistryCAConfigMap = "archway-registry-cas"
+	DefaultTrustedCAConfigMap  = "archway-trusted-ca"
+)
+
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
 	return Options{
 		WebhookConfigurationName: WebhookConfigurationName,
+		RegistriesConfigMap:      DefaultRegistriesConfigMap,
+		RegistryCAConfigMap:      DefaultRegistryCAConfigMap,
+		TrustedCAConfigMap:       DefaultTrustedCAConfigMap,
 		InspectionTries:          5,
 		InspectionBackoff:        4 * time.Second,
 		InspectionMaxBackoff:     time.Minute,
@@ -119,6 +145,16 @@ func (o Options) withDefaults() Options {
 	d := DefaultOptions()
 	if o.WebhookConfigurationName == "" {
 		o.WebhookConfigurationName = d.WebhookConfigurationName
+	}
+	for _, f := range []struct {
+		v *string
+		d string
+	}{
+		{&o.RegistriesConfigMap, d.RegistriesConfigMap}, {&o.RegistryCAConfigMap, d.RegistryCAConfigMap}, {&o.TrustedCAConfigMap, d.TrustedCAConfigMap},
+	} {
+		if *f.v == "" {
+			*f.v = f.d
+		}
 	}
 	setDefault(&o.InspectionTries, d.InspectionTries)
 	setDefault(&o.InspectionBackoff, d.InspectionBackoff)

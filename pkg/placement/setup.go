@@ -32,12 +32,15 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement/image"
+	"github.com/archway-build/archway/pkg/placement/registries"
 )
 
 // The permissions of the two components, each with the reason for every
 // rule, are written by hand in manifests/placement/rbac (one package holds
 // both, and controller-gen makes one role per package); the install test
-// on the bed runs each component under its own role.
+// on the bed runs each component under its own role. The controller's
+// registry configuration reads ConfigMaps of archway's namespace only
+// (a Role) and OpenShift's mirror sets.
 
 // ConfigureControllerCache narrows the manager's cache of the process that
 // runs the placement controller: of the MutatingWebhookConfigurations it
@@ -275,14 +278,25 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &multiarchv1beta1.PodPlacementConfig{}); err != nil {
 		return fmt.Errorf("placement controller: informer for PodPlacementConfigs: %w", err)
 	}
+	registryConfig, err := registries.Setup(mgr, registries.WatchOptions{
+		Namespace: heartbeatKey(opts).Namespace, ConfigMap: opts.RegistriesConfigMap,
+		RegistryCAConfigMap: opts.RegistryCAConfigMap, TrustedCAConfigMap: opts.TrustedCAConfigMap,
+		BaseFile: opts.RegistriesConfPath, InsecureRegistries: opts.InsecureRegistries, Dir: opts.RegistriesDir,
+		Recorder: mgr.GetEventRecorder("pod-placement-controller"),
+	})
+	if err != nil {
+		return fmt.Errorf("placement controller: registry configuration: %w", err)
+	}
 	remote := image.NewRemote(image.RemoteOptions{
 		InsecureRegistries: opts.InsecureRegistries,
-		RegistriesConfPath: opts.RegistriesConfPath,
+		Registries:         registryConfig,
 		Timeout:            opts.InspectionTimeout,
 	})
 	inspector := image.NewCache(instrumentedRegistry{inner: remote, metrics: metrics}, image.CacheOptions{
 		DigestTTL: opts.DigestCacheTTL, TagTTL: opts.TagCacheTTL, Size: opts.CacheSize, OnLookup: metrics.cacheLookup,
 	})
+	// A new registry configuration can change any answer: forget them all.
+	registryConfig.Subscribe(func(*registries.Settings) { inspector.Purge() })
 	applied := newAppliedCounter()
 	pods := &podReconciler{
 		pods:      placementCache,

@@ -13,7 +13,7 @@
 //   - A registry is insecure (plain HTTP, or TLS without verification) when
 //     Access.InsecureRegistries names it exactly ("host" or "host:port"), or
 //     holds "*", or when it is on loopback (localhost, 127.0.0.0/8, ::1), as
-//     docker treats loopback registries.
+//     docker treats loopback registries (unless Access.VerifyLoopback).
 //   - CA certificates and client keys are read from <CertDir>/<host:port>/
 //     (*.crt, *.cert, *.key); with no CertDir, from containers/image's
 //     defaults (/etc/containers/certs.d, /etc/docker/certs.d).
@@ -69,6 +69,11 @@ type Access struct {
 	RegistriesConfPath string
 	// UserAgent is sent to registries; empty: "archway".
 	UserAgent string
+	// VerifyLoopback treats loopback registries like any other: insecure
+	// only when InsecureRegistries (or a registries.conf) says so, as a
+	// node's container runtime treats them. Placement sets it, so that it
+	// sees registries as the nodes do.
+	VerifyLoopback bool
 }
 
 // IsInsecure reports whether a registry ("host" or "host:port") is reached
@@ -78,7 +83,7 @@ func (a Access) IsInsecure(host string) bool {
 		return false
 	}
 	return slices.Contains(a.InsecureRegistries, AllRegistries) ||
-		slices.Contains(a.InsecureRegistries, host) || isLoopback(host)
+		slices.Contains(a.InsecureRegistries, host) || (!a.VerifyLoopback && isLoopback(host))
 }
 
 // InsecureHosts returns the registries a registries.conf should mark

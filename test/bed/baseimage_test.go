@@ -303,7 +303,7 @@ func BenchmarkSeedBaseImage(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		i++
-		r, err := startRegistry(ctx, dir, "registry-"+strconv.Itoa(i), false)
+		r, err := startRegistry(ctx, dir, "registry-"+strconv.Itoa(i), false, RegistryOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -154,7 +154,7 @@ func Start(ctx context.Context, opts Options) (_ *Bed, err error) {
 		parts = append(parts, "pod runner")
 	}
 	if !opts.WithoutRegistry {
-		if b.Registry, err = startRegistry(ctx, b.Dir, "registry", false); err != nil {
+		if b.Registry, err = startRegistry(ctx, b.Dir, "registry", false, RegistryOptions{}); err != nil {
 			return nil, fmt.Errorf("bed: registry: %w", err)
 		}
 		b.procs = append(b.procs, b.Registry.proc)
@@ -165,7 +165,7 @@ func Start(ctx context.Context, opts Options) (_ *Bed, err error) {
 		parts = append(parts, "base "+b.BaseImage)
 	}
 	if opts.AuthRegistry {
-		if b.AuthRegistry, err = startRegistry(ctx, b.Dir, "auth-registry", true); err != nil {
+		if b.AuthRegistry, err = startRegistry(ctx, b.Dir, "auth-registry", true, RegistryOptions{}); err != nil {
 			return nil, fmt.Errorf("bed: auth registry: %w", err)
 		}
 		b.procs = append(b.procs, b.AuthRegistry.proc)

@@ -3,6 +3,8 @@ package bed
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -35,14 +37,41 @@ type Registry struct {
 	Dir string
 
 	home   string // config.yml, htpasswd and the client's blob-info cache
+	scheme string // "http", or "https" with RegistryOptions' TLS
 	client *http.Client
 	proc   *process
 }
 
+// RegistryOptions configure a registry Bed.StartRegistry runs.
+type RegistryOptions struct {
+	// TLSCert and TLSKey (PEM) make the registry serve HTTPS with them
+	// (Distribution's http.tls); TLSCA (PEM) is what the bed's own client
+	// trusts for it. Empty: plain HTTP.
+	TLSCert, TLSKey, TLSCA []byte
+}
+
+// StartRegistry runs one more registry on loopback, stopped with the bed
+// (or earlier with Stop).
+func (b *Bed) StartRegistry(ctx context.Context, name string, opts RegistryOptions) (*Registry, error) {
+	r, err := startRegistry(ctx, b.Dir, name, false, opts)
+	if err != nil {
+		return nil, fmt.Errorf("bed: registry %s: %w", name, err)
+	}
+	b.procs = append(b.procs, r.proc)
+	return r, nil
+}
+
+// Stop stops the registry.
+func (r *Registry) Stop() { r.proc.Stop() }
+
+// HTTPClient is a client of the registry (TLS trusting its CA when it
+// serves HTTPS), and URL the address of a path on it.
+func (r *Registry) HTTPClient() *http.Client { return r.client }
+
 // startRegistry runs the registry binary with its configuration and storage
 // in dir/<name> and its log in dir/<name>.log, and waits until it answers.
 // With auth, it requires htpasswd basic auth with generated credentials.
-func startRegistry(ctx context.Context, dir, name string, auth bool) (*Registry, error) {
+func startRegistry(ctx context.Context, dir, name string, auth bool, opts RegistryOptions) (*Registry, error) {
 	binary, err := Tool("registry")
 	if err != nil {
 		return nil, err
@@ -52,10 +81,28 @@ func startRegistry(ctx context.Context, dir, name string, auth bool) (*Registry,
 		Dir:  filepath.Join(home, "data"),
 		home: home,
 		// No proxy: the registry is on loopback.
+		scheme: "http",
 		client: &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second},
 	}
 	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
 		return nil, err
+	}
+	tlsConfig := ""
+	if len(opts.TLSCert) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(opts.TLSCA) {
+			return nil, errors.New("RegistryOptions.TLSCA holds no certificate")
+		}
+		r.scheme = "https"
+		r.client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+		cert, key := filepath.Join(home, "tls.crt"), filepath.Join(home, "tls.key")
+		if err := os.WriteFile(cert, opts.TLSCert, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(key, opts.TLSKey, 0o600); err != nil {
+			return nil, err
+		}
+		tlsConfig = fmt.Sprintf("  tls:\n    certificate: %s\n    key: %s\n", strconv.Quote(cert), strconv.Quote(key))
 	}
 	secret, err := randomHex(16)
 	if err != nil {
@@ -105,7 +152,7 @@ storage:
 http:
   addr: %s
   secret: %s
-%s`, strconv.Quote(r.Dir), strconv.Quote(r.Host), strconv.Quote(secret), authConfig)
+%s%s`, strconv.Quote(r.Dir), strconv.Quote(r.Host), strconv.Quote(secret), tlsConfig, authConfig)
 		configPath := filepath.Join(home, "config.yml")
 		if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 			return nil, err
@@ -157,8 +204,11 @@ func randomHex(n int) (string, error) {
 }
 
 func (r *Registry) url(path string) string {
-	return "http://" + r.Host + path
+	return r.scheme + "://" + r.Host + path
 }
+
+// URL is the address of path on the registry.
+func (r *Registry) URL(path string) string { return r.url(path) }
 
 // do sends one request to the registry API with r's credentials, if any.
 func (r *Registry) do(ctx context.Context, method, path string) (*http.Response, error) {

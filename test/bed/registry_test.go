@@ -19,7 +19,7 @@ import (
 // testRegistry starts a registry in a temporary directory for one test.
 func testRegistry(t *testing.T, ctx context.Context, name string, auth bool) *Registry {
 	t.Helper()
-	r, err := startRegistry(ctx, t.TempDir(), name, auth)
+	r, err := startRegistry(ctx, t.TempDir(), name, auth, RegistryOptions{})
 	if err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}

@@ -3,6 +3,8 @@ package image
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/distribution/reference"
@@ -44,6 +46,9 @@ type Cache struct {
 	digests *lru.Cache // digestKey -> digestEntry
 	tags    *lru.Cache // tagKey -> tagEntry
 	flight  singleflight.Group
+	// gen counts Purges: a registry answer fetched before a Purge is
+	// neither cached nor shared with calls begun after it.
+	gen atomic.Uint64
 }
 
 type digestEntry struct {
@@ -75,6 +80,15 @@ func NewCache(inner Registry, opts CacheOptions) *Cache {
 
 var _ Inspector = (*Cache)(nil)
 
+// Purge forgets everything cached, for when the registry configuration
+// changed (a mirror, a CA, a blocked registry can change any answer).
+// Calls under way finish with what they fetched but cache none of it.
+func (c *Cache) Purge() {
+	c.gen.Add(1)
+	c.digests.Clear()
+	c.tags.Clear()
+}
+
 // Len returns the number of cached digests and tags.
 func (c *Cache) Len() (digests, tags int) { return c.digests.Len(), c.tags.Len() }
 
@@ -100,8 +114,9 @@ func (c *Cache) Architectures(ctx context.Context, ref Reference, auth Auth) (Pl
 		if !fresh {
 			// The tag was seen before: one HEAD tells whether it moved.
 			d, err := c.shared(ctx, "head|"+tagKey, func(ctx context.Context) (any, error) {
+				gen := c.gen.Load()
 				d, err := c.inner.Digest(ctx, named.String(), auth)
-				if err == nil {
+				if err == nil && c.gen.Load() == gen {
 					c.tags.Add(tagKey, tagEntry{digest: d, expires: c.opts.Now().Add(c.opts.TagTTL)})
 				}
 				return d, err
@@ -116,9 +131,13 @@ func (c *Cache) Architectures(ctx context.Context, ref Reference, auth Auth) (Pl
 	c.observe("tag", false)
 	// Never seen: one GET by tag gives both the digest and the platforms.
 	v, err := c.shared(ctx, "get|"+tagKey, func(ctx context.Context) (any, error) {
+		gen := c.gen.Load()
 		ps, d, err := c.inner.Architectures(ctx, Reference{Name: named.String()}, auth)
 		if err != nil {
 			return nil, err
+		}
+		if c.gen.Load() != gen {
+			return resolved{platforms: ps, digest: d}, nil
 		}
 		now := c.opts.Now()
 		c.tags.Add(tagKey, tagEntry{digest: d, expires: now.Add(c.opts.TagTTL)})
@@ -146,11 +165,14 @@ func (c *Cache) byDigest(ctx context.Context, repo string, d digest.Digest, auth
 	}
 	c.observe("digest", false)
 	v, err := c.shared(ctx, "digest|"+key, func(ctx context.Context) (any, error) {
+		gen := c.gen.Load()
 		ps, _, err := c.inner.Architectures(ctx, Reference{Name: repo + "@" + d.String()}, auth)
 		if err != nil {
 			return nil, err
 		}
-		c.digests.Add(key, digestEntry{platforms: ps, expires: c.opts.Now().Add(c.opts.DigestTTL)})
+		if c.gen.Load() == gen {
+			c.digests.Add(key, digestEntry{platforms: ps, expires: c.opts.Now().Add(c.opts.DigestTTL)})
+		}
 		return ps, nil
 	})
 	if err != nil {
@@ -164,6 +186,7 @@ func (c *Cache) byDigest(ctx context.Context, repo string, d digest.Digest, auth
 // bounded by its own timeout), and each caller stops waiting when its own
 // context ends.
 func (c *Cache) shared(ctx context.Context, key string, fn func(context.Context) (any, error)) (any, error) {
+	key = strconv.FormatUint(c.gen.Load(), 10) + "|" + key
 	ch := c.flight.DoChan(key, func() (any, error) {
 		return fn(context.WithoutCancel(ctx))
 	})
@@ -205,8 +228,9 @@ func (c *Cache) Digest(ctx context.Context, ref Reference, auth Auth) (digest.Di
 	}
 	c.observe("tag", false)
 	d, err := c.shared(ctx, "head|"+tagKey, func(ctx context.Context) (any, error) {
+		gen := c.gen.Load()
 		d, err := c.inner.Digest(ctx, named.String(), auth)
-		if err == nil {
+		if err == nil && c.gen.Load() == gen {
 			c.tags.Add(tagKey, tagEntry{digest: d, expires: c.opts.Now().Add(c.opts.TagTTL)})
 		}
 		return d, err

@@ -319,3 +319,44 @@ func TestCacheDigest(t *testing.T) {
 		t.Errorf("a malformed reference: %v, want a permanent error", err)
 	}
 }
+
+// TestCachePurge: after a Purge (the registry configuration changed) every
+// answer is asked again, and an answer fetched by a call begun before the
+// Purge is not cached.
+func TestCachePurge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		reg := newFakeRegistry()
+		reg.push("r.example/app:v1", amd64)
+		c := NewCache(reg, CacheOptions{})
+		if _, _, err := c.Architectures(ctx, Reference{Name: "r.example/app:v1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		c.Purge()
+		if d, tags := c.Len(); d+tags != 0 {
+			t.Fatalf("after Purge the cache holds %d digests and %d tags", d, tags)
+		}
+		// A call under way while the configuration changes.
+		reg.gate = make(chan struct{})
+		done := make(chan error)
+		go func() {
+			_, _, err := c.Architectures(ctx, Reference{Name: "r.example/app:v1"}, nil)
+			done <- err
+		}()
+		synctest.Wait()
+		c.Purge()
+		close(reg.gate)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if d, tags := c.Len(); d+tags != 0 {
+			t.Fatalf("an answer fetched before the Purge was cached: %d digests, %d tags", d, tags)
+		}
+		if _, _, err := c.Architectures(ctx, Reference{Name: "r.example/app:v1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := reg.gets.Load(); got != 3 {
+			t.Errorf("registry GETs = %d, want 3 (one per configuration)", got)
+		}
+	})
+}

@@ -26,7 +26,8 @@ var permanentCodes = map[string]bool{
 
 // Permanent reports whether an inspection error is an answer that a retry
 // would only repeat: a malformed reference, a manifest or repository the
-// registry does not know, credentials it refuses or access it denies.
+// registry does not know, credentials it refuses or access it denies, a
+// blocked registry.
 // Everything else (connection refused, timeouts, 429, 5xx, an answer that
 // does not parse) is transient. An error joining the failures of several
 // credentials is permanent only when each of them is.
@@ -48,7 +49,8 @@ func Permanent(err error) bool {
 		return len(errs) > 0
 	}
 	var refErr *ReferenceError
-	if errors.As(err, &refErr) {
+	var blocked *BlockedError
+	if errors.As(err, &refErr) || errors.As(err, &blocked) {
 		return true
 	}
 	var unauthorized docker.ErrUnauthorizedForCredentials
@@ -67,4 +69,16 @@ func Permanent(err error) bool {
 		}
 	}
 	return false
+}
+
+// BlockedError is an image on a registry the registry configuration
+// blocks, with no mirror to pull it from: no node will pull it, so asking
+// again changes nothing.
+type BlockedError struct {
+	// Image is the reference, Registry the blocking entry's prefix.
+	Image, Registry string
+}
+
+func (e *BlockedError) Error() string {
+	return "registry " + e.Registry + " is blocked by the registry configuration; no node pulls " + e.Image
 }

@@ -33,7 +33,7 @@ type pusher struct {
 }
 
 func newPusher(reg *bed.Registry) *pusher {
-	return &pusher{reg: reg, client: &http.Client{Transport: &http.Transport{}}}
+	return &pusher{reg: reg, client: reg.HTTPClient()}
 }
 
 // platform is "os/arch"; "unknown/unknown" makes a buildkit-style
@@ -196,7 +196,7 @@ func (p *pusher) do(ctx context.Context, method, path, contentType string, body 
 	if !strings.HasPrefix(path, "/") {
 		path = "/" + path
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+p.reg.Host+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, p.reg.URL(path), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

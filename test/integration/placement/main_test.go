@@ -97,6 +97,11 @@ func setup(ctx context.Context) (stopWebhook func(), err error) {
 	if err := registerWebhook(); err != nil {
 		return stopWebhook, fmt.Errorf("registering the webhook: %w", err)
 	}
+	// Before the controller, which discovers OpenShift's mirror sets once,
+	// at start.
+	if err := installMirrorSetCRDs(); err != nil {
+		return stopWebhook, err
+	}
 	suiteController, err = startController(suiteOptions())
 	if err != nil {
 		return stopWebhook, fmt.Errorf("starting the controller: %w", err)

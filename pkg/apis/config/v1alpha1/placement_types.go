@@ -28,10 +28,16 @@ type PlacementConfig struct {
 	// +optional
 	InsecureRegistries []string `json:"insecureRegistries,omitempty"`
 
-	// registriesConfPath is a containers registries.conf for mirrors and
-	// insecure registries. Default: containers/image's system path.
+	// registriesConfPath is a containers registries.conf file merged first
+	// into the registry configuration (see registries). Default: none.
 	// +optional
 	RegistriesConfPath string `json:"registriesConfPath,omitempty"`
+
+	// registries names the watched ConfigMaps, in archway's namespace, that
+	// configure how image inspection reaches registries. Default: see
+	// PlacementRegistriesConfig.
+	// +optional
+	Registries PlacementRegistriesConfig `json:"registries,omitempty"`
 
 	// cache sizes the image inspection cache. Default: see
 	// PlacementCacheConfig.
@@ -70,6 +76,29 @@ type PlacementInspectionConfig struct {
 	// timeout bounds one registry call. Default: 30s.
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// PlacementRegistriesConfig names the ConfigMaps of the registry
+// configuration, all in archway's namespace and watched: a change applies
+// to the next image inspection. A ConfigMap that does not exist
+// configures nothing.
+type PlacementRegistriesConfig struct {
+	// configMap holds, under the key registries.conf, a
+	// containers-registries.conf(5) version 2: mirrors, blocked and
+	// insecure registries. Default: archway-registries.
+	// +optional
+	ConfigMap string `json:"configMap,omitempty"`
+
+	// registryCAConfigMap holds one PEM CA bundle per registry, keyed by
+	// its host, with ".." for the ":" before a port
+	// (registry.example.com..5000). Default: archway-registry-cas.
+	// +optional
+	RegistryCAConfigMap string `json:"registryCAConfigMap,omitempty"`
+
+	// trustedCAConfigMap holds, under the key ca-bundle.crt, a PEM CA
+	// bundle trusted for every registry. Default: archway-trusted-ca.
+	// +optional
+	TrustedCAConfigMap string `json:"trustedCAConfigMap,omitempty"`
 }
 
 // PlacementCacheConfig sizes the image inspection cache.
@@ -123,6 +152,17 @@ func validatePlacement(p *PlacementConfig, path *field.Path) field.ErrorList {
 	positive(p.Cache.TagTTL, cp.Child("tagTTL"))
 	nonNegative(p.Cache.Size, cp.Child("size"))
 	nonNegative(p.Workers, path.Child("workers"))
+	rp := path.Child("registries")
+	for _, f := range []struct {
+		name, value string
+	}{{"configMap", p.Registries.ConfigMap}, {"registryCAConfigMap", p.Registries.RegistryCAConfigMap}, {"trustedCAConfigMap", p.Registries.TrustedCAConfigMap}} {
+		if f.value == "" {
+			continue
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(f.value) {
+			errs = append(errs, field.Invalid(rp.Child(f.name), f.value, msg))
+		}
+	}
 	for i, host := range p.InsecureRegistries {
 		if host == "" {
 			errs = append(errs, field.Required(path.Child("insecureRegistries").Index(i), "a registry host"))
