@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,7 +122,10 @@ func startPlacementController(t *testing.T, ctx context.Context) {
 	t.Helper()
 	dir := t.TempDir()
 	config := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(config, []byte("apiVersion: config.archway.dev/v1alpha1\nkind: BuildControllerConfiguration\nbuild:\n  builderImage: "+framework.BuilderImage+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte("apiVersion: config.archway.dev/v1alpha1\nkind: BuildControllerConfiguration\nbuild:\n  builderImage: "+framework.BuilderImage+"\n"+
+		// Placement verifies loopback registries as nodes do: the bed's
+		// plain-HTTP registry is listed.
+		"placement:\n  insecureRegistries: ["+strconv.Quote(env.Bed.Registry.Host)+"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	probe, err := bed.FreePort()

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -143,7 +144,7 @@ func expectPlaced(h *harness, name string, archs ...string) {
 	h.t.Helper()
 	pod := h.waitReleased(name)
 	if pod.Labels[placement.ImageInspectionErrorLabel] == "" && pod.Labels[placement.NodeAffinityLabel] == placement.LabelValueSet {
-		got := requiredArchs(pod)
+		got := sets.List(requiredArchs(pod))
 		if strings.Join(got, ",") == strings.Join(archs, ",") {
 			return
 		}
@@ -162,20 +163,6 @@ func expectInspectionError(h *harness, name, why string) {
 	if note := h.waitEvent(name, placement.EventInspectionError); !strings.Contains(note, why) {
 		h.t.Errorf("pod %s: inspection error %q does not say %q", name, note, why)
 	}
-}
-
-func requiredArchs(pod *corev1.Pod) []string {
-	var out []string
-	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			for _, e := range term.MatchExpressions {
-				if e.Key == corev1.LabelArchStable && e.Operator == corev1.NodeSelectorOpIn {
-					out = append(out, e.Values...)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // TestInsecureRegistryFromConfigMap: a plain-HTTP registry the options do
@@ -410,7 +397,7 @@ func TestBlockedRegistry(t *testing.T) {
 		placement.ImageInspectionErrorLabel: "", placement.ImageInspectionErrorCountLabel: "1", placement.NodeAffinityLabel: placement.LabelValueNotSet,
 	})
 	h.expectNoLabels(pod, placement.FallbackArchLabel)
-	if archs := requiredArchs(pod); len(archs) > 0 {
+	if archs := requiredArchs(pod); archs.Len() > 0 {
 		t.Errorf("blocked: required architectures %v, want none", archs)
 	}
 	if note := h.waitEvent("blocked", placement.EventInspectionError); !strings.Contains(note, "is blocked") {
