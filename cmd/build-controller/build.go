@@ -22,5 +22,5 @@ func setupBuild(mgr ctrl.Manager, opts *options) error {
 			"and whoever may create a Build may run code as root on a node; every such pod carries the annotation "+build.PodSecurityAnnotation+": Privileged",
 			"podSecurity", cfg.PodSecurity)
 	}
-	return build.Setup(context.Background(), mgr, cfg, build.Options{})
+	return build.Setup(context.Background(), mgr, cfg, build.Options{BaseInspector: newBaseInspector()})
 }

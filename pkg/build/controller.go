@@ -73,6 +73,10 @@ type Options struct {
 	// SkipNameValidation lets a process start the controller more than
 	// once (tests that restart it).
 	SkipNameValidation bool
+	// BaseInspector, when set, reads the platforms of base images known
+	// before any pod (see BaseImages) so that a platform they lack fails
+	// before the fan-out. Nil: each platform's pod checks its base alone.
+	BaseInspector BaseInspector
 }
 
 // Reconciler runs Builds: it resolves their platforms, creates their pods
@@ -94,6 +98,9 @@ type Reconciler struct {
 	// accounts remembers the namespaces whose builder service account
 	// and RoleBinding exist.
 	accounts builderAccounts
+	// Bases reads base images' platforms before the fan-out (nil: no
+	// check before the pods).
+	Bases BaseInspector
 }
 
 // Setup adds the Build controller to mgr.
@@ -129,6 +136,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		Now:       time.Now,
 		Nodes:     NewNodeGroups(),
 		self:      newSelfWrites(),
+		Bases:     opts.BaseInspector,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("build").
@@ -249,7 +257,15 @@ func (r *Reconciler) firstResolution(ctx context.Context, b *buildv1.Build, now 
 		return ctrl.Result{}, true, err
 	}
 	if !res.Classic() {
-		result, err := r.write(ctx, b, res.Platforms, ResolutionPlan(b, res, now), now)
+		plan := ResolutionPlan(b, res, now)
+		if res.Failure == nil {
+			pf, err := r.preflight(ctx, b, res)
+			if err != nil {
+				return ctrl.Result{}, true, err
+			}
+			applyPreflight(&plan, pf, now)
+		}
+		result, err := r.write(ctx, b, res.Platforms, plan, now)
 		return result, true, err
 	}
 	if err := r.annotate(ctx, b, nil); err != nil {
@@ -662,6 +678,9 @@ func (r *Reconciler) write(ctx context.Context, b *buildv1.Build, platforms []st
 		b.ResourceVersion = *m.ResourceVersion
 	}
 	r.recordEmulated(b, next)
+	for _, e := range plan.Events {
+		r.event(b, e.Type, e.Reason, "%s", e.Message)
+	}
 	r.recordTransition(b, b.Status.Phase, next)
 	return ctrl.Result{}, nil
 }

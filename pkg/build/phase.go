@@ -67,6 +67,13 @@ type Plan struct {
 	// CopyOutputFrom, when set, is the platform whose pushed image is the
 	// Build's output (a single-platform build has no manifest list).
 	CopyOutputFrom string
+	// Events are recorded on the Build once the status write succeeded.
+	Events []PlanEvent
+}
+
+// PlanEvent is an event a Plan records with its status write.
+type PlanEvent struct {
+	Type, Reason, Message string
 }
 
 // terminal reports whether a pod has ended.

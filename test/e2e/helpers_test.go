@@ -63,6 +63,14 @@ func (h *harness) output() string { return env.Bed.Registry.Host + "/" + h.repo 
 // here, served over file://) holds the Dockerfile.
 func (h *harness) buildConfig(dockerfile string, platforms, allowedToFail []string) *buildv1.BuildConfig {
 	h.t.Helper()
+	bc := h.buildConfigSpec(dockerfile, platforms, allowedToFail)
+	h.create(bc)
+	return bc
+}
+
+// buildConfigSpec is the BuildConfig buildConfig creates, not created yet.
+func (h *harness) buildConfigSpec(dockerfile string, platforms, allowedToFail []string) *buildv1.BuildConfig {
+	h.t.Helper()
 	uri, err := framework.GitRepo(filepath.Join(h.t.TempDir(), "repo"), map[string]string{"Dockerfile": dockerfile})
 	if err != nil {
 		h.t.Fatal(err)
@@ -73,11 +81,16 @@ func (h *harness) buildConfig(dockerfile string, platforms, allowedToFail []stri
 	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: h.output()}
 	bc.Spec.Platforms = platforms
 	bc.Spec.PlatformsAllowedToFail = allowedToFail
+	return bc
+}
+
+// create creates the case's BuildConfig.
+func (h *harness) create(bc *buildv1.BuildConfig) {
+	h.t.Helper()
 	if err := env.Bed.Client.Create(h.ctx, bc); err != nil {
 		h.t.Fatalf("creating the BuildConfig: %v", err)
 	}
 	h.bc = bc
-	return bc
 }
 
 // startBuild starts build 1 of the BuildConfig as kubectl archway

@@ -220,6 +220,11 @@ const (
 	// kubernetes.io/os or kubernetes.io/arch other than a target
 	// platform's.
 	StatusReasonNodeSelectorPlatformConflict StatusReason = "NodeSelectorPlatformConflict"
+	// StatusReasonBaseImagePlatformNotFound: a base image known before any
+	// pod (dockerStrategy.from, an inline Dockerfile's FROMs) has no image
+	// for a target platform; the message names the missing platforms and
+	// those the image has.
+	StatusReasonBaseImagePlatformNotFound StatusReason = "BaseImagePlatformNotFound"
 	// StatusReasonPlatformBuildFailed: the build of a platform not in
 	// platformsAllowedToFail failed; status.platforms says which and why.
 	StatusReasonPlatformBuildFailed StatusReason = "PlatformBuildFailed"
@@ -282,6 +287,10 @@ const (
 	// architecture can build it, and its pod builds it under emulation on
 	// a node of another architecture (build.emulation).
 	EventReasonPlatformEmulated = "PlatformEmulated"
+	// EventReasonBaseImageCheckSkipped: a base image known before any pod
+	// could not be inspected (registry unreachable, credentials refused,
+	// ...): the build goes on and each platform's pod checks its base.
+	EventReasonBaseImageCheckSkipped = "BaseImageCheckSkipped"
 	// EventReasonRemovingPlatformTags: a multi-platform build ended without
 	// a manifest list and every platform pod has ended; the manifest-list
 	// pod was created to remove the per-platform tags.
