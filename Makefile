@@ -38,6 +38,22 @@ all: build
 build: ## Build build-controller, builder and emulation-setup into bin/.
 	go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/ ./cmd/build-controller ./cmd/builder ./cmd/emulation-setup
 
+# The kubectl plugin as release binaries: pure Go (no cgo, none of the
+# builder's C libraries), so every platform cross-compiles from one machine.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 linux/ppc64le linux/s390x darwin/amd64 darwin/arm64 windows/amd64
+
+.PHONY: plugin-release
+plugin-release: ## Build kubectl-archway for each of PLUGIN_PLATFORMS into bin/release/, with SHA256SUMS.
+	@mkdir -p $(BIN_DIR)/release
+	@for p in $(PLUGIN_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+		out=$(BIN_DIR)/release/kubectl-archway_$${os}_$${arch}$$ext; \
+		echo "==> $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath \
+			-ldflags "-s -w -X github.com/archway-build/archway/pkg/version.Version=$(VERSION)" -o $$out ./cmd/kubectl-archway; \
+	done
+	@cd $(BIN_DIR)/release && sha256sum kubectl-archway_* > SHA256SUMS && cat SHA256SUMS
+
 .PHONY: tools
 tools: ## Install everything tests and the bed need (idempotent, cached).
 	hack/tools.sh
