@@ -60,12 +60,9 @@ func run(m *testing.M) int {
 
 // builderBinary builds cmd/builder once per test binary: the tests run the
 // real program, as build pods and people do.
+// It goes into the bed's directory, which the bed removes when it stops.
 var builderBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "archway-builder-bin-")
-	if err != nil {
-		return "", err
-	}
-	return bed.GoBuild(context.Background(), dir, "./cmd/builder")
+	return bed.GoBuild(context.Background(), theBed.Dir, "./cmd/builder")
 })
 
 // runBuilder runs the builder binary with args and env (added to the
