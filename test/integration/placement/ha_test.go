@@ -167,3 +167,76 @@ func waitLeaseHolder(ctx context.Context, tb testing.TB, key types.NamespacedNam
 	}
 	return s
 }
+
+// TestLeaderStoppedWithSIGTERM stops the leading replica with SIGTERM, as a
+// rolling update does, while gated pods wait (the leader throttled to 10
+// requests/s so that some do), and checks that none is left gated. It logs
+// how long the handover took and how many of the pods gated at SIGTERM
+// went without placement: a controller told to go releases what is still
+// gated (it cannot tell that a standby will take over), and the election
+// lease is freed only once it has: the standby leads after that.
+func TestLeaderStoppedWithSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds build-controller")
+	}
+	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
+	h := newHarness(t, "handover", nil)
+	bin := buildPlacementBinary(h.ctx, t, t.TempDir())
+	suiteController.stop()
+	t.Cleanup(func() {
+		var err error
+		if suiteController, err = startController(suiteOptions()); err != nil {
+			t.Errorf("restarting the suite controller: %v", err)
+		}
+	})
+	dir := t.TempDir()
+	elect := []string{"--leader-elect=true", "--leader-election-namespace=" + h.ns}
+	key := types.NamespacedName{Namespace: h.ns, Name: leaderElectionLease}
+	leader := startPlacementProcess(h.ctx, t, bin, dir, "leader", append(elect, "--kube-api-qps=10")...)
+	first := waitLeaseHolder(h.ctx, t, key, func(holder string) bool { return holder != "" }).holder
+	startPlacementProcess(h.ctx, t, bin, dir, "standby", elect...)
+
+	const backlog = 100
+	names := make([]string, backlog)
+	for i := range names {
+		names[i] = fmt.Sprintf("handover-%03d", i)
+	}
+	rw := watchReleases(t, h.ns)
+	if err := createPods(h.ctx, backlog, 20, func(i int) *corev1.Pod {
+		return makePod(h.ns, names[i]).image(imgAll).nodeSelector(unschedulableKey, "true").withGate().obj()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return rw.count() > 0, nil
+	}); err != nil {
+		t.Fatalf("the leader released no pod: %v; log:\n%s", err, leader.log(40))
+	}
+	held := readLease(h.ctx, t, key)
+	gatedAtStop, _, err := countGated(h.ctx, h.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	if err := leader.stop(); err != nil {
+		t.Errorf("the leader exited with %v; log:\n%s", err, leader.log(40))
+	}
+	exited := time.Now()
+	taken := waitLeaseHolder(h.ctx, t, key, func(holder string) bool { return holder != "" && holder != first })
+	// None is left gated.
+	rw.wait(t, names, 2*time.Minute)
+	var pods corev1.PodList
+	if err := k8s.List(h.ctx, &pods, client.InNamespace(h.ns)); err != nil {
+		t.Fatal(err)
+	}
+	unplaced := 0
+	for i := range pods.Items {
+		if pods.Items[i].Labels[placement.NodeAffinityLabel] != placement.LabelValueSet {
+			unplaced++
+		}
+	}
+	t.Logf("handover on SIGTERM (load %s): the leader exited %v after SIGTERM; the standby took the lease %v after SIGTERM "+
+		"(lease duration %ds); of %d pods gated at SIGTERM, %d were released without placement",
+		loadAverage(), exited.Sub(stopped).Round(time.Millisecond), taken.acquired.Sub(stopped).Round(time.Millisecond),
+		held.duration, gatedAtStop, unplaced)
+}
