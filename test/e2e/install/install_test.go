@@ -9,14 +9,11 @@ package install
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -42,11 +39,11 @@ const (
 	installTimeout       = 3 * time.Minute
 )
 
-// servingSecrets are the Secrets the Deployments mount their serving
-// certificates from, and webhookConfigs the webhook configurations (with
-// how many webhooks each has) whose caBundle must trust them: what an
-// administrator provides when neither cert-manager nor OpenShift's service
-// CA does it.
+// servingSecrets are the Secrets (shipped empty) the webhook Deployments
+// fill with their serving certificates (--cert-management=internal), with
+// their Services, and webhookConfigs the webhook configurations (with how
+// many webhooks each has) whose caBundle they inject: nobody provides
+// either by hand.
 var (
 	servingSecrets = map[string]string{
 		"archway-placement-webhook-tls":                "archway-placement-webhook",
@@ -67,7 +64,7 @@ var (
 )
 
 // TestInstall installs manifests/default (through an overlay that adds
-// only what the bed needs: the serving certificates, the bed's registry
+// only what the bed needs: the bed's registry
 // and git settings in the config file, and pod-IP addresses for the
 // components' listeners, since the runner's pods share the host's network)
 // with kubectl, and then: a four-platform build runs end to end; a pod is
@@ -275,17 +272,11 @@ func imageRepository(ref string) string {
 func writeOverlay(t *testing.T, b *bed.Bed, builderImage string) string {
 	t.Helper()
 	dir := t.TempDir()
-	crt, key, err := certutil.GenerateSelfSignedCertKey("archway-webhooks", nil, servingDNSNames())
-	if err != nil {
-		t.Fatal(err)
-	}
 	write := func(name, data string) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("tls.crt", string(crt))
-	write("tls.key", string(key))
 	write("config.yaml", fmt.Sprintf(`apiVersion: config.archway.dev/v1alpha1
 kind: BuildControllerConfiguration
 build:
@@ -309,11 +300,7 @@ configMapGenerator:
   namespace: %s
   behavior: replace
   files: [config.yaml]
-secretGenerator:
 `, base, namespace)
-	for _, name := range slices.Sorted(maps.Keys(servingSecrets)) {
-		fmt.Fprintf(&k, "- {name: %s, namespace: %s, type: kubernetes.io/tls, files: [tls.crt, tls.key], options: {disableNameSuffixHash: true}}\n", name, namespace)
-	}
 	k.WriteString("patches:\n")
 	// The runner's pods share the host's network: each component listens
 	// on its own pod IP (later flags win), and the runner takes its pods.
@@ -330,13 +317,6 @@ secretGenerator:
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/env, value: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]}
 `)
-	bundle := base64.StdEncoding.EncodeToString(crt)
-	for _, w := range webhookConfigs {
-		fmt.Fprintf(&k, "- target: {kind: %s, name: %s}\n  patch: |-\n", w.kind, w.name)
-		for i := range w.webhooks {
-			fmt.Fprintf(&k, "    - {op: add, path: /webhooks/%d/clientConfig/caBundle, value: %s}\n", i, bundle)
-		}
-	}
 	// The order of manifests/default, which kubectl delete -k relies on.
 	def, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "manifests", "default", "kustomization.yaml"))
 	if err != nil {
@@ -349,14 +329,6 @@ secretGenerator:
 	k.Write(def[i+1:])
 	write("kustomization.yaml", k.String())
 	return dir
-}
-
-func servingDNSNames() []string {
-	var names []string
-	for _, svc := range servingSecrets {
-		names = append(names, svc+"."+namespace+".svc")
-	}
-	return names
 }
 
 // waitInstalled waits until every Deployment of archway's namespace has
@@ -400,6 +372,35 @@ func installed(ctx context.Context, b *bed.Bed) error {
 	for _, d := range deps.Items {
 		if n := running[d.Spec.Selector.MatchLabels["app.kubernetes.io/name"]]; n < int(*d.Spec.Replicas) {
 			return fmt.Errorf("deployment %s: %d of %d pods running", d.Name, n, *d.Spec.Replicas)
+		}
+	}
+	// The certificates are made in-process: every Secret filled and every
+	// webhook's caBundle injected.
+	for name := range servingSecrets {
+		var s corev1.Secret
+		if err := b.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
+			return err
+		}
+		if len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
+			return fmt.Errorf("secret %s holds no certificate", name)
+		}
+	}
+	for _, w := range webhookConfigs {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("admissionregistration.k8s.io/v1")
+		u.SetKind(w.kind)
+		if err := b.Client.Get(ctx, client.ObjectKey{Name: w.name}, u); err != nil {
+			return err
+		}
+		hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+		if len(hooks) != w.webhooks {
+			return fmt.Errorf("%s %s has %d webhooks, want %d", w.kind, w.name, len(hooks), w.webhooks)
+		}
+		for _, h := range hooks {
+			hm, _ := h.(map[string]any)
+			if bundle, _, _ := unstructured.NestedString(hm, "clientConfig", "caBundle"); bundle == "" {
+				return fmt.Errorf("%s %s: no caBundle injected", w.kind, w.name)
+			}
 		}
 	}
 	for _, svc := range servingSecrets {

@@ -3,7 +3,9 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,6 +83,9 @@ func TestManifestsDryRun(t *testing.T) {
 				if err := checkInstallOrder(kinds); err != nil {
 					t.Errorf("%s: %v (copy sortOptions from manifests/default)", rel, err)
 				}
+				if err := checkCertManagement(t, built); err != nil {
+					t.Errorf("%s: %v", rel, err)
+				}
 			}
 			apply := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "apply", "--dry-run=server", "--server-side",
 				"--field-manager=manifests-test", "-f", "-")
@@ -139,6 +145,72 @@ func kindsOf(t *testing.T, data []byte) []string {
 			kinds = append(kinds, obj.Kind)
 		}
 	}
+}
+
+// checkCertManagement says what is wrong with an install's webhook
+// certificates: a Deployment with --cert-management=internal needs
+// --webhook-service and the Secret of --webhook-cert-secret shipped in the
+// install (build-controller refuses to start without it); one with
+// --cert-management=external mounts its Secret, which an issuer makes, so
+// the install must not ship it (an empty Secret applied would be stale or
+// refused by OpenShift's service CA).
+func checkCertManagement(t *testing.T, built []byte) error {
+	t.Helper()
+	secrets := map[string]bool{}
+	var deps []appsv1.Deployment
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(built), 4096)
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		var meta metav1.PartialObjectMetadata
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			t.Fatal(err)
+		}
+		switch meta.Kind {
+		case "Secret":
+			secrets[meta.Name] = true
+		case "Deployment":
+			var d appsv1.Deployment
+			if err := json.Unmarshal(raw, &d); err != nil {
+				t.Fatal(err)
+			}
+			deps = append(deps, d)
+		}
+	}
+	for _, d := range deps {
+		flags := map[string]string{}
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			if k, v, ok := strings.Cut(a, "="); ok {
+				flags[k] = v
+			}
+		}
+		if _, serves := flags["--webhook-cert-dir"]; !serves {
+			continue
+		}
+		switch flags["--cert-management"] {
+		case "internal":
+			if flags["--webhook-service"] == "" || !secrets[flags["--webhook-cert-secret"]] {
+				return fmt.Errorf("deployment %s: --cert-management=internal needs --webhook-service and the Secret %q shipped", d.Name, flags["--webhook-cert-secret"])
+			}
+		case "external":
+			var mounted string
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				if v.Secret != nil {
+					mounted = v.Secret.SecretName
+				}
+			}
+			if mounted == "" || secrets[mounted] {
+				return fmt.Errorf("deployment %s: --cert-management=external must mount its issuer's Secret (%q) and not ship it", d.Name, mounted)
+			}
+		default:
+			return fmt.Errorf("deployment %s serves webhooks without --cert-management", d.Name)
+		}
+	}
+	return nil
 }
 
 func stderrOf(err error) string {
