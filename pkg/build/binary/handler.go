@@ -230,29 +230,13 @@ func (h *Handler) startFailed(ctx context.Context, w http.ResponseWriter, ns, na
 	case errors.Is(err, instantiate.ErrPaused):
 		fail(w, http.StatusConflict, "Conflict", "%v", err)
 	case apierrors.IsInvalid(err):
-		fail(w, http.StatusUnprocessableEntity, "Invalid", "%s", invalidMessage(err))
+		fail(w, http.StatusUnprocessableEntity, "Invalid", "%s", instantiate.InvalidMessage(err))
 	case apierrors.IsForbidden(err):
 		fail(w, http.StatusForbidden, "Forbidden", "%v", err)
 	default:
 		log.FromContext(ctx).Error(err, "binary build: starting", "namespace", ns, "buildConfig", name)
 		fail(w, http.StatusInternalServerError, "InternalError", "could not start the build; try again")
 	}
-}
-
-// invalidMessage is the apiserver's validation message, each cause as the
-// API says it.
-func invalidMessage(err error) string {
-	var st apierrors.APIStatus
-	if errors.As(err, &st) && st.Status().Details != nil {
-		var parts []string
-		for _, c := range st.Status().Details.Causes {
-			parts = append(parts, c.Field+": "+c.Message)
-		}
-		if len(parts) > 0 {
-			return strings.Join(parts, "; ")
-		}
-	}
-	return err.Error()
 }
 
 // authenticate reads the bearer token and asks the apiserver whose it is.

@@ -188,7 +188,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, instantiate.ErrPaused):
 		h.answer(w, metricType, "paused", http.StatusConflict, err.Error(), nil)
 	case apierrors.IsInvalid(err):
-		h.answer(w, metricType, "invalid", http.StatusUnprocessableEntity, invalidMessage(err), nil)
+		h.answer(w, metricType, "invalid", http.StatusUnprocessableEntity, instantiate.InvalidMessage(err), nil)
 	case apierrors.IsNotFound(err):
 		h.answer(w, metricType, "not_found", http.StatusNotFound, notFoundMessage, nil)
 	default:
@@ -202,22 +202,6 @@ func (h *Handler) maxBody() int64 {
 		return h.MaxBodyBytes
 	}
 	return DefaultMaxBodyBytes
-}
-
-// invalidMessage is the apiserver's validation message for a refused
-// override, each cause as the API says it.
-func invalidMessage(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && status.Status().Details != nil {
-		var parts []string
-		for _, c := range status.Status().Details.Causes {
-			parts = append(parts, c.Field+": "+c.Message)
-		}
-		if len(parts) > 0 {
-			return strings.Join(parts, "; ")
-		}
-	}
-	return err.Error()
 }
 
 func isJSON(contentType string) bool {
