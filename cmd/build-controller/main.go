@@ -75,6 +75,7 @@ type options struct {
 	metricsSecure        bool
 	metricsCertDir       string
 	probeAddr            string
+	pprofAddr            string
 	leaderElect          bool
 	leaderElectNamespace string
 	leaderElectID        string
@@ -118,6 +119,7 @@ func newCommand(opts *options) *cobra.Command {
 	f.BoolVar(&opts.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers authorized for get on /metrics (ClusterRole archway-metrics-reader); false serves plain HTTP to anyone, for local runs")
 	f.StringVar(&opts.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate made at start)")
 	f.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
+	f.StringVar(&opts.pprofAddr, "pprof-bind-address", "", "address a Go pprof endpoint (/debug/pprof/) binds to, for profiling; empty or 0 disables it (it has no authentication: bind it to loopback)")
 	f.BoolVar(&opts.leaderElect, "leader-elect", true, "elect a leader before running controllers (webhooks serve on every replica)")
 	f.StringVar(&opts.leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	f.StringVar(&opts.leaderElectID, "leader-election-id", leaderElectionID, "name of the leader election lease: processes running different components need different names")

@@ -106,6 +106,7 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 		// client never starts an informer over every Secret of the cluster.
 		Client:                        client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		HealthProbeBindAddress:        opts.probeAddr,
+		PprofBindAddress:              opts.pprofAddr,
 		LeaderElection:                opts.leaderElect,
 		LeaderElectionID:              opts.leaderElectID,
 		LeaderElectionNamespace:       leNamespace,

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -628,6 +629,10 @@ func BenchmarkCacheRoundTrips(b *testing.B) {
 //   - ARCHWAY_BENCH_BACKLOGS: gated backlogs (default "500,2000"; the
 //     issue's curve is "2000,10000");
 //   - ARCHWAY_BENCH_UNGATED: pods not gated (default "0,2000"; "0,5000").
+//
+// ARCHWAY_BENCH_PPROF=127.0.0.1:6060 serves each process's Go pprof
+// endpoint there, to profile a point while it runs (e.g. `go tool pprof
+// http://127.0.0.1:6060/debug/pprof/profile?seconds=10`).
 func BenchmarkPlacementScale(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
@@ -673,10 +678,27 @@ func BenchmarkPlacementScale(b *testing.B) {
 			b.Fatal(err)
 		}
 		rw := watchReleases(b, ns)
+		requestsBefore, err := testBed.APIRequests(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpuBefore, err := bed.ProcessCPU()
+		if err != nil {
+			b.Fatal(err)
+		}
 		start := time.Now()
-		proc := startPlacementProcess(ctx, b, bin, dir, fmt.Sprintf("backlog-%d", n))
+		proc := startPlacementProcess(ctx, b, bin, dir, fmt.Sprintf("backlog-%d", n), pprofArgs()...)
 		rw.wait(b, names, 10*time.Minute)
 		elapsed := time.Since(start)
+		cpuAfter, err := bed.ProcessCPU()
+		if err != nil {
+			b.Fatal(err)
+		}
+		requestsAfter, err := testBed.APIRequests(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		writes := requestsAfter.Sub(requestsBefore).Writes()
 		first, last := rw.span(names)
 		cpu := proc.cpu(b)
 		_, peak := proc.memory(b)
@@ -688,6 +710,10 @@ func BenchmarkPlacementScale(b *testing.B) {
 		deletePods(ctx, ns)
 		line := fmt.Sprintf("  backlog %6d gated pods: %6.0f pods/s from start (%5.1f s), %6.0f pods/s first to last release; controller CPU %6.2f s (%5.2f ms/pod), peak RSS %6.1f MiB; load %s",
 			n, float64(n)/elapsed.Seconds(), elapsed.Seconds(), float64(n-1)/last.Sub(first).Seconds(), cpu, 1000*cpu/float64(n), peak, load)
+		// Who else paid, per pod: on 2 cores the apiserver, etcd and the
+		// scheduler share the CPU with the controller, so a bend in the
+		// rate shows here first.
+		line += fmt.Sprintf("\n    apiserver writes per pod %.2f; CPU ms per pod by process:%s", writes/float64(n), perPod(cpuAfter.Sub(cpuBefore), n))
 		fmt.Println("placement scale:" + line)
 		lines = append(lines, line)
 		b.ReportMetric(float64(n)/elapsed.Seconds(), fmt.Sprintf("backlog%d-pods/s", n))
@@ -724,7 +750,7 @@ func BenchmarkPlacementScale(b *testing.B) {
 			b.Fatal(err)
 		}
 		rw := watchReleases(b, ns)
-		proc := startPlacementProcess(ctx, b, bin, dir, fmt.Sprintf("ungated-%d", n))
+		proc := startPlacementProcess(ctx, b, bin, dir, fmt.Sprintf("ungated-%d", n), pprofArgs()...)
 		rw.wait(b, names, 5*time.Minute)
 		rss, peak := proc.memory(b)
 		load := loadAverage()
@@ -741,6 +767,32 @@ func BenchmarkPlacementScale(b *testing.B) {
 	}
 	deletePods(ctx, other)
 	fmt.Printf("placement scale: release rate and memory by backlog, memory by pods not gated:\n%s\n", strings.Join(lines, "\n"))
+}
+
+// perPod formats CPU seconds by process as milliseconds per pod of n, the
+// busiest first (this benchmark's test process watches the releases).
+func perPod(cpu bed.Counts, n int) string {
+	names := make([]string, 0, len(cpu))
+	for name, s := range cpu {
+		if s >= 0.005 {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return cpu[names[i]] > cpu[names[j]] })
+	var sb strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&sb, " %s %.2f,", name, 1000*cpu[name]/float64(n))
+	}
+	return strings.TrimSuffix(sb.String(), ",")
+}
+
+// pprofArgs are the flags that serve a benchmark process's pprof endpoint at
+// $ARCHWAY_BENCH_PPROF, if set.
+func pprofArgs() []string {
+	if addr := os.Getenv("ARCHWAY_BENCH_PPROF"); addr != "" {
+		return []string{"--pprof-bind-address=" + addr}
+	}
+	return nil
 }
 
 // benchLabelledNamespace creates a namespace with labels; its pods go when
