@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -158,39 +157,42 @@ type caseTimes struct {
 	archwayCold, buildkitCold, archwayWarm, buildkitWarm time.Duration
 }
 
-// benchTools are the programs the comparison runs.
-type benchTools struct {
-	buildkitd, buildctl, runc string
-}
-
-func findBenchTools(tb testing.TB) benchTools {
+// checkBenchTools fails tb unless the builder builds and BuildKit's
+// programs are installed.
+func checkBenchTools(tb testing.TB) {
 	tb.Helper()
-	var t benchTools
-	var err1, err2 error
-	t.buildkitd, err1 = bed.Tool("buildkitd")
-	t.buildctl, err2 = bed.Tool("buildctl")
-	if err := errors.Join(err1, err2); err != nil {
-		tb.Fatal(err)
+	var errs []error
+	for _, name := range []string{"buildkitd", "buildctl"} {
+		_, err := bed.Tool(name)
+		errs = append(errs, err)
 	}
-	var err error
-	if t.runc, err = exec.LookPath("runc"); err != nil {
-		tb.Fatalf("BuildKit's worker needs runc, which is not installed: run `make tools` (or `hack/tools.sh apt`): %v", err)
+	if _, err := exec.LookPath("runc"); err != nil {
+		errs = append(errs, fmt.Errorf("BuildKit's worker needs runc, which is not installed: run `make tools` (or `hack/tools.sh apt`): %w", err))
 	}
 	if _, err := builderBinary(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
 		tb.Fatal(err)
 	}
-	return t
 }
 
 // runCase builds c cold and then warm with both tools and returns the
 // times. archwayFirst says which tool goes first (alternated over cases).
-func runCase(tb testing.TB, tools benchTools, c benchCase, archwayFirst bool) caseTimes {
+func runCase(tb testing.TB, c benchCase, archwayFirst bool) caseTimes {
 	tb.Helper()
 	reg := theBed.Registry.Host
 	platforms := strings.Join(c.platforms, ",")
 	workDir := tb.TempDir()
-	daemon := startBuildkitd(tb, tools)
-	defer daemon.stop(tb)
+	daemon, err := bed.StartBuildKit(context.Background(), reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() {
+		if err := daemon.Stop(); err != nil {
+			tb.Logf("stopping buildkitd: %v", err)
+		}
+	}()
 
 	var times caseTimes
 	archway := func(round string) time.Duration {
@@ -210,11 +212,15 @@ func runCase(tb testing.TB, tools benchTools, c benchCase, archwayFirst bool) ca
 	buildkit := func(round string) time.Duration {
 		ref := fmt.Sprintf("%s/bench/buildkit-%s:%s", reg, c.name, round)
 		ctxDir := freshContext(tb, c)
-		start := time.Now()
-		daemon.build(tb, ctxDir, platforms, ref)
-		took := time.Since(start)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		res, err := daemon.Build(ctx, bed.BuildKitBuild{Context: ctxDir, Platforms: c.platforms,
+			BuildArgs: map[string]string{"BASE": theBed.BaseImage}, Output: ref})
+		if err != nil {
+			tb.Fatalf("case %s (%s): %v", c.name, round, err)
+		}
 		checkBenchIndex(tb, ref, len(c.platforms))
-		return took
+		return res.Wall
 	}
 	for _, round := range []string{"cold", "warm"} {
 		var a, k time.Duration
@@ -262,147 +268,17 @@ func checkBenchIndex(tb testing.TB, ref string, n int) {
 	}
 }
 
-// buildkitd is a BuildKit daemon with a state directory of its own, run as
-// root with the runc worker, using the host's network for RUN steps and
-// reaching the bed's registry over plain HTTP.
-type buildkitd struct {
-	tools benchTools
-	dir   string
-	addr  string
-	cmd   *exec.Cmd
-	log   *os.File
-	done  chan error
-}
-
-func startBuildkitd(tb testing.TB, tools benchTools) *buildkitd {
-	tb.Helper()
-	// A directory outside the test's, so that a failed stop (a mount left
-	// behind) cannot fail the test's cleanup.
-	dir, err := os.MkdirTemp("", "archway-buildkitd-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	d := &buildkitd{tools: tools, dir: dir, addr: "unix://" + filepath.Join(dir, "buildkitd.sock"), done: make(chan error, 1)}
-	config := fmt.Sprintf("[registry.%q]\n  http = true\n  insecure = true\n", theBed.Registry.Host)
-	if err := os.WriteFile(filepath.Join(dir, "buildkitd.toml"), []byte(config), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if d.log, err = os.Create(filepath.Join(dir, "buildkitd.log")); err != nil {
-		tb.Fatal(err)
-	}
-	d.cmd = exec.Command(tools.buildkitd,
-		"--root", filepath.Join(dir, "root"),
-		"--addr", d.addr,
-		"--config", filepath.Join(dir, "buildkitd.toml"),
-		"--oci-worker=true", "--containerd-worker=false",
-		"--oci-worker-binary", tools.runc,
-		"--oci-worker-net", "host",
-		"--oci-worker-snapshotter", "overlayfs")
-	d.cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none", "TMPDIR="+dir)
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := d.cmd.Start(); err != nil {
-		tb.Fatalf("starting buildkitd: %v", err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		out, err := exec.Command(tools.buildctl, "--addr", d.addr, "debug", "workers").CombinedOutput()
-		if err == nil && bytes.Contains(out, []byte("linux/")) {
-			return d
-		}
-		select {
-		case err := <-d.done:
-			d.done <- err
-			d.stop(tb)
-			tb.Fatalf("buildkitd exited (%v):\n%s", err, d.logTail())
-		default:
-		}
-		if time.Now().After(deadline) {
-			d.stop(tb)
-			tb.Fatalf("buildkitd did not answer within a minute (%s):\n%s", out, d.logTail())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// build runs `buildctl build` of ctxDir for platforms, pushing the
-// manifest list to ref.
-func (d *buildkitd) build(tb testing.TB, ctxDir, platforms, ref string) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, d.tools.buildctl, "--addr", d.addr, "build",
-		"--frontend", "dockerfile.v0",
-		"--local", "context="+ctxDir, "--local", "dockerfile="+ctxDir,
-		"--opt", "platform="+platforms,
-		"--opt", "build-arg:BASE="+theBed.BaseImage,
-		"--output", "type=image,name="+ref+",push=true,registry.insecure=true",
-		"--progress", "plain")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		tb.Fatalf("buildctl build of %s: %v\n%s\nbuildkitd:\n%s", ctxDir, err, out, d.logTail())
-	}
-}
-
-// stop ends the daemon, unmounts what it left mounted and removes its
-// state.
-func (d *buildkitd) stop(tb testing.TB) {
-	if d.cmd.Process != nil {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-d.done:
-			d.done <- err
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-			d.done <- <-d.done
-		}
-	}
-	_ = d.log.Close()
-	unmountUnder(d.dir)
-	if err := os.RemoveAll(d.dir); err != nil {
-		tb.Logf("removing buildkitd's state: %v", err)
-	}
-}
-
-func (d *buildkitd) logTail() string {
-	raw, _ := os.ReadFile(d.log.Name())
-	if len(raw) > 4000 {
-		raw = raw[len(raw)-4000:]
-	}
-	return string(raw)
-}
-
-// unmountUnder lazily unmounts every mount below dir, deepest first.
-func unmountUnder(dir string) {
-	raw, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return
-	}
-	var points []string
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			points = append(points, f[1])
-		}
-	}
-	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
-	for _, p := range points {
-		_ = syscall.Unmount(p, syscall.MNT_DETACH)
-	}
-}
-
 // BenchmarkBuilderVsBuildKit runs the corpus of testdata/bench through
 // `builder build` and BuildKit, cold and warm, and prints the times.
 func BenchmarkBuilderVsBuildKit(b *testing.B) {
-	tools := findBenchTools(b)
+	checkBenchTools(b)
 	cases := benchCases(b, os.Getenv("ARCHWAY_BENCH_CASES"))
 	b.ResetTimer()
 	var all []caseTimes
 	for range b.N {
 		all = all[:0]
 		for i, c := range cases {
-			all = append(all, runCase(b, tools, c, i%2 == 0))
+			all = append(all, runCase(b, c, i%2 == 0))
 		}
 	}
 	b.StopTimer()
@@ -417,7 +293,7 @@ func BenchmarkBuilderVsBuildKit(b *testing.B) {
 // those of ARCHWAY_BENCH_CASES) so that it keeps working: both tools must
 // build and push every platform, cold and warm. The times are printed.
 func TestBuilderVsBuildKitSmoke(t *testing.T) {
-	tools := findBenchTools(t)
+	checkBenchTools(t)
 	filter := os.Getenv("ARCHWAY_BENCH_CASES")
 	if filter == "" {
 		filter = "02-uname"
@@ -425,7 +301,7 @@ func TestBuilderVsBuildKitSmoke(t *testing.T) {
 	cases := benchCases(t, filter)
 	var all []caseTimes
 	for i, c := range cases {
-		all = append(all, runCase(t, tools, c, i%2 == 0))
+		all = append(all, runCase(t, c, i%2 == 0))
 	}
 	var out bytes.Buffer
 	printBenchTable(&out, cases, all)
