@@ -91,7 +91,7 @@ func StartBuildKit(ctx context.Context, insecureRegistries ...string) (*BuildKit
 		case err := <-k.done:
 			k.done <- err
 			tail := k.LogTail()
-			return nil, errors.Join(fmt.Errorf("buildkitd exited (%v):\n%s", err, tail), k.Stop())
+			return nil, errors.Join(fmt.Errorf("buildkitd exited (%w):\n%s", err, tail), k.Stop())
 		case <-ctx.Done():
 			tail := k.LogTail()
 			return nil, errors.Join(fmt.Errorf("buildkitd did not answer within a minute (%s):\n%s", out, tail), k.Stop())
