@@ -714,6 +714,7 @@ func BenchmarkPlacementScale(b *testing.B) {
 		// scheduler share the CPU with the controller, so a bend in the
 		// rate shows here first.
 		line += fmt.Sprintf("\n    apiserver writes per pod %.2f; CPU ms per pod by process:%s", writes/float64(n), perPod(cpuAfter.Sub(cpuBefore), n))
+		line += "\n    pods/s by tenth of the releases:" + rateByTenth(rw.times(names))
 		fmt.Println("placement scale:" + line)
 		lines = append(lines, line)
 		b.ReportMetric(float64(n)/elapsed.Seconds(), fmt.Sprintf("backlog%d-pods/s", n))
@@ -784,6 +785,23 @@ func perPod(cpu bed.Counts, n int) string {
 		fmt.Fprintf(&sb, " %s %.2f,", name, 1000*cpu[name]/float64(n))
 	}
 	return strings.TrimSuffix(sb.String(), ",")
+}
+
+// rateByTenth is the release rate over each tenth of the releases in time
+// order: flat if a release costs the same with 10 or 10,000 pods released
+// before it.
+func rateByTenth(times []time.Time) string {
+	ts := slices.Clone(times)
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	if len(ts) < 20 {
+		return " (too few)"
+	}
+	var sb strings.Builder
+	for i := range 10 {
+		from, to := i*(len(ts)-1)/10, (i+1)*(len(ts)-1)/10
+		fmt.Fprintf(&sb, " %.0f", float64(to-from)/ts[to].Sub(ts[from]).Seconds())
+	}
+	return sb.String()
 }
 
 // pprofArgs are the flags that serve a benchmark process's pprof endpoint at
