@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/binary"
+	"github.com/archway-build/archway/pkg/build/binary/artifact"
 	"github.com/archway-build/archway/pkg/build/cli"
 	"github.com/archway-build/archway/pkg/registry"
 	"github.com/archway-build/archway/test/bed"
@@ -203,7 +203,7 @@ func TestTamperedBinaryInputFailsBuild(t *testing.T) {
 	h := newHarness(t, "tamper")
 	repo := env.Bed.Registry.Host + "/" + h.repo
 	archive := tarGz(t, map[string]string{"Dockerfile": "FROM " + env.Bed.BaseImage + "\nRUN echo built > /built\n"})
-	ref, err := binary.Store(h.ctx, registry.Access{}, repo, bytes.NewReader(archive), "archive")
+	ref, err := artifact.Store(h.ctx, registry.Access{}, repo, bytes.NewReader(archive), "archive")
 	g.Expect(err).NotTo(HaveOccurred())
 	// The registry now serves other bytes under the layer's digest.
 	layer := blobOf(t, archive)
@@ -220,10 +220,10 @@ func TestTamperedBinaryInputFailsBuild(t *testing.T) {
 	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseFailed), "platforms: %+v", b.Status.Platforms)
 	g.Expect(b.Status.Platforms).To(HaveLen(1))
 	g.Expect(b.Status.Platforms[0].Reason).To(Equal(buildv1.StatusReasonFetchSourceFailed))
-	g.Expect(b.Status.Platforms[0].Message).To(ContainSubstring(binary.ErrTampered.Error()))
+	g.Expect(b.Status.Platforms[0].Message).To(ContainSubstring(artifact.ErrTampered.Error()))
 	tags, err := env.Bed.Registry.Tags(h.ctx, h.repo)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(tags).To(ConsistOf(binary.Tag(ref[strings.Index(ref, "@")+1:])), "nothing but the artifact was pushed")
+	g.Expect(tags).To(ConsistOf(artifact.Tag(ref[strings.Index(ref, "@")+1:])), "nothing but the artifact was pushed")
 }
 
 // blobOf is the file of the registry's storage holding the artifact layer

@@ -1,3 +1,7 @@
+// Package binary serves build-controller's binary-build endpoint (Handler):
+// kubectl archway start-build --from-dir, --from-file and --from-archive
+// upload there; the upload is stored as an artifact (package artifact) in
+// the output repository and the Build is started naming it.
 package binary
 
 import (
@@ -20,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/binary/artifact"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/pkg/placement/image"
 	"github.com/archway-build/archway/pkg/registry"
@@ -163,7 +168,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"buildconfig %q has no output.to of kind DockerImage: the binary input is stored in the output's repository", name)
 		return
 	}
-	repository, err := Repository(out.Name)
+	repository, err := artifact.Repository(out.Name)
 	if err != nil {
 		fail(w, http.StatusBadRequest, "BadRequest", "buildconfig %q: output.to: %v", name, err)
 		return
@@ -188,7 +193,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.Binary.AsFile != "" {
 		title = req.Binary.AsFile
 	}
-	ref, err := Store(ctx, access, repository, body, title)
+	ref, err := artifact.Store(ctx, access, repository, body, title)
 	switch {
 	case body.over:
 		fail(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",

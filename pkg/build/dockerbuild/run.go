@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/binary"
+	"github.com/archway-build/archway/pkg/build/binary/artifact"
 	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/build/source"
@@ -330,13 +330,13 @@ func (d *Run) downloadBinary(ctx context.Context, spec buildv1.BuildSpec, dest s
 	if dest == "" {
 		return nil, errors.New("the binary input is stored in the output repository, and the Build has no output")
 	}
-	repository, err := binary.Repository(dest)
+	repository, err := artifact.Repository(dest)
 	if err != nil {
 		return nil, err
 	}
 	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, UserAgent: "archway-builder"}
 	printf(d.log, "Fetching the binary input %s\n", spec.Source.Binary.Artifact)
-	return binary.Download(ctx, access, spec.Source.Binary.Artifact, repository, workDir, source.DefaultArchiveLimits.MaxBytes)
+	return artifact.Download(ctx, access, spec.Source.Binary.Artifact, repository, workDir, source.DefaultArchiveLimits.MaxBytes)
 }
 
 // fail records a failure and returns the error that makes the exit code 1.

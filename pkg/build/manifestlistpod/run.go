@@ -28,7 +28,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/binary"
+	"github.com/archway-build/archway/pkg/build/binary/artifact"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/platform"
@@ -314,11 +314,11 @@ func binaryTag(b *buildv1.Build, output string) string {
 		return ""
 	}
 	repo, dgst, ok := strings.Cut(src.Artifact, "@")
-	outRepo, err := binary.Repository(output)
+	outRepo, err := artifact.Repository(output)
 	if !ok || err != nil || repo != outRepo || !strings.HasPrefix(dgst, "sha256:") {
 		return ""
 	}
-	return repo + ":" + binary.Tag(dgst)
+	return repo + ":" + artifact.Tag(dgst)
 }
 
 // untag removes the per-platform tags (those already gone are no error).

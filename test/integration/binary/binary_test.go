@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/binary"
+	"github.com/archway-build/archway/pkg/build/binary/artifact"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/pkg/build/source"
 	"github.com/archway-build/archway/pkg/registry"
@@ -28,7 +28,7 @@ import (
 func (h *harness) fetchAsBuilder(b *buildv1.Build) (string, error) {
 	h.t.Helper()
 	dir := h.t.TempDir()
-	rc, err := binary.Download(h.ctx, registry.Access{}, b.Spec.Source.Binary.Artifact,
+	rc, err := artifact.Download(h.ctx, registry.Access{}, b.Spec.Source.Binary.Artifact,
 		testBed.Registry.Host+"/"+h.repo(), dir, source.DefaultArchiveLimits.MaxBytes)
 	if err != nil {
 		return "", err
@@ -82,8 +82,8 @@ func TestStartBinaryBuild(t *testing.T) {
 		t.Fatalf("app-1: source %+v, platforms %v, revision %+v", b.Spec.Source, b.Spec.Platforms, b.Spec.Revision)
 	}
 	dgst := art[strings.Index(art, "@")+1:]
-	if tags := h.tags(); len(tags) != 1 || tags[0] != binary.Tag(dgst) {
-		t.Errorf("tags of the output repository: %v, want the artifact's one tag %s", tags, binary.Tag(dgst))
+	if tags := h.tags(); len(tags) != 1 || tags[0] != artifact.Tag(dgst) {
+		t.Errorf("tags of the output repository: %v, want the artifact's one tag %s", tags, artifact.Tag(dgst))
 	}
 	got, err := h.fetchAsBuilder(b)
 	if err != nil {
@@ -264,12 +264,12 @@ func TestTamperedArtifactRefused(t *testing.T) {
 	h := newHarness(t, "binary-tamper")
 	repo := testBed.Registry.Host + "/" + h.repo()
 	content := bytes.Repeat([]byte("the real archive "), 1000)
-	ref, err := binary.Store(h.ctx, registry.Access{}, repo, bytes.NewReader(content), "archive")
+	ref, err := artifact.Store(h.ctx, registry.Access{}, repo, bytes.NewReader(content), "archive")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Untampered, it reads back whole.
-	rc, err := binary.Download(h.ctx, registry.Access{}, ref, repo, t.TempDir(), 1<<20)
+	rc, err := artifact.Download(h.ctx, registry.Access{}, ref, repo, t.TempDir(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,13 +295,13 @@ func TestTamperedArtifactRefused(t *testing.T) {
 	if tampered != 1 {
 		t.Fatalf("tampered with %d blobs, want the one layer", tampered)
 	}
-	_, err = binary.Download(h.ctx, registry.Access{}, ref, repo, t.TempDir(), 1<<20)
-	if !errors.Is(err, binary.ErrTampered) {
+	_, err = artifact.Download(h.ctx, registry.Access{}, ref, repo, t.TempDir(), 1<<20)
+	if !errors.Is(err, artifact.ErrTampered) {
 		t.Fatalf("download of the tampered artifact: %v, want ErrTampered", err)
 	}
 	// A reference outside the output's repository is refused too.
 	other := strings.Replace(ref, h.repo(), h.repo()+"-other", 1)
-	if _, err := binary.Download(h.ctx, registry.Access{}, other, repo, t.TempDir(), 1<<20); err == nil ||
+	if _, err := artifact.Download(h.ctx, registry.Access{}, other, repo, t.TempDir(), 1<<20); err == nil ||
 		!strings.Contains(err.Error(), "is not in the output's repository") {
 		t.Errorf("artifact of another repository: %v", err)
 	}

@@ -1,4 +1,4 @@
-// Package binary carries the input of a binary build (kubectl archway
+// Package artifact carries the input of a binary build (kubectl archway
 // start-build --from-dir, --from-file, --from-archive) to every platform's
 // build pod.
 //
@@ -8,9 +8,12 @@
 // artifact in the Build's output repository and the Build names it by
 // digest (spec.source.binary.artifact); each platform's pod pulls the same
 // bytes and checks them before extracting them. The user sends the archive
-// to build-controller's binary-build endpoint (Handler) with their own
-// Kubernetes credentials; build-controller, which reads the BuildConfig's
-// push secret, writes the artifact, so users need no registry credentials.
+// to build-controller's binary-build endpoint (package binary) with their
+// own Kubernetes credentials; build-controller, which reads the
+// BuildConfig's push secret, writes the artifact (Store), so users need no
+// registry credentials. Build pods read it with Download. The package
+// depends on no Kubernetes client, so that the builder, which re-executes
+// itself for build steps, starts without one.
 //
 // The artifact is an OCI image manifest with artifactType ArtifactType, the
 // empty config, and one layer: the uploaded bytes (the archive, or the file
@@ -18,7 +21,7 @@
 // that it is uploaded as it arrives, never held in memory or on the
 // controller's disk. A tag derived from its digest (Tag) keeps it from the
 // registry's garbage collector until the builds have read it.
-package binary
+package artifact
 
 import (
 	"compress/gzip"
