@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,8 +45,9 @@ func buildPlacementBinary(ctx context.Context, tb testing.TB, dir string) string
 // there, name telling runs apart) and waits until it is ready: its
 // webhook's informers have synced. Its heartbeat lease is the one the
 // suite's webhook reads, so the suite's controller must be stopped first.
-// It runs without leader election unless args (appended to the command
-// line, so they win) say otherwise.
+// It runs the placement controller and webhook without leader election
+// unless args (appended to the command line, so they win; --controllers=
+// replaces the components) say otherwise.
 func startPlacementProcess(ctx context.Context, tb testing.TB, bin, dir, name string, args ...string) *placementProcess {
 	tb.Helper()
 	dir = filepath.Join(dir, name)
@@ -83,13 +85,15 @@ placement:
 	p.cmd = exec.Command(bin,
 		"--kubeconfig="+testBed.Kubeconfig,
 		"--config="+config,
-		"--controllers=pod-placement,placement-webhook",
 		"--leader-elect=false",
 		fmt.Sprintf("--webhook-port=%d", webhookPort),
 		"--webhook-cert-dir="+certs,
 		"--metrics-bind-address=0",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 	)
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--controllers=") }) {
+		p.cmd.Args = append(p.cmd.Args, "--controllers=pod-placement,placement-webhook")
+	}
 	p.cmd.Args = append(p.cmd.Args, args...)
 	// Its heartbeat lease where the suite's webhook looks for it.
 	p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+suiteOptions().Namespace)
