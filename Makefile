@@ -97,6 +97,18 @@ PLATFORMS ?= linux/amd64,linux/arm64,linux/ppc64le,linux/s390x
 images: ## Build and push the build-controller and builder images for PLATFORMS to REGISTRY (builder build, as root).
 	REGISTRY="$(REGISTRY)" TAG="$(TAG)" PLATFORMS="$(PLATFORMS)" VERSION="$(VERSION)" hack/images.sh
 
+# make release-manifests REGISTRY=quay.io/me TAG=v0.1.0 after make images with
+# the same REGISTRY and TAG: RELEASE_OUT is manifests/default with every image
+# pinned by the digest of the index pushed (and RELEASE_OUT/emulation,
+# manifests/emulation pinned). RELEASE_FLAGS: e.g. --authfile FILE.
+RELEASE_OUT ?= manifests/release
+RELEASE_FLAGS ?=
+
+.PHONY: release-manifests
+release-manifests: ## Write RELEASE_OUT: the install overlay with every image pinned by digest (after make images).
+	go run -tags "$(BUILD_TAGS)" ./hack/release-manifests --registry "$(REGISTRY)" --tag "$(TAG)" \
+		--platforms "$(PLATFORMS)" --out "$(RELEASE_OUT)" $(RELEASE_FLAGS)
+
 .PHONY: generate
 generate: ## Generate deepcopy code, apply configurations, CRDs and RBAC with controller-gen.
 	hack/tools.sh controller-gen

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+)
+
+func testImages() map[string]Image {
+	out := map[string]Image{}
+	for i, name := range images {
+		out[name] = Image{
+			Name:   name,
+			Tagged: "registry.example.com/archway/" + name + ":v1",
+			Digest: digest.FromString(name + string(rune('0'+i))),
+		}
+	}
+	return out
+}
+
+// repoManifests copies the repository's manifests/ into a new directory.
+func repoManifests(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(file), "..", "..", "manifests")
+	dst := filepath.Join(t.TempDir(), "manifests")
+	if out, err := exec.Command("cp", "-r", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	return dst
+}
+
+// renderTo renders the overlays into out.
+func renderTo(t *testing.T, manifests, out string, imgs map[string]Image) {
+	t.Helper()
+	files, err := render(manifests, out, "registry.example.com/archway", "v1", imgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		path := filepath.Join(out, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func pinnedOf(imgs map[string]Image) []string {
+	var out []string
+	for _, img := range imgs {
+		out = append(out, img.Pinned())
+	}
+	return out
+}
+
+// TestVerify builds the rendered overlays of the repository's manifests
+// (every image pinned) and of a copy with one more container whose image
+// the release does not know: verify refuses the second, naming it.
+func TestVerify(t *testing.T) {
+	imgs := testImages()
+	manifests := repoManifests(t)
+	out := filepath.Join(t.TempDir(), "release")
+	renderTo(t, manifests, out, imgs)
+	for _, dir := range []string{out, filepath.Join(out, "emulation")} {
+		if err := verify(dir, pinnedOf(imgs)); err != nil {
+			t.Errorf("%s: %v", dir, err)
+		}
+	}
+
+	dep := filepath.Join(manifests, "build-controller", "deployment.yaml")
+	data, err := os.ReadFile(dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const containers = "      containers:\n"
+	if !strings.Contains(string(data), containers) {
+		t.Fatalf("%s has no %q", dep, containers)
+	}
+	data = []byte(strings.Replace(string(data), containers, containers+"      - name: sidecar\n        image: quay.io/someone/sidecar:latest\n", 1))
+	if err := os.WriteFile(dep, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = verify(out, pinnedOf(imgs))
+	if err == nil || !strings.Contains(err.Error(), "quay.io/someone/sidecar:latest") {
+		t.Errorf("verify with an unknown image: %v", err)
+	}
+}
+
+// TestSetBuilderImage checks the configuration file keeps its comments and
+// every other setting, with only build.builderImage changed.
+func TestSetBuilderImage(t *testing.T) {
+	in := `# a comment
+apiVersion: config.archway.dev/v1alpha1
+kind: BuildControllerConfiguration
+build:
+  # the builder
+  builderImage: ghcr.io/archway-build/builder:latest
+  builderServiceAccount: builder
+`
+	pinned := "registry.example.com/archway/builder@" + digest.FromString("x").String()
+	out, err := setBuilderImage([]byte(in), pinned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# a comment", "# the builder", "builderServiceAccount: builder", "builderImage: " + pinned} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	cfg, err := configv1alpha1.Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Build.BuilderImage != pinned {
+		t.Errorf("builderImage %q", cfg.Build.BuilderImage)
+	}
+	for _, bad := range []string{"build: {}\n", "kind: X\n", "build: [a]\n", "a: 1\n---\nb: 2\n"} {
+		if _, err := setBuilderImage([]byte(bad), pinned); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
