@@ -13,7 +13,7 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
-	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/types"
@@ -126,7 +126,7 @@ func Write(ctx context.Context, opts Options) (*Result, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(path, data, 0o644); err != nil { //nolint:gosec // manifests are public
+		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -230,7 +230,7 @@ func resolve(ctx context.Context, sys *types.SystemContext, tagged string, want 
 	}
 	list, err := manifest.ListFromBlob(raw, mt)
 	if err == nil {
-		list, err = manifest.ConvertListToMIMEType(list, imgspecv1.MediaTypeImageIndex)
+		list, err = manifest.ConvertListToMIMEType(list, ocispec.MediaTypeImageIndex)
 	}
 	if err != nil {
 		return img, fmt.Errorf("%s: reading its index: %w", tagged, err)
@@ -258,7 +258,7 @@ func resolve(ctx context.Context, sys *types.SystemContext, tagged string, want 
 		}
 	}
 	if len(missing) > 0 {
-		return img, fmt.Errorf("%s has no image for %s (it has %s): build it with make images PLATFORMS=...",
+		return img, fmt.Errorf("%s has no image for %s (it has %s): build it with make images PLATFORMS=<list>",
 			tagged, strings.Join(missing, ", "), strings.Join(img.Platforms, ", "))
 	}
 	if img.Digest, err = manifest.Digest(raw); err != nil {
