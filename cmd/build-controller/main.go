@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -79,6 +80,7 @@ type options struct {
 	leaderElect          bool
 	leaderElectNamespace string
 	leaderElectID        string
+	leaderElection       leaderElectionTimings
 	webhookHost          string
 	webhookPort          int
 	webhookCertDir       string
@@ -90,6 +92,9 @@ type options struct {
 	// logLevel is the process's log level, which a component may raise at
 	// run time (placement follows ClusterPodPlacementConfig.spec.logVerbosity).
 	logLevel *logLevel
+	// afterStop are what components do once the manager has stopped (its
+	// election lease freed), before the process exits.
+	afterStop []func(context.Context) error
 }
 
 func newRootCommand() *cobra.Command { return newCommand(&options{}) }
@@ -123,6 +128,7 @@ func newCommand(opts *options) *cobra.Command {
 	f.BoolVar(&opts.leaderElect, "leader-elect", true, "elect a leader before running controllers (webhooks serve on every replica)")
 	f.StringVar(&opts.leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	f.StringVar(&opts.leaderElectID, "leader-election-id", leaderElectionID, "name of the leader election lease: processes running different components need different names")
+	addLeaderElectionFlags(f, &opts.leaderElection)
 	f.StringVar(&opts.webhookHost, "webhook-host", "", "address the webhook server listens on (default: every address of the host)")
 	f.IntVar(&opts.webhookPort, "webhook-port", 9443, "port the webhook server listens on")
 	f.StringVar(&opts.webhookCertDir, "webhook-cert-dir", "", "with --cert-management=external, the directory with tls.crt and tls.key for the webhook server (reloaded when they change); with internal, where the certificate served is written (default: a temporary directory)")
@@ -178,6 +184,9 @@ func enabledComponents(all []component, selection []string) ([]component, error)
 func run(cmd *cobra.Command, opts *options) error {
 	enabled, err := enabledComponents(components(), opts.controllers)
 	if err != nil {
+		return err
+	}
+	if err := opts.leaderElection.validate(); err != nil {
 		return err
 	}
 	if len(enabled) == 0 {

@@ -111,6 +111,9 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 		LeaderElectionID:              opts.leaderElectID,
 		LeaderElectionNamespace:       leNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.leaderElection.leaseDuration,
+		RenewDeadline:                 &opts.leaderElection.renewDeadline,
+		RetryPeriod:                   &opts.leaderElection.retryPeriod,
 		WebhookServer:                 webhook.NewServer(webhookOpts),
 	})
 	if err != nil {
@@ -147,12 +150,18 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 		log.Info("component enabled", "component", c.name)
 	}
 	// SIGTERM stops the manager gracefully: it releases the lease so
-	// another replica takes over at once.
+	// another replica takes over at its next retry.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = mgr.Start(ctx)
-	// The controllers and webhooks have stopped: write the events they
-	// recorded before the process exits.
+	// The controllers and webhooks have stopped and the election lease is
+	// free: the components finish (placement waits for the next leader).
+	for _, f := range opts.afterStop {
+		if ferr := f(context.WithoutCancel(ctx)); ferr != nil {
+			log.Error(ferr, "finishing after the manager stopped")
+		}
+	}
+	// Write the events they recorded before the process exits.
 	flushCtx, cancel := context.WithTimeout(context.Background(), eventFlushTimeout)
 	defer cancel()
 	if ferr := events.Shutdown(flushCtx); ferr != nil {

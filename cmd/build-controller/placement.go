@@ -60,11 +60,21 @@ func setupPlacementWebhook(mgr ctrl.Manager, opts *options) error {
 }
 
 // setupPodPlacement runs the pod placement and config controllers
-// (pkg/placement) on the leader.
+// (pkg/placement) on the leader. A leader stopped while the
+// ClusterPodPlacementConfig lives hands the gated pods over: after the
+// manager has stopped, the process waits for another replica to lead, long
+// enough for a standby's next leader election retry.
 func setupPodPlacement(mgr ctrl.Manager, opts *options) error {
 	o := placementOptions(&opts.config.Placement)
 	o.SetLogVerbosity = opts.logLevel.setVerbosity
-	return placement.SetupController(mgr, o, metrics.Registry)
+	o.HandoverTimeout = opts.leaderElection.handoverTimeout()
+	o.HeartbeatTTL = opts.leaderElection.heartbeatTTL()
+	c, err := placement.SetupController(mgr, o, metrics.Registry)
+	if err != nil {
+		return err
+	}
+	opts.afterStop = append(opts.afterStop, c.Finish)
+	return nil
 }
 
 // placementOptions maps the placement section of --config onto

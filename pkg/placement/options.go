@@ -93,6 +93,12 @@ type Options struct {
 	// controller stops; default 25s (within the manager's 30s graceful
 	// shutdown).
 	ReleaseOnStopTimeout time.Duration
+	// HandoverTimeout is how long a leader stopped while the
+	// ClusterPodPlacementConfig lives waits, after its manager stopped, for
+	// another replica to take the heartbeat lease before it releases the
+	// gated pods itself (Controller.Finish); default 10s, more than a
+	// standby's leader election retry (2s, jittered up to 4.4s) and start.
+	HandoverTimeout time.Duration
 
 	// GateSweepInterval is how often the controller looks for pods that
 	// carry the gate without the gated label (created while the webhook was
@@ -136,6 +142,7 @@ func DefaultOptions() Options {
 		HeartbeatTTL:             20 * time.Second,
 		AdmissionWindow:          3 * time.Second,
 		ReleaseOnStopTimeout:     25 * time.Second,
+		HandoverTimeout:          10 * time.Second,
 		GateSweepInterval:        time.Minute,
 	}
 }
@@ -171,6 +178,7 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.HeartbeatTTL, d.HeartbeatTTL)
 	setDefault(&o.AdmissionWindow, d.AdmissionWindow)
 	setDefault(&o.ReleaseOnStopTimeout, d.ReleaseOnStopTimeout)
+	setDefault(&o.HandoverTimeout, d.HandoverTimeout)
 	setDefault(&o.GateSweepInterval, d.GateSweepInterval)
 	return o
 }

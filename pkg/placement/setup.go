@@ -220,8 +220,20 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) err
 // controller to mgr. Both run on the elected leader only. They share a
 // cache of their own holding gated pods, docker config secrets and service
 // accounts; the config and the webhook configuration come from the
-// manager's cache. Metrics are registered with reg.
-func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) error {
+// manager's cache. Metrics are registered with reg. Call the Controller's
+// Finish once the manager has stopped: a leader stopped while the
+// ClusterPodPlacementConfig lives hands the gated pods over to the next
+// leader, and Finish waits for one (see handover.go).
+func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) (*Controller, error) {
+	c := &Controller{}
+	if err := setupController(mgr, opts, reg, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// setupController does SetupController's work, filling c.
+func setupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer, c *Controller) error {
 	opts = opts.withDefaults()
 	metrics, err := newControllerMetrics(reg)
 	if err != nil {
@@ -340,15 +352,22 @@ func SetupController(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) 
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(&heartbeat{
-		client: mgr.GetClient(), key: heartbeatKey(opts), identity: identity + "_" + string(uuid.NewUUID()),
+	c.heartbeat = &heartbeat{
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), key: heartbeatKey(opts), identity: identity + "_" + string(uuid.NewUUID()),
 		interval: opts.HeartbeatInterval, ttl: opts.HeartbeatTTL, now: time.Now,
 		onStop: func(ctx context.Context) error {
 			return configs.releaseOnStop(ctx, opts.AdmissionWindow)
 		},
 		onStopTimeout: opts.ReleaseOnStopTimeout,
-		log:           mgr.GetLogger().WithName("placement-heartbeat"),
-	}); err != nil {
+		decide: func(ctx context.Context) stopAction {
+			cfg := &multiarchv1beta1.ClusterPodPlacementConfig{}
+			err := mgr.GetAPIReader().Get(ctx, types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}, cfg)
+			return decideStop(cfg, err)
+		},
+		handoverTimeout: opts.HandoverTimeout,
+		log:             mgr.GetLogger().WithName("placement-heartbeat"),
+	}
+	if err := mgr.Add(c.heartbeat); err != nil {
 		return err
 	}
 	if err := mgr.Add(&gateSweeper{

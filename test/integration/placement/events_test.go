@@ -16,9 +16,10 @@ import (
 
 // TestEventsWrittenWhenStoppedAfterRelease stops build-controller (as
 // deployed: --controllers=pod-placement,placement-webhook) with SIGTERM
-// while it releases a backlog of gated pods, half of them released: it
-// releases the rest as it stops, and once the process has exited every pod
-// is released and has its event on the apiserver.
+// while it releases a backlog of gated pods, half of them released: alone,
+// it finds no replica to hand them to and releases the rest before it
+// exits, and once the process has exited every pod is released and has its
+// event on the apiserver.
 func TestEventsWrittenWhenStoppedAfterRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds build-controller")

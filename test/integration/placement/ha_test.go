@@ -169,12 +169,14 @@ func waitLeaseHolder(ctx context.Context, tb testing.TB, key types.NamespacedNam
 }
 
 // TestLeaderStoppedWithSIGTERM stops the leading replica with SIGTERM, as a
-// rolling update does, while gated pods wait (the leader throttled to 10
-// requests/s so that some do), and checks that none is left gated. It logs
-// how long the handover took and how many of the pods gated at SIGTERM
-// went without placement: a controller told to go releases what is still
-// gated (it cannot tell that a standby will take over), and the election
-// lease is freed only once it has: the standby leads after that.
+// rolling update or a node drain does, while gated pods wait (the leader
+// throttled to 10 requests/s so that some do), and checks that the standby
+// places every one of them: a leader stopped while the
+// ClusterPodPlacementConfig lives leaves the gated pods to the next leader
+// and frees its election lease at once. Both replicas run with the lease
+// timing flags (retry period 1 s) and the test checks the lease carries
+// them. It logs the handover (run with -v): from SIGTERM to the standby
+// leading, to its first and last release, and to the old leader's exit.
 func TestLeaderStoppedWithSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds build-controller")
@@ -190,11 +192,16 @@ func TestLeaderStoppedWithSIGTERM(t *testing.T) {
 		}
 	})
 	dir := t.TempDir()
-	elect := []string{"--leader-elect=true", "--leader-election-namespace=" + h.ns}
+	const leaseSeconds = 12
+	elect := []string{"--leader-elect=true", "--leader-election-namespace=" + h.ns,
+		fmt.Sprintf("--leader-elect-lease-duration=%ds", leaseSeconds), "--leader-elect-renew-deadline=8s", "--leader-elect-retry-period=1s"}
 	key := types.NamespacedName{Namespace: h.ns, Name: leaderElectionLease}
 	leader := startPlacementProcess(h.ctx, t, bin, dir, "leader", append(elect, "--kube-api-qps=10")...)
 	first := waitLeaseHolder(h.ctx, t, key, func(holder string) bool { return holder != "" }).holder
-	startPlacementProcess(h.ctx, t, bin, dir, "standby", elect...)
+	standby := startPlacementProcess(h.ctx, t, bin, dir, "standby", elect...)
+	if held := readLease(h.ctx, t, key); held.duration != leaseSeconds {
+		t.Errorf("the election lease lasts %ds, want the %ds of --leader-elect-lease-duration", held.duration, leaseSeconds)
+	}
 
 	const backlog = 100
 	names := make([]string, backlog)
@@ -212,31 +219,64 @@ func TestLeaderStoppedWithSIGTERM(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the leader released no pod: %v; log:\n%s", err, leader.log(40))
 	}
-	held := readLease(h.ctx, t, key)
 	gatedAtStop, _, err := countGated(h.ctx, h.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopped := time.Now()
-	if err := leader.stop(); err != nil {
-		t.Errorf("the leader exited with %v; log:\n%s", err, leader.log(40))
+	if gatedAtStop == 0 {
+		t.Fatal("no pod was gated when the leader was stopped: nothing to hand over")
 	}
-	exited := time.Now()
+	stopped := time.Now()
+	exitedc := make(chan time.Time, 1)
+	go func() {
+		if err := leader.stop(); err != nil {
+			t.Errorf("the leader exited with %v; log:\n%s", err, leader.log(40))
+		}
+		exitedc <- time.Now()
+	}()
+	waitLeaseHolder(h.ctx, t, key, func(holder string) bool { return holder != first })
+	freed := time.Now()
 	taken := waitLeaseHolder(h.ctx, t, key, func(holder string) bool { return holder != "" && holder != first })
-	// None is left gated.
 	rw.wait(t, names, 2*time.Minute)
+	exited := <-exitedc
+
+	// Every pod placed: by the leader before SIGTERM, by its reconciles
+	// still in flight, or by the standby.
 	var pods corev1.PodList
 	if err := k8s.List(h.ctx, &pods, client.InNamespace(h.ns)); err != nil {
 		t.Fatal(err)
 	}
-	unplaced := 0
+	var unplaced []string
 	for i := range pods.Items {
 		if pods.Items[i].Labels[placement.NodeAffinityLabel] != placement.LabelValueSet {
-			unplaced++
+			unplaced = append(unplaced, pods.Items[i].Name)
 		}
 	}
-	t.Logf("handover on SIGTERM (load %s): the leader exited %v after SIGTERM; the standby took the lease %v after SIGTERM "+
-		"(lease duration %ds); of %d pods gated at SIGTERM, %d were released without placement",
-		loadAverage(), exited.Sub(stopped).Round(time.Millisecond), taken.acquired.Sub(stopped).Round(time.Millisecond),
-		held.duration, gatedAtStop, unplaced)
+	if len(unplaced) > 0 {
+		t.Errorf("%d of %d pods (%d gated at SIGTERM) were released without their architecture affinity, e.g. %s; leader log:\n%s",
+			len(unplaced), len(pods.Items), gatedAtStop, unplaced[0], leader.log(20))
+	}
+	var byNew int
+	var firstNew, lastNew time.Time
+	for _, at := range rw.times(names) {
+		if at.Before(taken.acquired) {
+			continue
+		}
+		byNew++
+		if firstNew.IsZero() || at.Before(firstNew) {
+			firstNew = at
+		}
+		if at.After(lastNew) {
+			lastNew = at
+		}
+	}
+	if byNew == 0 {
+		t.Fatalf("the standby released no pod; its log:\n%s", standby.log(40))
+	}
+	t.Logf("handover on SIGTERM (load %s): %d of %d pods gated at SIGTERM; the leader freed its election lease %v after SIGTERM, the standby led %v after SIGTERM "+
+		"(retry period 1s), released its first pod %v and its last %v after SIGTERM (%d pods); the old leader exited %v after SIGTERM; "+
+		"%d pods released without placement",
+		loadAverage(), gatedAtStop, backlog, freed.Sub(stopped).Round(time.Millisecond), taken.acquired.Sub(stopped).Round(time.Millisecond),
+		firstNew.Sub(stopped).Round(time.Millisecond), lastNew.Sub(stopped).Round(time.Millisecond), byNew,
+		exited.Sub(stopped).Round(time.Millisecond), len(unplaced))
 }

@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/archway-build/archway/pkg/eventrecorder"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/test/bed"
 )
@@ -160,6 +162,9 @@ func suiteOptions() placement.Options {
 	o.InspectionDeadline = 30 * time.Second
 	o.InspectionTimeout = 5 * time.Second
 	o.GateSweepInterval = time.Second
+	// The suite's controller has no standby: stopped, it waits this long
+	// for one before it releases what is gated.
+	o.HandoverTimeout = 2 * time.Second
 	return o
 }
 
@@ -192,10 +197,22 @@ func registerWebhook() error {
 
 // controllerRun is a running manager with the placement controllers.
 type controllerRun struct {
-	mgr      ctrl.Manager
-	registry *prometheus.Registry
-	cancel   context.CancelFunc
-	done     chan error
+	mgr        ctrl.Manager
+	controller *placement.Controller
+	events     *eventrecorder.Provider
+	registry   *prometheus.Registry
+	cancel     context.CancelFunc
+	done       chan error
+}
+
+// eventsManager is a manager whose event recorders outlive it.
+type eventsManager struct {
+	ctrl.Manager
+	events *eventrecorder.Provider
+}
+
+func (m eventsManager) GetEventRecorder(name string) recorder.EventRecorder {
+	return m.events.Recorder(name)
 }
 
 // startController starts the pod placement and config controllers in a
@@ -215,8 +232,15 @@ func startController(opts placement.Options) (*controllerRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &controllerRun{mgr: mgr, registry: prometheus.NewRegistry(), done: make(chan error, 1)}
-	if err := placement.SetupController(mgr, opts, r.registry); err != nil {
+	// Events through a queue drained after Finish, as build-controller
+	// does: a controller that finds no successor releases pods after its
+	// manager (and controller-runtime's recorder) stopped.
+	events, err := eventrecorder.New(testBed.Config, scheme, ctrl.Log.WithName("events"), eventrecorder.Options{})
+	if err != nil {
+		return nil, err
+	}
+	r := &controllerRun{mgr: mgr, registry: prometheus.NewRegistry(), done: make(chan error, 1), events: events}
+	if r.controller, err = placement.SetupController(eventsManager{Manager: mgr, events: events}, opts, r.registry); err != nil {
 		return nil, err
 	}
 	var ctx context.Context
@@ -241,6 +265,14 @@ func (r *controllerRun) stop() {
 	r.cancel()
 	if err := <-r.done; err != nil {
 		fmt.Fprintln(os.Stderr, "controller manager:", err)
+	}
+	if err := r.controller.Finish(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "placement controller:", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := r.events.Shutdown(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "placement events:", err)
 	}
 	r.cancel = nil
 }

@@ -129,7 +129,12 @@ func startPlacementController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := placement.SetupController(mgr, placementOptions(), prometheus.NewRegistry()); err != nil {
+	// No standby in this suite: a stop releases what is gated after a
+	// short wait for one.
+	opts := placementOptions()
+	opts.HandoverTimeout = time.Second
+	controller, err := placement.SetupController(mgr, opts, prometheus.NewRegistry())
+	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,6 +144,9 @@ func startPlacementController(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("placement manager: %v", err)
+		}
+		if err := controller.Finish(context.Background()); err != nil {
+			t.Errorf("placement controller: %v", err)
 		}
 	})
 	select {
