@@ -46,7 +46,26 @@ func TestPodsOfPlatformAndTable(t *testing.T) {
 	b.Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/arm64", Phase: buildv1.BuildPhaseComplete, PodName: "a-linux-arm64-build",
 		Output: &buildv1.BuildStatusPlatformOutput{ImageDigest: "sha256:abc"}}}
 	table := platformTable(b, pods, true)
-	if !strings.Contains(table, "linux/arm64  Complete  -       node-arm64-1  sha256:abc") {
+	if !strings.Contains(table, "linux/arm64  Complete  -       node-arm64-1  sha256:abc") || strings.Contains(table, "EMULATED") {
 		t.Errorf("table:\n%s", table)
+	}
+}
+
+func TestTableShowsEmulation(t *testing.T) {
+	pods := []buildPod{
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-linux-amd64-build"}, Spec: corev1.PodSpec{NodeName: "node-amd64-1"}}, platform: "linux/amd64"},
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-linux-arm-v7-build"}, Spec: corev1.PodSpec{NodeName: "node-amd64-2"}}, platform: "linux/arm/v7"},
+	}
+	b := &buildv1.Build{}
+	b.Status.Platforms = []buildv1.BuildStatusPlatform{
+		{Platform: "linux/amd64", Phase: buildv1.BuildPhaseRunning, PodName: "a-linux-amd64-build"},
+		{Platform: "linux/arm/v7", Phase: buildv1.BuildPhaseRunning, PodName: "a-linux-arm-v7-build", EmulatedOn: "amd64"},
+	}
+	for _, details := range []bool{true, false} {
+		lines := strings.Split(platformTable(b, pods, details), "\n")
+		if !strings.Contains(lines[0], "NODE          EMULATED ON") ||
+			!strings.Contains(lines[1], "node-amd64-1  -") || !strings.Contains(lines[2], "node-amd64-2  amd64") {
+			t.Errorf("details %v: table:\n%s", details, strings.Join(lines, "\n"))
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -118,37 +120,41 @@ func phaseOf(b *buildv1.Build) string {
 }
 
 // platformTable is the per-platform table: platform, phase, reason, node,
-// and (withDetails) digest and duration.
+// and (withDetails) digest and duration; when a platform is built under
+// emulation, a column with the architecture of the node it runs on.
 func platformTable(b *buildv1.Build, pods []buildPod, withDetails bool) string {
 	nodes := map[string]string{}
 	for _, p := range pods {
 		nodes[p.pod.Name] = p.pod.Spec.NodeName
 	}
+	emulated := slices.ContainsFunc(b.Status.Platforms, func(e buildv1.BuildStatusPlatform) bool { return e.EmulatedOn != "" })
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
-	if withDetails {
-		_, _ = fmt.Fprintln(tw, "PLATFORM\tPHASE\tREASON\tNODE\tDIGEST\tDURATION")
-	} else {
-		_, _ = fmt.Fprintln(tw, "PLATFORM\tPHASE\tREASON\tNODE")
+	header := []string{"PLATFORM", "PHASE", "REASON", "NODE"}
+	if emulated {
+		header = append(header, "EMULATED ON")
 	}
+	if withDetails {
+		header = append(header, "DIGEST", "DURATION")
+	}
+	_, _ = fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, e := range b.Status.Platforms {
 		phase := string(e.Phase)
 		if phase == "" {
 			phase = string(buildv1.BuildPhaseNew)
 		}
-		node := nodes[e.PodName]
-		if node == "" {
-			node = "-"
+		row := []string{e.Platform, phase, dash(string(e.Reason)), dash(nodes[e.PodName])}
+		if emulated {
+			row = append(row, dash(e.EmulatedOn))
 		}
-		if !withDetails {
-			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Platform, phase, dash(string(e.Reason)), node)
-			continue
+		if withDetails {
+			digest := ""
+			if e.Output != nil {
+				digest = e.Output.ImageDigest
+			}
+			row = append(row, dash(digest), dash(duration(e.StartTimestamp, e.CompletionTimestamp)))
 		}
-		digest := ""
-		if e.Output != nil {
-			digest = e.Output.ImageDigest
-		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Platform, phase, dash(string(e.Reason)), node, dash(digest), dash(duration(e.StartTimestamp, e.CompletionTimestamp)))
+		_, _ = fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	_ = tw.Flush()
 	return buf.String()

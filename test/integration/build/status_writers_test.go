@@ -154,6 +154,19 @@ func TestStatusWriters(t *testing.T) {
 	}
 	refused("the amd64 pod writing arm64's entry", h.applyStatusAs(amd, "x", entryStatus(arm64, map[string]any{"phase": "Complete"})), "only its own platform")
 	refused("the amd64 pod writing the build's reason", h.applyStatusAs(amd, "x", map[string]any{"reason": "Forged"}), "only its own platform")
+	// emulatedOn is build-controller's: a pod neither claims emulation nor
+	// hides it.
+	refused("the amd64 pod claiming emulation", h.applyStatusAs(amd, "archway-builder-linux-amd64",
+		entryStatus(amd64, map[string]any{"phase": "Running", "emulatedOn": "arm64"})), "may not change emulatedOn")
+	if err := h.applyStatusAs(k8s, "archway-build-controller-test", entryStatus(arm64, map[string]any{"emulatedOn": "amd64"})); err != nil {
+		t.Fatalf("build-controller's role writing emulatedOn: %v", err)
+	}
+	arm := h.writer(h.platformPod(arm64))
+	if err := h.applyStatusAs(arm, "archway-builder-linux-arm64", entryStatus(arm64, running)); err != nil {
+		t.Fatalf("the emulated arm64 pod writing its own entry: %v", err)
+	}
+	refused("the emulated arm64 pod hiding its emulation", h.applyStatusAs(arm, "archway-builder-linux-arm64",
+		entryStatus(arm64, map[string]any{"phase": "Running", "emulatedOn": "arm64"})), "may not change emulatedOn")
 
 	ml := h.writer(mlPod)
 	digest := "sha256:" + strings.Repeat("ab", 32)
