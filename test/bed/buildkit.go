@@ -128,8 +128,9 @@ type BuildKitResult struct {
 	// resolution, export and push) left out.
 	Platforms map[string]time.Duration
 	// Steps and CachedSteps count the Dockerfile's steps of every
-	// platform (FROM, RUN, COPY...) and those BuildKit took from its
-	// cache.
+	// platform other than FROM (RUN, COPY...) and those BuildKit took from
+	// its cache. (A FROM is never reported cached: BuildKit resolves the
+	// base and, when every later step is cached, pulls none of it.)
 	Steps, CachedSteps int
 	// Export is the span of the export steps: the image, its push, the
 	// cache export.
@@ -220,9 +221,11 @@ func readBuildKitProgress(r io.Reader) (BuildKitResult, error) {
 	res := BuildKitResult{Platforms: map[string]time.Duration{}}
 	for _, v := range latest {
 		if m := platformStep.FindStringSubmatch(v.Name); m != nil {
-			res.Steps++
-			if v.Cached {
-				res.CachedSteps++
+			if _, step, _ := strings.Cut(v.Name, "] "); !strings.HasPrefix(step, "FROM ") {
+				res.Steps++
+				if v.Cached {
+					res.CachedSteps++
+				}
 			}
 			s := spans[m[1]]
 			if s == nil {

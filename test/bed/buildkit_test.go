@@ -14,7 +14,7 @@ func TestReadBuildKitProgress(t *testing.T) {
 	stream := `{"vertexes":[{"digest":"sha256:a","name":"[linux/amd64 1/2] FROM base","started":"2026-01-01T00:00:00Z"}]}
 {"vertexes":[{"digest":"sha256:a","name":"[linux/amd64 1/2] FROM base","started":"2026-01-01T00:00:00Z","completed":"2026-01-01T00:00:01Z"}]}
 {"vertexes":[{"digest":"sha256:b","name":"[linux/amd64 2/2] RUN uname -m","started":"2026-01-01T00:00:01Z","completed":"2026-01-01T00:00:03Z"}]}
-{"vertexes":[{"digest":"sha256:c","name":"[build linux/arm/v7 1/1] FROM base","started":"2026-01-01T00:00:00.5Z","completed":"2026-01-01T00:00:00.5Z","cached":true}]}
+{"vertexes":[{"digest":"sha256:c","name":"[build linux/arm/v7 1/2] FROM base","started":"2026-01-01T00:00:00.5Z","completed":"2026-01-01T00:00:00.5Z","cached":true}]}
 {"vertexes":[{"digest":"sha256:d","name":"[linux/amd64 internal] load metadata for base","started":"2025-12-31T23:59:00Z","completed":"2026-01-01T00:00:00Z"}]}
 {"vertexes":[{"digest":"sha256:e","name":"exporting to image","started":"2026-01-01T00:00:03Z","completed":"2026-01-01T00:00:04.5Z"}]}
 `
@@ -28,8 +28,8 @@ func TestReadBuildKitProgress(t *testing.T) {
 	if got, ok := res.Platforms["linux/arm/v7"]; !ok || got != 0 {
 		t.Errorf("linux/arm/v7 = %v, %v; want 0, true (one cached step of a named stage)", got, ok)
 	}
-	if res.Steps != 3 || res.CachedSteps != 1 {
-		t.Errorf("steps %d, cached %d; want 3, 1", res.Steps, res.CachedSteps)
+	if res.Steps != 1 || res.CachedSteps != 0 {
+		t.Errorf("steps %d, cached %d; want 1, 0 (FROM left out)", res.Steps, res.CachedSteps)
 	}
 	if res.Export != 1500*time.Millisecond {
 		t.Errorf("export %v, want 1.5s", res.Export)

@@ -71,7 +71,14 @@ func (h *harness) buildConfig(dockerfile string, platforms, allowedToFail []stri
 // buildConfigSpec is the BuildConfig buildConfig creates, not created yet.
 func (h *harness) buildConfigSpec(dockerfile string, platforms, allowedToFail []string) *buildv1.BuildConfig {
 	h.t.Helper()
-	uri, err := framework.GitRepo(filepath.Join(h.t.TempDir(), "repo"), map[string]string{"Dockerfile": dockerfile})
+	return h.buildConfigSpecFiles(map[string]string{"Dockerfile": dockerfile}, platforms, allowedToFail)
+}
+
+// buildConfigSpecFiles is buildConfigSpec with a git source holding files
+// (path -> content), the Dockerfile among them.
+func (h *harness) buildConfigSpecFiles(files map[string]string, platforms, allowedToFail []string) *buildv1.BuildConfig {
+	h.t.Helper()
+	uri, err := framework.GitRepo(filepath.Join(h.t.TempDir(), "repo"), files)
 	if err != nil {
 		h.t.Fatal(err)
 	}
