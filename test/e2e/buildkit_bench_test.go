@@ -65,9 +65,9 @@ type archwayRun struct {
 
 // buildVsBuildKit are the figures of one comparison.
 type buildVsBuildKit struct {
-	archwayCold, archwayWarm                     archwayRun
+	archwayCold, archwayWarm                      archwayRun
 	buildkitCold, buildkitWarm, buildkitWarmLocal bed.BuildKitResult
-	loadBefore, loadAfter                        string
+	loadBefore, loadAfter                         string
 }
 
 // compareWithBuildKit runs the comparison once: archway's Builds in a new
