@@ -92,7 +92,7 @@ pushed), else 1.`,
 	f.BoolVar(&opts.layers, "layers", false, "keep an image per step, for later builds with the same --work-dir (default: true with --work-dir)")
 	f.StringVar(&opts.cacheRepo, "cache-repo", "", "registry repository for a layer cache, one per platform (REPO-linux-arm64, ...): steps are looked up there before they run and pushed there after (--no-cache: not looked up)")
 	f.StringVar(&opts.format, "format", string(imagebuild.FormatOCI), "manifest format of the images: oci or docker")
-	f.StringVar(&opts.workDir, "work-dir", "", "directory for the container store and caches, kept afterwards (default: a temporary directory, removed)")
+	f.StringVar(&opts.workDir, "work-dir", "", "directory for the container store and caches, kept afterwards: a later build with the same Dockerfile, context, args and base images reuses its images (default: a temporary directory, removed)")
 	f.StringVar(&opts.authFile, "authfile", "", "docker config file (or directory holding one) with registry credentials for pulling and pushing")
 	f.StringSliceVar(&opts.insecureRegistries, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are)")
 	f.StringVar(&opts.storageDriver, "storage-driver", "", "container store driver: overlay or vfs (default: overlay when it works, else vfs)")
@@ -419,9 +419,12 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 		NoCache:    opts.noCache,
 		ForcePull:  opts.pull,
 		Layers:     opts.layers,
-		Format:     plan.format,
-		PullAuth:   auth,
-		Out:        log,
+		// A kept work directory keeps each platform's result for the
+		// next build with the same inputs.
+		ReuseResults: opts.workDir != "",
+		Format:       plan.format,
+		PullAuth:     auth,
+		Out:          log,
 	}
 	if repo := plan.caches[p]; repo != "" {
 		req.Cache = &imagebuild.Cache{Repository: repo, Auth: auth}

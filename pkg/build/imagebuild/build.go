@@ -71,6 +71,13 @@ type Request struct {
 	Cache *Cache
 	// Format is the image's manifest format. Default: FormatOCI.
 	Format Format
+	// ReuseResults records the image each build gives under a digest of
+	// its inputs, in the work directory, and reuses it, without building,
+	// for a later build with the same inputs (unless NoCache); a push of a
+	// reused image to the repository it was pushed to before only tags it.
+	// Builds whose inputs cannot all be digested (RUN mounts, ADD from a
+	// URL, COPY --from an image, FROM --platform) build as usual.
+	ReuseResults bool
 	// PullAuth holds the credentials for pulling base images.
 	PullAuth registry.AuthFile
 	// Out receives the build's step output. Default: discarded.
@@ -85,6 +92,12 @@ type Result struct {
 	Platform platform.Platform
 	// Duration is how long the build took.
 	Duration time.Duration
+	// Reused is true when the image is an earlier build's with the same
+	// inputs (Request.ReuseResults) and nothing was built.
+	Reused bool
+
+	resultKey string // the key of the build's inputs; "" when they have none
+	pushed    *Image // where a reused image was pushed before
 }
 
 // HostPlatform is the platform of the machine the builder runs on: what a
@@ -156,10 +169,27 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	}
 	choice := *sys
 	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = osName, arch, variant
+	resolved := make([]resolvedBase, 0, len(bases))
 	for _, base := range bases {
-		if err := checkBaseImage(ctx, &choice, base.Ref, target); err != nil {
+		dgst, err := checkBaseImage(ctx, &choice, base.Ref, target)
+		if err != nil {
 			_, _ = fmt.Fprintf(out, "error: %v\n", err)
 			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+		resolved = append(resolved, resolvedBase{Ref: base.Ref, Digest: dgst})
+	}
+	var key string
+	if req.ReuseResults {
+		if key, err = resultKey(req, content, target, resolved); err != nil {
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+	}
+	if key != "" && !req.NoCache {
+		if rec := b.loadResult(key); rec != nil {
+			_, _ = fmt.Fprintf(out, "Reusing image %s: built before in this work directory from the same Dockerfile, context, "+
+				"build args and base images\n", shortImageID(rec.ImageID))
+			return Result{ImageID: rec.ImageID, Platform: target, Duration: time.Since(start), Reused: true,
+				resultKey: key, pushed: rec.Pushed}, nil
 		}
 	}
 
@@ -229,7 +259,18 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, &StageError{Stage: StageBuild, Err: contextErr(ctx, err)}
 	}
-	return Result{ImageID: id, Platform: target, Duration: time.Since(start)}, nil
+	if key != "" {
+		b.saveResult(key, resultRecord{ImageID: id})
+	}
+	return Result{ImageID: id, Platform: target, Duration: time.Since(start), resultKey: key}, nil
+}
+
+// shortImageID is an image ID as buildah prints it.
+func shortImageID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 // buildRetryingReexec runs build, and runs it again, up to maxBuildAttempts

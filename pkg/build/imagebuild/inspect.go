@@ -83,43 +83,48 @@ func inspect(ctx context.Context, sys *types.SystemContext, ref string) (Image, 
 
 // checkBaseImage fails with a *BaseImagePlatformError when ref, a base
 // image, has no image for the target platform that sys chooses, the way
-// the pull will choose it. It returns nil when the image cannot be read:
-// the pull then reports why, in its own words.
-func checkBaseImage(ctx context.Context, sys *types.SystemContext, ref string, target platform.Platform) error {
+// the pull will choose it. It returns the digest of the manifest chosen,
+// or "" with no error when the image cannot be read: the pull then
+// reports why, in its own words.
+func checkBaseImage(ctx context.Context, sys *types.SystemContext, ref string, target platform.Platform) (string, error) {
 	imgRef, err := docker.ParseReference("//" + ref)
 	if err != nil {
-		return nil
+		return "", nil
 	}
 	src, err := imgRef.NewImageSource(ctx, sys)
 	if err != nil {
-		return nil
+		return "", nil
 	}
 	defer func() { _ = src.Close() }()
 	raw, mediaType, err := src.GetManifest(ctx, nil)
 	if err != nil {
-		return nil
+		return "", nil
 	}
 	if !manifest.MIMETypeIsMultiImage(mediaType) {
+		dgst, err := manifest.Digest(raw)
+		if err != nil {
+			return "", nil
+		}
 		img, err := image.FromUnparsedImage(ctx, sys, image.UnparsedInstance(src, nil))
 		if err != nil {
-			return nil
+			return "", nil
 		}
 		config, err := img.OCIConfig(ctx)
 		if err != nil || config.OS == "" || config.Architecture == "" {
-			return nil
+			return "", nil
 		}
 		have := platform.FromOCI(config.Platform)
 		if platform.Matches(target, have) {
-			return nil
+			return dgst.String(), nil
 		}
-		return &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: []string{have.String()}, Single: true}
+		return "", &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: []string{have.String()}, Single: true}
 	}
 	list, err := manifest.ListFromBlob(raw, mediaType)
 	if err != nil {
-		return nil
+		return "", nil
 	}
-	if _, err := list.ChooseInstance(sys); err == nil {
-		return nil
+	if chosen, err := list.ChooseInstance(sys); err == nil {
+		return chosen.String(), nil
 	}
 	var available []string
 	for _, d := range list.Instances() {
@@ -134,7 +139,7 @@ func checkBaseImage(ctx context.Context, sys *types.SystemContext, ref string, t
 		available = append(available, p.String())
 	}
 	slices.Sort(available)
-	return &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: slices.Compact(available)}
+	return "", &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: slices.Compact(available)}
 }
 
 // IsBaseImagePlatformError reports whether err says that a base image lacks

@@ -52,6 +52,19 @@ func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pu
 		out.Duration = time.Since(start)
 		return out, nil
 	}
+	if prev := out.Build.pushed; prev != nil && registryRepository(prev.Reference) == registryRepository(dest) {
+		// The same image is in dest's repository already: tag it.
+		pushStart := time.Now()
+		if err := b.retag(ctx, *prev, dest, pushAuth); err == nil {
+			out.Pushed = Pushed{Reference: dest, Digest: prev.Digest, Duration: time.Since(pushStart)}
+			out.Image = *prev
+			out.Duration = time.Since(start)
+			return out, nil
+		} else if ctx.Err() != nil {
+			return out, &StageError{Stage: StagePush, Err: contextErr(ctx, err)}
+		}
+		// The registry lost it: push it again.
+	}
 	if out.Pushed, err = b.Push(ctx, out.Build.ImageID, dest, req.Format, pushAuth, req.Out); err != nil {
 		return out, err
 	}
@@ -61,8 +74,21 @@ func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pu
 	if err := CheckPushedPlatform(out.Build.Platform, out.Image); err != nil {
 		return out, &StageError{Stage: StageInspect, Err: err}
 	}
+	if out.Build.resultKey != "" {
+		pushed := out.Image
+		b.saveResult(out.Build.resultKey, resultRecord{ImageID: out.Build.ImageID, Pushed: &pushed})
+	}
 	out.Duration = time.Since(start)
 	return out, nil
+}
+
+// retag tags img, an image pushed before to dest's repository, as dest.
+func (b *Builder) retag(ctx context.Context, img Image, dest string, auth registry.AuthFile) error {
+	sys, err := b.systemContext([]string{dest}, auth)
+	if err != nil {
+		return err
+	}
+	return retag(ctx, sys, img, dest)
 }
 
 // CheckPushedPlatform returns a *PlatformMismatchError when the config of

@@ -1,0 +1,139 @@
+package builder_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/signature"
+)
+
+// reuseDockerfile's image depends on a copied file, a build arg and the
+// base image.
+const reuseDockerfile = `ARG BASE
+FROM $BASE
+COPY a.txt /a.txt
+ARG GREETING=hello
+RUN echo "$GREETING" > /greeting && uname -m > /arch
+`
+
+// TestBuildReusesResults builds the same two-platform Dockerfile again and
+// again with one kept --work-dir: a build whose Dockerfile, context, build
+// args and base image digests are all those of an earlier one runs no step
+// and pushes the earlier images under the new tag (same digests), while a
+// one-byte change in a copied file, a changed build arg, --no-cache and a
+// base tag moved to another image each build anew.
+func TestBuildReusesResults(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	platforms := []string{"linux/amd64", "linux/arm64"}
+	base := reg.Host + "/it/reuse-base:latest"
+	copyIndex(t, theBed.BaseImage, base)
+
+	ctxDir := writeContext(t, reuseDockerfile)
+	file := filepath.Join(ctxDir, "a.txt")
+	g.Expect(os.WriteFile(file, []byte("one\n"), 0o644)).To(Succeed())
+	work := t.TempDir()
+
+	// build builds to tag and returns the output, whether every platform
+	// was reused, and the index's image digests by platform.
+	build := func(tag string, extra ...string) (string, bool, map[string]digest.Digest) {
+		t.Helper()
+		ref := reg.Host + "/it/reuse:" + tag
+		args := append([]string{"build", "--platform", strings.Join(platforms, ","), "--build-arg", "BASE=" + base,
+			"--work-dir", work, "-t", ref}, append(extra, ctxDir)...)
+		log, code := runBuilder(t, nil, args...)
+		g.Expect(code).To(Equal(0), log)
+		checkIndex(ctx, g, reg, ref, platforms)
+		img, err := reg.OpenImage(ctx, ref)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer img.Close()
+		index, _, err := img.Index(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		digests := map[string]digest.Digest{}
+		for _, d := range index.Manifests {
+			digests[d.Platform.Architecture] = d.Digest
+		}
+		reused := strings.Count(log, "Reusing image")
+		if reused > 0 {
+			g.Expect(reused).To(Equal(len(platforms)), log)
+			g.Expect(log).NotTo(ContainSubstring("STEP "), "a reused build runs no step\n%s", log)
+		} else {
+			g.Expect(log).To(MatchRegexp(`STEP \d+/\d+: COPY a.txt`), log)
+		}
+		tags, err := reg.Tags(ctx, "it/reuse")
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, tg := range tags {
+			g.Expect(tg).NotTo(HavePrefix(tag+"-"), "per-platform tags are removed")
+		}
+		return log, reused > 0, digests
+	}
+
+	_, reused, first := build("v1")
+	g.Expect(reused).To(BeFalse(), "the first build builds")
+
+	log, reused, again := build("v2")
+	g.Expect(reused).To(BeTrue(), "the same inputs again reuse the images\n%s", log)
+	g.Expect(again).To(Equal(first), "and push the same images")
+
+	g.Expect(os.WriteFile(file, []byte("onf\n"), 0o644)).To(Succeed())
+	_, reused, changed := build("file-changed")
+	g.Expect(reused).To(BeFalse(), "a one-byte change in a copied file builds again")
+	g.Expect(changed).NotTo(Equal(first))
+
+	g.Expect(os.WriteFile(file, []byte("one\n"), 0o644)).To(Succeed())
+	_, reused, back := build("file-back")
+	g.Expect(reused).To(BeTrue(), "the file as it was reuses the first images")
+	g.Expect(back).To(Equal(first))
+
+	_, reused, argChanged := build("arg-changed", "--build-arg", "GREETING=bye")
+	g.Expect(reused).To(BeFalse(), "a changed build arg builds again")
+	g.Expect(argChanged).NotTo(Equal(first))
+
+	_, reused, _ = build("no-cache", "--no-cache")
+	g.Expect(reused).To(BeFalse(), "--no-cache builds again")
+
+	// The base tag now names another image (the first build's index).
+	copyIndex(t, reg.Host+"/it/reuse:v1", base)
+	_, reused, newBase := build("base-moved")
+	g.Expect(reused).To(BeFalse(), "a base tag moved to another image builds again")
+	g.Expect(newBase).NotTo(Equal(first))
+}
+
+// copyIndex copies the index src, with every image, to dest.
+func copyIndex(t *testing.T, src, dest string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	srcRef, err := docker.ParseReference("//" + src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	destRef, err := docker.ParseReference("//" + dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := signature.NewPolicyContext(&signature.Policy{
+		Default: signature.PolicyRequirements{signature.NewPRInsecureAcceptAnything()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = policy.Destroy() }()
+	if _, err := copy.Image(ctx, policy, destRef, srcRef, &copy.Options{
+		ImageListSelection: copy.CopyAllImages,
+		PreserveDigests:    true,
+		SourceCtx:          theBed.Registry.SystemContext(),
+		DestinationCtx:     theBed.Registry.SystemContext(),
+	}); err != nil {
+		t.Fatalf("copying %s to %s: %v", src, dest, err)
+	}
+}
