@@ -257,10 +257,19 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 		}
 	}
 	spec.Output.ImageLabels = mergeImageLabels(spec.Output.ImageLabels, cfg.BuildDefaults.ImageLabels, cfg.BuildOverrides.ImageLabels)
+	delete(out.Annotations, buildv1.BinaryInputReaderAnnotation)
 	switch role {
 	case buildv1.PodRoleManifestList:
 		spec.Platforms = slices.Clone(pl.Platforms)
 	case buildv1.PodRoleBuild:
+		if len(pl.Platforms) <= 1 && spec.Source.Binary != nil && spec.Source.Binary.Artifact != "" {
+			// No manifest-list pod: the one build pod removes the input's
+			// tag once it has read it.
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[buildv1.BinaryInputReaderAnnotation] = buildv1.BinaryInputOnlyReader
+		}
 		if p == "" {
 			spec.Platforms, spec.PlatformsAllowedToFail = nil, nil
 			break

@@ -421,3 +421,39 @@ func TestBuildPodValueFrom(t *testing.T) {
 		t.Errorf("BUILD's strategy %+v, want the entries as the Build has them, defaults appended", ds)
 	}
 }
+
+// TestBinaryInputReader: the one build pod of a Build without a
+// manifest-list pod is told it reads the binary input alone (and removes
+// its tag); a platform's pod of a multi-platform Build and the
+// manifest-list pod are not, whatever the stored Build's annotations say.
+func TestBinaryInputReader(t *testing.T) {
+	four := []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
+	b := makeBuild("app").obj()
+	b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceBinary, Binary: &buildv1.BinaryBuildSource{
+		Artifact: "registry.example.com/team/app@sha256:" + strings.Repeat("ab", 32)}}
+	forged := b.DeepCopy()
+	forged.Annotations = map[string]string{buildv1.BinaryInputReaderAnnotation: buildv1.BinaryInputOnlyReader}
+	reader := func(pod *corev1.Pod, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return podBuild(t, pod).Annotations[buildv1.BinaryInputReaderAnnotation]
+	}
+	if got := reader(PodPlan{Config: testConfig()}.BuildPod(b, "")); got != buildv1.BinaryInputOnlyReader {
+		t.Errorf("classic build pod: %q, want %q", got, buildv1.BinaryInputOnlyReader)
+	}
+	if got := reader(PodPlan{Config: testConfig(), Platforms: four[:1]}.BuildPod(b, four[0])); got != buildv1.BinaryInputOnlyReader {
+		t.Errorf("the pod of a one-platform Build: %q, want %q", got, buildv1.BinaryInputOnlyReader)
+	}
+	pl := PodPlan{Config: testConfig(), Platforms: four}
+	if got := reader(pl.BuildPod(forged, four[1])); got != "" {
+		t.Errorf("a platform's pod of a four-platform Build: %q, want none", got)
+	}
+	if got := reader(pl.ManifestListPod(forged)); got != "" {
+		t.Errorf("the manifest-list pod: %q, want none", got)
+	}
+	if got := reader(PodPlan{Config: testConfig()}.BuildPod(makeBuild("git").obj(), "")); got != "" {
+		t.Errorf("a build without a binary input: %q, want none", got)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/build/report"
 	"github.com/archway-build/archway/pkg/build/source"
+	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
 )
@@ -97,6 +98,8 @@ type Run struct {
 	LookupEnv func(string) (string, bool)
 	// Fetch fetches the source (default: source.Fetch).
 	Fetch func(ctx context.Context, opts source.Options, dir string) (source.Fetched, error)
+	// Untag removes a tag from its registry (default: manifestlist.Untag).
+	Untag func(ctx context.Context, access registry.Access, refs ...string) error
 
 	log    io.Writer
 	tail   *tailBuffer
@@ -113,6 +116,7 @@ func (d *Run) Do(ctx context.Context) error {
 		printf(d.log, "Warning: %v\n", err)
 	}
 	res, buildErr := d.run(ctx)
+	d.removeBinaryInput(ctx)
 	if buildErr != nil {
 		return d.fail(ctx, buildErr)
 	}
@@ -337,6 +341,55 @@ func (d *Run) downloadBinary(ctx context.Context, spec buildv1.BuildSpec, dest s
 	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, UserAgent: "archway-builder"}
 	printf(d.log, "Fetching the binary input %s\n", spec.Source.Binary.Artifact)
 	return artifact.Download(ctx, access, spec.Source.Binary.Artifact, repository, workDir, source.DefaultArchiveLimits.MaxBytes)
+}
+
+// untagTimeout bounds the removal of the binary input's tag, which runs
+// even when the build was stopped by a signal (within the pod's grace
+// period).
+const untagTimeout = 20 * time.Second
+
+// removeBinaryInput removes the tag of the Build's binary input when this
+// pod is its only reader (a Build of one platform, or a classic build: no
+// manifest-list pod, which removes it otherwise), whatever the build's
+// outcome: the tag kept the stored upload from registry garbage collection
+// until it was read, and no other pod will read it. Only the tag the
+// artifact's digest names in the output's repository is removed; a failure
+// is a warning in the log.
+func (d *Run) removeBinaryInput(ctx context.Context) {
+	b := d.Build
+	if b.Annotations[buildv1.BinaryInputReaderAnnotation] != buildv1.BinaryInputOnlyReader ||
+		b.Spec.Source.Binary == nil || b.Spec.Source.Binary.Artifact == "" {
+		return
+	}
+	dest, err := outputReference(b.Spec.Output)
+	if err != nil || dest == "" {
+		return
+	}
+	tag := artifact.TagFor(b.Spec.Source.Binary.Artifact, dest)
+	if tag == "" {
+		printf(d.log, "Warning: the binary input %s is not in the output's repository: its tag is left\n", b.Spec.Source.Binary.Artifact)
+		return
+	}
+	pushAuth, err := registry.FindAuthFile(d.Options.PushAuthDir)
+	if err != nil {
+		printf(d.log, "Warning: the binary input's tag %s is left: %v\n", tag, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), untagTimeout)
+	defer cancel()
+	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, UserAgent: "archway-builder"}
+	if err := d.untag(ctx, access, tag); err != nil {
+		printf(d.log, "Warning: removing the binary input's tag %s: %v\n", tag, err)
+		return
+	}
+	printf(d.log, "Removed the binary input's tag %s\n", tag)
+}
+
+func (d *Run) untag(ctx context.Context, access registry.Access, tag string) error {
+	if d.Untag != nil {
+		return d.Untag(ctx, access, tag)
+	}
+	return manifestlist.Untag(ctx, access, tag)
 }
 
 // fail records a failure and returns the error that makes the exit code 1.

@@ -318,3 +318,55 @@ func TestRunLayerCache(t *testing.T) {
 		t.Errorf("log:\n%s", out)
 	}
 }
+
+// TestRunRemovesBinaryInput: the only reader of a binary input (the
+// controller marks its copy of the Build) removes the input's tag however
+// the build ends, with a context a signal has not cancelled; a platform's
+// pod of a multi-platform Build leaves it to the manifest-list pod, and an
+// artifact outside the output's repository is never untagged.
+func TestRunRemovesBinaryInput(t *testing.T) {
+	const repo = "127.0.0.1:1/team/app" // a closed port: the download fails at once
+	dgst := "sha256:" + strings.Repeat("ab", 32)
+	binaryBuild := func(annotate bool, artifactRepo string) *buildv1.Build {
+		b := dockerfileBuild()
+		b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceBinary, Binary: &buildv1.BinaryBuildSource{Artifact: artifactRepo + "@" + dgst}}
+		b.Spec.Output.To.Name = repo + ":v1"
+		if annotate {
+			b.Annotations = map[string]string{buildv1.BinaryInputReaderAnnotation: buildv1.BinaryInputOnlyReader}
+		}
+		return b
+	}
+	tests := []struct {
+		name   string
+		build  *buildv1.Build
+		signal bool
+		want   []string
+	}{
+		{name: "only reader, build failed fetching", build: binaryBuild(true, repo), want: []string{repo + ":sha256-" + strings.Repeat("ab", 32) + ".binary"}},
+		{name: "only reader stopped by a signal", build: binaryBuild(true, repo), signal: true, want: []string{repo + ":sha256-" + strings.Repeat("ab", 32) + ".binary"}},
+		{name: "a platform of a multi-platform Build", build: binaryBuild(false, repo)},
+		{name: "artifact in another repository", build: binaryBuild(true, "127.0.0.1:1/team/other")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run, _, out := newRun(t, tt.build, &builder{})
+			var untagged []string
+			run.Untag = func(ctx context.Context, _ registry.Access, refs ...string) error {
+				if ctx.Err() != nil {
+					t.Errorf("untag with a cancelled context: %v", ctx.Err())
+				}
+				untagged = append(untagged, refs...)
+				return nil
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.signal {
+				cancel()
+			}
+			defer cancel()
+			_ = run.Do(ctx)
+			if strings.Join(untagged, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("untagged %v, want %v; log:\n%s", untagged, tt.want, out)
+			}
+		})
+	}
+}

@@ -313,12 +313,7 @@ func binaryTag(b *buildv1.Build, output string) string {
 	if src == nil || src.Artifact == "" {
 		return ""
 	}
-	repo, dgst, ok := strings.Cut(src.Artifact, "@")
-	outRepo, err := artifact.Repository(output)
-	if !ok || err != nil || repo != outRepo || !strings.HasPrefix(dgst, "sha256:") {
-		return ""
-	}
-	return repo + ":" + artifact.Tag(dgst)
+	return artifact.TagFor(src.Artifact, output)
 }
 
 // untag removes the per-platform tags (those already gone are no error).

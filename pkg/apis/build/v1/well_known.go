@@ -87,6 +87,16 @@ const (
 	// emulation.
 	EmulationNever = "Never"
 
+	// BinaryInputReaderAnnotation is set to "only" on the copy of the
+	// Build a build pod receives in BUILD when that pod is the only one to
+	// read the Build's binary input (a Build of one platform, or a classic
+	// build: no manifest-list pod): it removes the input's tag when it
+	// ends. build-controller sets or removes it on every pod's copy, so a
+	// value on the stored Build has no effect.
+	BinaryInputReaderAnnotation = "build.archway.dev/binary-input-reader"
+	// BinaryInputOnlyReader is BinaryInputReaderAnnotation's value.
+	BinaryInputOnlyReader = "only"
+
 	// EmulationLabelPrefix starts the node label that says a node runs
 	// binaries of an architecture under emulation:
 	// emulation.archway.dev/<arch>=true (e.g. emulation.archway.dev/arm),

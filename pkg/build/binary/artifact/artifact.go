@@ -70,6 +70,20 @@ func Tag(dgst string) string {
 	return strings.Replace(dgst, ":", "-", 1) + ".binary"
 }
 
+// TagFor is the tag that keeps the artifact a Build's
+// spec.source.binary.artifact names (repository@sha256:...), when it lives
+// in the repository of output (the Build's output reference, where
+// build-controller stores it); "" otherwise: nothing else is ever untagged
+// as a binary input.
+func TagFor(ref, output string) string {
+	repo, dgst, ok := strings.Cut(ref, "@")
+	outRepo, err := Repository(output)
+	if !ok || err != nil || repo != outRepo || !strings.HasPrefix(dgst, "sha256:") {
+		return ""
+	}
+	return repo + ":" + Tag(dgst)
+}
+
 // Repository is the repository of an image reference
 // (registry/path, without tag or digest), as the artifact is stored in the
 // output's repository.
