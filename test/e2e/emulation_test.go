@@ -82,6 +82,12 @@ func TestEmulation(t *testing.T) {
 	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s, platforms: %+v", b.Status.Message, b.Status.Platforms)
 	g.Expect(entries(b)["linux/arm/v7"].EmulatedOn).To(Equal("amd64"))
 	g.Expect(entries(b)["linux/amd64"].EmulatedOn).To(BeEmpty())
+	// kubectl archway describe says which platform ran under emulation.
+	described, err := h.plugin(env.Bed.Kubeconfig, "describe", "build", b.Name)
+	g.Expect(err).NotTo(HaveOccurred(), described)
+	g.Expect(described).To(MatchRegexp(`(?m)^\s*PLATFORM\s+PHASE\s+REASON\s+NODE\s+EMULATED ON\s`), described)
+	g.Expect(described).To(MatchRegexp(`(?m)^\s*linux/arm/v7\s+Complete\s+-\s+\S+\s+amd64\s`), described)
+	g.Expect(described).To(MatchRegexp(`(?m)^\s*linux/amd64\s+Complete\s+-\s+\S+\s+-\s`), described)
 
 	armPod := build.PlatformPodName(b.Name, "linux/arm/v7")
 	pod := &corev1.Pod{}
