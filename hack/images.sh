@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds archway's container images, build-controller and builder, for
-# several platforms with archway's own `builder build`, and pushes each as
-# one index: $REGISTRY/build-controller:$TAG and $REGISTRY/builder:$TAG.
+# Builds archway's container images, build-controller, builder and
+# emulation-setup, for several platforms with archway's own `builder
+# build`, and pushes each as one index: $REGISTRY/build-controller:$TAG,
+# $REGISTRY/builder:$TAG and $REGISTRY/emulation-setup:$TAG.
 #
 # The Go binaries are cross-compiled for each platform (never compiled under
 # emulation): build-controller with CGO_ENABLED=0; builder with cgo (buildah
@@ -13,6 +14,15 @@
 # the same glibc at run time: only PKCS#11 modules are loaded that way,
 # which builds never use.
 #
+# emulation-setup (the binfmt DaemonSet of manifests/emulation) is a static
+# Go binary and, for each platform, the qemu user-mode interpreters that
+# run the other architectures on it, with their binfmt_misc registration
+# lines, taken from Debian's qemu-user-static for that platform
+# (`hack/tools.sh qemudebs` downloads the .debs into the cache, or set
+# QEMU_DEBS to a directory holding qemu-user-static_<version>_<debarch>.deb).
+# Only the interpreters of amd64, arm64, arm, ppc64le, s390x and riscv64
+# are kept, not the package's ~30.
+#
 # Environment (make images passes its variables of the same names):
 #   REGISTRY                     where to push, e.g. quay.io/me (required)
 #   TAG                          the images' tag (default: git describe)
@@ -21,6 +31,8 @@
 #   BUILDER_BASE_IMAGE           builder's base (default in its Containerfile)
 #   BUILDER_INSTALL_PACKAGES     the command that adds git, ssh and CA certificates
 #                                to builder's base (default in its Containerfile)
+#   EMULATION_SETUP_BASE_IMAGE   emulation-setup's base (default scratch)
+#   QEMU_DEBS                    where qemu-user-static .debs are (default: the cache)
 #   BUILDER_FLAGS                more flags for `builder build`, e.g. --authfile FILE
 # Building images runs buildah (as root, or where builder build works).
 set -euo pipefail
@@ -62,6 +74,47 @@ cross_cc() {
 	echo "$triplet-gcc"
 }
 
+# qemu_handlers are the qemu interpreters the emulation-setup image holds,
+# by binfmt_misc name (emulation-setup's --register takes the Go names:
+# amd64, arm64, arm, ppc64le, s390x, riscv64).
+qemu_handlers=(x86_64 aarch64 arm ppc64le s390x riscv64)
+QEMU_DEBS=${QEMU_DEBS:-${ARCHWAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/archway}/debs}
+
+# qemu_files ARCH DIR puts into DIR (a root file system) the interpreters
+# of qemu_handlers but ARCH's own, from Debian's qemu-user-static for ARCH,
+# with their registration lines and the paths those name.
+qemu_files() {
+	local arch=$1 dir=$2 debarch native
+	case "$arch" in
+	amd64) debarch=amd64 native=x86_64 ;;
+	arm64) debarch=arm64 native=aarch64 ;;
+	ppc64le) debarch=ppc64el native=ppc64le ;;
+	s390x) debarch=s390x native=s390x ;;
+	arm) debarch=armhf native=arm ;;
+	*) echo "hack/images.sh: no Debian architecture known for $arch" >&2; return 1 ;;
+	esac
+	local debs=("$QEMU_DEBS"/qemu-user-static_*_"$debarch".deb)
+	if [ ! -f "${debs[-1]}" ]; then
+		echo "hack/images.sh: no qemu-user-static_*_$debarch.deb in $QEMU_DEBS: run hack/tools.sh qemudebs (as root, with apt) or set QEMU_DEBS" >&2
+		return 1
+	fi
+	local members=() m n
+	local listing
+	listing=$(dpkg-deb --fsys-tarfile "${debs[-1]}" | tar -t)
+	for n in "${qemu_handlers[@]}"; do
+		[ "$n" = "$native" ] && continue
+		# An interpreter Debian registers nowhere on ARCH (arm on arm64) is
+		# left out with its line.
+		grep -qxF "./usr/lib/binfmt.d/qemu-$n.conf" <<<"$listing" || continue
+		for m in "./usr/bin/qemu-$n-static" "./usr/libexec/qemu-binfmt/$n-binfmt-P" "./usr/lib/binfmt.d/qemu-$n.conf"; do
+			if grep -qxF "$m" <<<"$listing"; then members+=("$m"); fi
+		done
+	done
+	mkdir -p "$dir"
+	dpkg-deb --fsys-tarfile "${debs[-1]}" | tar -x -C "$dir" "${members[@]}"
+	echo "    qemu from $(basename "${debs[-1]}"): $(cd "$dir/usr/lib/binfmt.d" && echo *)"
+}
+
 IFS=, read -ra platforms <<<"$PLATFORMS"
 for p in "${platforms[@]}"; do
 	IFS=/ read -r os arch variant <<<"$p"
@@ -83,6 +136,13 @@ for p in "${platforms[@]}"; do
 		-tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo sqlite_omit_load_extension" \
 		-ldflags "$ldflags -linkmode external -extldflags -static" \
 		-o "$dir/builder" ./cmd/builder
+	echo "    $((SECONDS - start)) s"
+	echo "==> $p: emulation-setup (CGO_ENABLED=0) and qemu-user-static's interpreters"
+	start=$SECONDS
+	rm -rf "$dir/emulation-setup"
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath -ldflags "$ldflags" \
+		-o "$dir/emulation-setup/usr/local/bin/emulation-setup" ./cmd/emulation-setup
+	qemu_files "$arch" "$dir/emulation-setup"
 	echo "    $((SECONDS - start)) s"
 done
 
@@ -106,3 +166,6 @@ args=()
 [ -z "${BUILDER_BASE_IMAGE:-}" ] || args+=(--build-arg "BASE_IMAGE=$BUILDER_BASE_IMAGE")
 [ -z "${BUILDER_INSTALL_PACKAGES:-}" ] || args+=(--build-arg "INSTALL_PACKAGES=$BUILDER_INSTALL_PACKAGES")
 build builder "${args[@]}"
+args=()
+[ -z "${EMULATION_SETUP_BASE_IMAGE:-}" ] || args+=(--build-arg "BASE_IMAGE=$EMULATION_SETUP_BASE_IMAGE")
+build emulation-setup "${args[@]}"

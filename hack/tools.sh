@@ -5,7 +5,7 @@
 #   hack/tools.sh            all parts
 #   hack/tools.sh apt qemu   only the named parts
 #
-# Parts: apt, qemu, busybox, kube, etcd, kwok, registry, controller-gen,
+# Parts: apt, qemu, busybox, qemudebs, kube, etcd, kwok, registry, controller-gen,
 # golangci-lint, buildkit. Binaries land in $ARCHWAY_CACHE/bin/<name>-<version>.
 set -euo pipefail
 
@@ -94,18 +94,20 @@ part_qemu() {
 	done
 }
 
-# part_busybox keeps Debian's busybox-static for each architecture, the
-# seed of the bed's multi-arch base image, in the cache.
-part_busybox() {
+# debs PART PACKAGE DEBARCH... keeps Debian's PACKAGE for each Debian
+# architecture in the cache ($ARCHWAY_CACHE/debs), downloaded with apt.
+debs() {
+	local part=$1 pkg=$2
+	shift 2
 	local dir="$ARCHWAY_CACHE/debs"
 	mkdir -p "$dir"
 	local arch need=()
-	for arch in amd64 arm64 armhf ppc64el s390x; do
-		compgen -G "$dir/busybox-static_*_$arch.deb" >/dev/null || need+=("$arch")
+	for arch in "$@"; do
+		compgen -G "$dir/${pkg}_*_$arch.deb" >/dev/null || need+=("$arch")
 	done
 	[ ${#need[@]} -eq 0 ] && return 0
-	[ "$(id -u)" -eq 0 ] || fail "downloading busybox-static needs root (apt)" busybox
-	step "downloading busybox-static for ${need[*]}"
+	[ "$(id -u)" -eq 0 ] || fail "downloading $pkg needs root (apt)" "$part"
+	step "downloading $pkg for ${need[*]}"
 	local added=()
 	for arch in "${need[@]}"; do
 		if ! dpkg --print-foreign-architectures | grep -qx "$arch" && [ "$arch" != "$(dpkg --print-architecture)" ]; then
@@ -118,8 +120,8 @@ part_busybox() {
 		apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null 2>&1 || true
 		ok=1
 		for arch in "${need[@]}"; do
-			compgen -G "$dir/busybox-static_*_$arch.deb" >/dev/null && continue
-			(cd "$dir" && apt-get download -q "busybox-static:$arch" >/dev/null 2>&1) || ok=0
+			compgen -G "$dir/${pkg}_*_$arch.deb" >/dev/null && continue
+			(cd "$dir" && apt-get download -q "$pkg:$arch" >/dev/null 2>&1) || ok=0
 		done
 		[ $ok -eq 1 ] && break
 		sleep 2
@@ -127,7 +129,20 @@ part_busybox() {
 	for arch in "${added[@]}"; do
 		dpkg --remove-architecture "$arch" || true
 	done
-	[ $ok -eq 1 ] || fail "apt-get download busybox-static for ${need[*]}" busybox
+	[ $ok -eq 1 ] || fail "apt-get download $pkg for ${need[*]}" "$part"
+}
+
+# part_busybox keeps Debian's busybox-static for each architecture, the
+# seed of the bed's multi-arch base image, in the cache.
+part_busybox() {
+	debs busybox busybox-static amd64 arm64 armhf ppc64el s390x
+}
+
+# part_qemudebs keeps Debian's qemu-user-static for each architecture
+# make images builds: the emulation-setup image carries a few of its
+# interpreters (hack/images.sh).
+part_qemudebs() {
+	debs qemudebs qemu-user-static amd64 arm64 ppc64el s390x
 }
 
 part_kube() {
@@ -205,7 +220,7 @@ parts=("$@")
 if [ ${#parts[@]} -eq 0 ]; then
 	# Big Go programs are built one after another: in parallel on 2 cores they
 	# take several times longer.
-	parts=(apt qemu busybox controller-gen etcd kwok registry kube golangci-lint buildkit)
+	parts=(apt qemu busybox qemudebs controller-gen etcd kwok registry kube golangci-lint buildkit)
 fi
 for p in "${parts[@]}"; do
 	declare -F "part_$p" >/dev/null || fail "unknown part $p" ""

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -49,14 +50,18 @@ func run() error {
 	if *node == "" {
 		return errors.New("--node-name (or $NODE_NAME) is required")
 	}
-	var archs []string
+	var requested []string
 	for _, a := range strings.Split(*register, ",") {
 		if a = strings.TrimSpace(a); a != "" {
-			if _, ok := emulation.HandlerFor(a); !ok {
-				return fmt.Errorf("--register: no qemu handler known for %q; known: %s", a, strings.Join(emulation.Architectures(), ", "))
-			}
-			archs = append(archs, a)
+			requested = append(requested, a)
 		}
+	}
+	archs, skipped, err := emulation.Registrable(*confDir, runtime.GOARCH, requested)
+	if err != nil {
+		return fmt.Errorf("--register: %w", err)
+	}
+	if len(skipped) > 0 {
+		fmt.Printf("not registering %s\n", strings.Join(skipped, ", "))
 	}
 	cfg, err := config.GetConfig()
 	if err != nil {

@@ -145,3 +145,42 @@ func Register(dir, confDir string, archs []string) ([]string, error) {
 	}
 	return done, nil
 }
+
+// Registrable splits archs (all known to HandlerFor) into those Register
+// can register on a node of architecture native, and those it skips with
+// the reason: the node's own architecture needs no handler, and an
+// architecture without a registration line in confDir has none to
+// register (Debian's qemu-user-static for arm64 ships none for arm,
+// which most arm64 machines run natively). It returns an error, saying
+// what to install, when archs is not empty and none can be registered.
+func Registrable(confDir, native string, archs []string) (keep, skipped []string, err error) {
+	for _, arch := range archs {
+		h, ok := HandlerFor(arch)
+		switch {
+		case !ok:
+			return nil, nil, fmt.Errorf("no qemu handler known for architecture %q; known: %s", arch, strings.Join(Architectures(), ", "))
+		case arch == native:
+			skipped = append(skipped, arch+" (the node's own architecture)")
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(confDir, "qemu-"+h.Name+".conf")); err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s (no registration line %s)", arch, filepath.Join(confDir, "qemu-"+h.Name+".conf")))
+			continue
+		}
+		keep = append(keep, arch)
+	}
+	if len(keep) == 0 && len(skipped) > 0 && len(skipped) > countNative(archs, native) {
+		return nil, skipped, fmt.Errorf("no qemu registration line in %s for any of %s: install qemu-user-static (or use the emulation-setup image)", confDir, strings.Join(archs, ", "))
+	}
+	return keep, skipped, nil
+}
+
+func countNative(archs []string, native string) int {
+	n := 0
+	for _, a := range archs {
+		if a == native {
+			n++
+		}
+	}
+	return n
+}

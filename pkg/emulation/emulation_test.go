@@ -123,3 +123,32 @@ func TestLabelChanges(t *testing.T) {
 		})
 	}
 }
+
+func TestRegistrable(t *testing.T) {
+	conf := t.TempDir()
+	for _, name := range []string{"x86_64", "s390x"} {
+		if err := os.WriteFile(filepath.Join(conf, "qemu-"+name+".conf"), []byte(":qemu-"+name+":M::\\x7f:\\xff:/q:OPF\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep, skipped, err := Registrable(conf, "arm64", []string{"amd64", "arm64", "arm", "s390x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keep, []string{"amd64", "s390x"}) {
+		t.Errorf("keep %v, want [amd64 s390x]", keep)
+	}
+	if len(skipped) != 2 || !strings.HasPrefix(skipped[0], "arm64 (the node's own") || !strings.HasPrefix(skipped[1], "arm (no registration line") {
+		t.Errorf("skipped %q", skipped)
+	}
+	// Only the node's own architecture: nothing to do, no error.
+	if keep, _, err := Registrable(conf, "amd64", []string{"amd64"}); err != nil || len(keep) != 0 {
+		t.Errorf("only the native architecture: %v, %v", keep, err)
+	}
+	if _, _, err := Registrable(t.TempDir(), "amd64", []string{"amd64", "arm64"}); err == nil || !strings.Contains(err.Error(), "install qemu-user-static") {
+		t.Errorf("no registration line at all: %v", err)
+	}
+	if _, _, err := Registrable(conf, "amd64", []string{"x86-64"}); err == nil || !strings.Contains(err.Error(), "known: amd64") {
+		t.Errorf("an unknown architecture: %v", err)
+	}
+}

@@ -1,7 +1,8 @@
 // Package images tests `make images` on the bed: hack/images.sh
-// cross-compiles build-controller and builder for four platforms, builds
-// both images from images/*/Containerfile with archway's own `builder
-// build`, and pushes each as one index to the bed's registry. The bases are
+// cross-compiles build-controller, builder and emulation-setup for four
+// platforms, builds the images from images/*/Containerfile with archway's
+// own `builder build`, and pushes each as one index to the bed's registry;
+// and `make release-manifests`, which pins those indexes by digest. The bases are
 // the bed's multi-arch busybox (assembled from Debian's busybox-static
 // packages, as no public registry is reachable); the test reads the indexes
 // back from the registry and checks each platform's binary is for its
@@ -51,18 +52,24 @@ func run(m *testing.M) int {
 var platforms = []struct {
 	os, arch string
 	machine  elf.Machine
+	// qemu are the interpreters emulation-setup's image holds for the
+	// platform: every other one make images keeps, but qemu-arm on arm64
+	// (Debian registers none there).
+	qemu []string
 }{
-	{"linux", "amd64", elf.EM_X86_64},
-	{"linux", "arm64", elf.EM_AARCH64},
-	{"linux", "ppc64le", elf.EM_PPC64},
-	{"linux", "s390x", elf.EM_S390},
+	{"linux", "amd64", elf.EM_X86_64, []string{"aarch64", "arm", "ppc64le", "s390x", "riscv64"}},
+	{"linux", "arm64", elf.EM_AARCH64, []string{"x86_64", "ppc64le", "s390x", "riscv64"}},
+	{"linux", "ppc64le", elf.EM_PPC64, []string{"x86_64", "aarch64", "arm", "s390x", "riscv64"}},
+	{"linux", "s390x", elf.EM_S390, []string{"x86_64", "aarch64", "arm", "ppc64le", "riscv64"}},
 }
 
 // TestMakeImages runs hack/images.sh (what make images runs) against the
-// bed's registry and checks the two indexes: one image per platform, each
+// bed's registry and checks the three indexes: one image per platform, each
 // with its platform's binary (read from the image's top layer), static,
-// build-controller running as a non-root user. It prints each image's size
-// per platform.
+// build-controller running as a non-root user, emulation-setup with
+// qemu's static interpreters for the platform and their registration
+// lines. It prints each image's size per platform, then runs make
+// release-manifests' program on the pushed indexes (checkRelease).
 func TestMakeImages(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Fatal("make images runs buildah's builds: run as root")
@@ -88,7 +95,7 @@ func TestMakeImages(t *testing.T) {
 	}
 	t.Logf("hack/images.sh took %s:\n%s", time.Since(start).Round(time.Second), log.String())
 
-	for _, name := range []string{"build-controller", "builder"} {
+	for _, name := range releaseImages {
 		ref := registry + "/" + name + ":test"
 		img, err := testBed.Registry.OpenImage(ctx, ref)
 		if err != nil {
@@ -110,21 +117,30 @@ func TestMakeImages(t *testing.T) {
 			}
 			d := index.Manifests[i].Digest
 			got = append(got, p.os+"/"+p.arch)
+			where := fmt.Sprintf("%s %s/%s", ref, p.os, p.arch)
 			bin, err := img.TopLayerFile(ctx, d, "/usr/local/bin/"+name)
 			if err != nil {
-				t.Errorf("%s %s/%s: %v", ref, p.os, p.arch, err)
+				t.Errorf("%s: %v", where, err)
 				continue
 			}
-			f, err := elf.NewFile(strings.NewReader(bin))
-			if err != nil {
-				t.Errorf("%s %s/%s: /usr/local/bin/%s is not ELF: %v", ref, p.os, p.arch, name, err)
-				continue
-			}
-			if f.Machine != p.machine {
-				t.Errorf("%s %s/%s: /usr/local/bin/%s is for %s", ref, p.os, p.arch, name, f.Machine)
-			}
-			if slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
-				t.Errorf("%s %s/%s: /usr/local/bin/%s is dynamically linked: it would need the base's C library", ref, p.os, p.arch, name)
+			checkStatic(t, where, "/usr/local/bin/"+name, bin, p.machine)
+			if name == "emulation-setup" {
+				for _, q := range p.qemu {
+					conf, err := img.TopLayerFile(ctx, d, "/usr/lib/binfmt.d/qemu-"+q+".conf")
+					if err != nil {
+						t.Errorf("%s: %v", where, err)
+						continue
+					}
+					if !strings.HasSuffix(strings.TrimSpace(conf), ":/usr/libexec/qemu-binfmt/"+q+"-binfmt-P:OPF") {
+						t.Errorf("%s: qemu-%s.conf is %q, not the interpreter with flags OPF", where, q, conf)
+					}
+					interp, err := img.TopLayerFile(ctx, d, "/usr/bin/qemu-"+q+"-static")
+					if err != nil {
+						t.Errorf("%s: %v", where, err)
+						continue
+					}
+					checkStatic(t, where, "/usr/bin/qemu-"+q+"-static", interp, p.machine)
+				}
 			}
 			child, err := testBed.Registry.OpenImage(ctx, registry+"/"+name+"@"+d.String())
 			if err != nil {
@@ -152,6 +168,32 @@ func TestMakeImages(t *testing.T) {
 		if len(got) != len(platforms) {
 			t.Errorf("%s: platforms %v", ref, got)
 		}
+	}
+
+	// make release-manifests REGISTRY=<the bed's> TAG=test
+	release := filepath.Join(t.TempDir(), "release")
+	if msg, err := runRelease(ctx, releaseManifestsProgram(t), registry, "test", release); err != nil {
+		t.Fatalf("release-manifests: %v\n%s", err, msg)
+	} else {
+		t.Logf("release-manifests:\n%s", msg)
+	}
+	checkRelease(t, registry, "test", release)
+}
+
+// checkStatic checks that the file at path of an image (its content bin)
+// is a static ELF executable for machine.
+func checkStatic(t *testing.T, where, path, bin string, machine elf.Machine) {
+	t.Helper()
+	f, err := elf.NewFile(strings.NewReader(bin))
+	if err != nil {
+		t.Errorf("%s: %s is not ELF: %v", where, path, err)
+		return
+	}
+	if f.Machine != machine {
+		t.Errorf("%s: %s is for %s", where, path, f.Machine)
+	}
+	if slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
+		t.Errorf("%s: %s is dynamically linked: it would need the base's C library", where, path)
 	}
 }
 

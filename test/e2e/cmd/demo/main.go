@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -37,13 +38,12 @@ import (
 )
 
 func main() {
-	keep := flag.Bool("keep", false, "keep the bed running after the build, until Ctrl-C")
-	binDir := flag.String("bin-dir", "bin", "directory holding builder and build-controller (built by `make build`)")
+	o := defineFlags(flag.CommandLine)
 	flag.Parse()
 	logf.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *binDir, *keep); err != nil {
+	if err := run(ctx, *o); err != nil {
 		if ctx.Err() != nil {
 			fmt.Println("\nInterrupted: everything the demo started is stopped.")
 			os.Exit(130)
@@ -51,6 +51,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
 		os.Exit(1)
 	}
+}
+
+// defineFlags defines the demo's flags in fs (flag.CommandLine, which
+// already holds controller-runtime's --kubeconfig).
+func defineFlags(fs *flag.FlagSet) *options {
+	o := &options{}
+	fs.BoolVar(&o.keep, "keep", false, "keep the bed running after the build, until Ctrl-C")
+	fs.StringVar(&o.binDir, "bin-dir", "bin", "directory holding builder and build-controller (built by `make build`)")
+	fs.BoolVar(&o.install, "install", false, "install archway onto the bed with kubectl apply -k (manifests/default), every component a pod, instead of running build-controller as a process")
+	fs.StringVar(&o.kubeconfig, "cluster", "", "the kubeconfig of a cluster where archway is installed: start no bed, only create the BuildConfig and build it (needs --git-uri and --registry)")
+	fs.StringVar(&o.gitURI, "git-uri", "", "with --cluster: a git repository holding examples/demo/app (e.g. archway's own, with --context-dir examples/demo/app)")
+	fs.StringVar(&o.contextDir, "context-dir", "", "with --cluster: the directory of the git repository to build")
+	fs.StringVar(&o.registry, "registry", "", "with --cluster: where build pods push the image, as <registry>/demo/hello:latest")
+	fs.StringVar(&o.baseImage, "base-image", "docker.io/library/busybox:latest", "with --cluster: a multi-arch base image the cluster's nodes can pull")
+	fs.StringVar(&o.namespace, "namespace", "default", "with --cluster: the namespace of the BuildConfig")
+	return o
+}
+
+// options are the demo's flags.
+type options struct {
+	binDir, kubeconfig, gitURI, contextDir, registry, baseImage, namespace string
+	keep, install                                                          bool
 }
 
 // step prints a progress line and returns a function printing how long the
@@ -61,97 +83,256 @@ func step(format string, args ...any) func() {
 	return func() { fmt.Printf("done (%.1fs)\n", time.Since(start).Seconds()) }
 }
 
-func run(ctx context.Context, binDir string, keep bool) error {
+// target is the cluster the demo builds on, and what the BuildConfig
+// names.
+type target struct {
+	kubeconfig string
+	namespace  string
+	gitURI     string
+	contextDir string
+	registry   string
+	baseImage  string
+	// lookAround prints how to look at the kept cluster; nil in --cluster mode.
+	lookAround func(b *buildv1.Build)
+}
+
+func run(ctx context.Context, o options) error {
 	total := time.Now()
+	var (
+		t   *target
+		err error
+	)
+	switch {
+	case o.kubeconfig != "":
+		t, err = clusterTarget(o)
+	case o.install:
+		var stop func()
+		t, stop, err = installTarget(ctx, o)
+		if stop != nil {
+			defer stop()
+		}
+	default:
+		var stop func()
+		t, stop, err = bedTarget(ctx, o)
+		if stop != nil {
+			defer stop()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	final, err := demoBuild(ctx, t)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nThe whole demo took %.0fs.\n", time.Since(total).Seconds())
+	if o.keep && t.lookAround != nil {
+		t.lookAround(final)
+		<-ctx.Done()
+		fmt.Println()
+	}
+	return nil
+}
+
+// binaries are the programs `make build` built into binDir.
+func binaries(binDir string) (framework.Binaries, error) {
 	bins := framework.Binaries{Builder: filepath.Join(binDir, "builder"), Controller: filepath.Join(binDir, "build-controller")}
 	for _, b := range []string{bins.Builder, bins.Controller} {
 		if _, err := os.Stat(b); err != nil {
-			return fmt.Errorf("%s is missing: run `make build` (or `make demo`, which builds it)", b)
+			return bins, fmt.Errorf("%s is missing: run `make build` (or `make demo`, which builds it)", b)
 		}
 	}
 	var err error
 	if bins.Builder, err = filepath.Abs(bins.Builder); err != nil {
-		return err
+		return bins, err
 	}
-	if bins.Controller, err = filepath.Abs(bins.Controller); err != nil {
-		return err
-	}
+	bins.Controller, err = filepath.Abs(bins.Controller)
+	return bins, err
+}
 
+// bedTarget starts the bed with build-controller as a process.
+func bedTarget(ctx context.Context, o options) (*target, func(), error) {
+	bins, err := binaries(o.binDir)
+	if err != nil {
+		return nil, nil, err
+	}
 	done := step("Starting a one-machine cluster: kube-apiserver, kube-scheduler, 4 nodes (amd64, arm64, ppc64le, s390x), a registry, build-controller")
 	bedLog := &strings.Builder{}
 	env, err := framework.Start(ctx, framework.Options{Binaries: bins, Bed: bed.Options{Log: bedLog}})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer func() {
+	stop := func() {
 		d := step("Stopping everything the demo started")
 		env.Stop()
 		d()
-	}()
+	}
 	done()
-	b := env.Bed
 	fmt.Printf("    The nodes are simulated (kwok); build pods bound to them run as processes here, foreign\n" +
 		"    architectures under qemu. archway's CRDs (Build, BuildConfig) come from manifests/crd/bases.\n")
-
-	done = step("Making a git repository from examples/demo/app")
-	repoDir := filepath.Join(b.Dir, "demo-repo")
-	files, err := readDir(filepath.Join(bed.RepoRoot(), "examples", "demo", "app"))
+	t, err := bedRepo(env.Bed)
 	if err != nil {
-		return err
+		return nil, stop, err
 	}
-	uri, err := framework.GitRepo(repoDir, files)
+	t.lookAround = func(b *buildv1.Build) {
+		lookAround(env.Bed, b, "build-controller's log: "+env.ControllerLog)
+	}
+	return t, stop, nil
+}
+
+// installTarget starts a bed with no archway on it and installs archway
+// with kubectl as the README says, every component a pod under its own
+// service account.
+func installTarget(ctx context.Context, o options) (*target, func(), error) {
+	bins, err := binaries(o.binDir)
 	if err != nil {
-		return err
+		return nil, nil, err
+	}
+	done := step("Starting a one-machine cluster: kube-apiserver, kube-scheduler, kube-controller-manager, 4 nodes, a registry")
+	dir, err := os.MkdirTemp("", "archway-demo-")
+	if err != nil {
+		return nil, nil, err
+	}
+	ib, err := framework.StartInstallBed(ctx, bins, dir, bed.Options{Log: &strings.Builder{}})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	stop := func() {
+		d := step("Stopping everything the demo started")
+		_ = ib.Bed.Stop()
+		_ = os.RemoveAll(dir)
+		d()
 	}
 	done()
+	fmt.Printf("    The nodes are simulated (kwok); pods bound to them run as processes here (archway's images\n" +
+		"    mapped to bin/build-controller and bin/builder), foreign architectures under qemu.\n")
+	overlay, err := ib.WriteOverlay(dir)
+	if err != nil {
+		return nil, stop, err
+	}
+	done = step("Installing archway: kubectl apply --server-side -k manifests/crd, then an overlay of manifests/default\n    (the bed's registry and git settings); waiting for every component's pods and webhooks")
+	if err := ib.Install(ctx, overlay); err != nil {
+		return nil, stop, err
+	}
+	done()
+	out, err := ib.Kubectl(ctx, "get", "deployments", "-n", framework.InstallNamespace)
+	if err != nil {
+		return nil, stop, err
+	}
+	fmt.Print(indent(out))
+	t, err := bedRepo(ib.Bed)
+	if err != nil {
+		return nil, stop, err
+	}
+	t.lookAround = func(b *buildv1.Build) {
+		lookAround(ib.Bed, b, "archway's components: kubectl get pods -n "+framework.InstallNamespace+"; kubectl logs -n "+framework.InstallNamespace+" deploy/build-controller")
+	}
+	return t, stop, nil
+}
 
-	done = step("Applying examples/demo/buildconfig.yaml")
+// bedRepo makes the git repository of examples/demo/app in the bed's
+// directory and returns the target building it on the bed.
+func bedRepo(b *bed.Bed) (*target, error) {
+	done := step("Making a git repository from examples/demo/app")
+	files, err := readDir(filepath.Join(bed.RepoRoot(), "examples", "demo", "app"))
+	if err != nil {
+		return nil, err
+	}
+	uri, err := framework.GitRepo(filepath.Join(b.Dir, "demo-repo"), files)
+	if err != nil {
+		return nil, err
+	}
+	done()
+	return &target{
+		kubeconfig: b.Kubeconfig,
+		namespace:  "default",
+		gitURI:     uri,
+		registry:   b.Registry.Host,
+		baseImage:  b.BaseImage,
+	}, nil
+}
+
+// clusterTarget is a cluster where archway is installed.
+func clusterTarget(o options) (*target, error) {
+	if o.gitURI == "" || o.registry == "" {
+		return nil, fmt.Errorf("--cluster needs --git-uri (a repository holding examples/demo/app; --context-dir for a directory of it) and --registry (where build pods may push)")
+	}
+	if _, err := os.Stat(o.kubeconfig); err != nil {
+		return nil, fmt.Errorf("--cluster: %w", err)
+	}
+	return &target{
+		kubeconfig: o.kubeconfig,
+		namespace:  o.namespace,
+		gitURI:     o.gitURI,
+		contextDir: o.contextDir,
+		registry:   strings.TrimSuffix(o.registry, "/"),
+		baseImage:  o.baseImage,
+	}, nil
+}
+
+// demoBuild is the demo on any cluster where archway runs: it creates the
+// BuildConfig of examples/demo/buildconfig.yaml (under a name of its own),
+// starts its first build with the plugin's start-build, draws the
+// progress table until the build ends and prints the index it pushed.
+func demoBuild(ctx context.Context, t *target) (*buildv1.Build, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", t.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t.kubeconfig, err)
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: bed.NewScheme()})
+	if err != nil {
+		return nil, err
+	}
+	done := step("Applying examples/demo/buildconfig.yaml")
 	raw, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "examples", "demo", "buildconfig.yaml"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	text := os.Expand(string(raw), func(name string) string {
 		switch name {
 		case "GIT_URI":
-			return uri
+			return t.gitURI
 		case "REGISTRY":
-			return b.Registry.Host
+			return t.registry
+		case "BASE_IMAGE":
+			return t.baseImage
 		}
 		return "${" + name + "}"
 	})
 	bc := &buildv1.BuildConfig{}
 	if err := yaml.UnmarshalStrict([]byte(text), bc); err != nil {
-		return fmt.Errorf("examples/demo/buildconfig.yaml: %w", err)
+		return nil, fmt.Errorf("examples/demo/buildconfig.yaml: %w", err)
 	}
-	bc.Namespace = "default"
-	if err := b.Client.Create(ctx, bc); err != nil {
-		return err
+	bc.Namespace = t.namespace
+	bc.Spec.Source.ContextDir = t.contextDir
+	// A name of its own, so that the demo runs again on the same cluster.
+	bc.GenerateName = bc.Name + "-"
+	bc.Name = ""
+	if err := c.Create(ctx, bc); err != nil {
+		return nil, err
 	}
 	done()
 
-	watcher, err := client.NewWithWatch(b.Config, client.Options{Scheme: bed.NewScheme()})
-	if err != nil {
-		return err
-	}
 	// The build is started as a user does: kubectl archway start-build
-	// (the plugin's command, run in this process against the bed).
+	// (the plugin's command, run in this process).
 	name := instantiate.Name(bc.Name, 1)
 	bd := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: bc.Namespace, Name: name}}
 	// The watches end before the bed stops: an open watch makes the
 	// apiserver's shutdown wait.
 	watchCtx, endWatch := context.WithCancel(ctx)
 	defer endWatch()
-	tl, err := framework.WatchBuild(watchCtx, watcher, bc.Namespace, name)
+	tl, err := framework.WatchBuild(watchCtx, c, bc.Namespace, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Printf("==> kubectl archway start-build %s -n %s   (build %s for %s)\n", bc.Name, bc.Namespace, name, strings.Join(bc.Spec.Platforms, ", "))
 	tl.Created = time.Now()
 	var started bytes.Buffer
 	plugin := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &started, ErrOut: os.Stderr})
-	plugin.SetArgs([]string{"start-build", bc.Name, "-n", bc.Namespace, "--kubeconfig", b.Kubeconfig})
+	plugin.SetArgs([]string{"start-build", bc.Name, "-n", bc.Namespace, "--kubeconfig", t.kubeconfig})
 	if err := plugin.ExecuteContext(ctx); err != nil {
-		return fmt.Errorf("kubectl archway start-build: %w", err)
+		return nil, fmt.Errorf("kubectl archway start-build: %w", err)
 	}
 	fmt.Printf("    %s\n", strings.TrimSpace(started.String()))
 	table := newTable(os.Stdout, bd.Name, bc.Spec.Platforms)
@@ -160,7 +341,7 @@ func run(ctx context.Context, binDir string, keep bool) error {
 	for finished := false; !finished; {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-tl.Done():
 			finished = true
 		case <-tick.C:
@@ -168,22 +349,22 @@ func run(ctx context.Context, binDir string, keep bool) error {
 		table.draw(tl)
 	}
 	final := &buildv1.Build{}
-	if err := b.Client.Get(ctx, client.ObjectKeyFromObject(bd), final); err != nil {
-		return err
+	if err := c.Get(ctx, client.ObjectKeyFromObject(bd), final); err != nil {
+		return nil, err
 	}
 	table.draw(tl)
 	endWatch()
 	summary(final, tl)
 	if final.Status.Phase != buildv1.BuildPhaseComplete {
-		return fmt.Errorf("build %s ended %s: %s", final.Name, final.Status.Phase, final.Status.Message)
+		return final, fmt.Errorf("build %s ended %s: %s", final.Name, final.Status.Phase, final.Status.Message)
 	}
-	fmt.Printf("\nThe whole demo took %.0fs.\n", time.Since(total).Seconds())
-	if keep {
-		lookAround(env, final)
-		<-ctx.Done()
-		fmt.Println()
-	}
-	return nil
+	return final, nil
+}
+
+// indent indents every line of s by four spaces.
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return "    " + strings.Join(lines, "\n    ") + "\n"
 }
 
 // readDir reads every file under dir, by path relative to it.
@@ -340,13 +521,14 @@ func summary(b *buildv1.Build, tl *framework.Timeline) {
 	}
 }
 
-// lookAround prints how to inspect the kept bed.
-func lookAround(env *framework.Env, b *buildv1.Build) {
+// lookAround prints how to inspect the kept bed; more says where
+// archway's own logs are.
+func lookAround(b *bed.Bed, bd *buildv1.Build, more string) {
 	kubectl, err := bed.Tool("kubectl")
 	if err != nil {
 		kubectl = "kubectl"
 	}
-	sel := build.PodSelector(b.Name)
+	sel := build.PodSelector(bd.Name)
 	fmt.Printf(`
 The bed stays up until you press Ctrl-C. In another terminal:
 
@@ -358,6 +540,6 @@ The bed stays up until you press Ctrl-C. In another terminal:
     kubectl describe build %s
     curl -s http://%s/v2/demo/hello/tags/list
 
-build-controller's log: %s
-`, env.Bed.Kubeconfig, kubectl, sel, sel, b.Name, env.Bed.Registry.Host, env.ControllerLog)
+%s
+`, b.Kubeconfig, kubectl, sel, sel, bd.Name, b.Registry.Host, more)
 }
