@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -122,6 +123,11 @@ type BuildKitBuild struct {
 type BuildKitResult struct {
 	// Wall is the whole `buildctl build`, from start to exit.
 	Wall time.Duration
+	// CPU is the CPU time (user and system) of buildctl and what buildkitd
+	// spent meanwhile, with the children it waited for (runc and the build
+	// steps under it): the work of the build even when other work shares
+	// the machine, which Wall is not.
+	CPU time.Duration
 	// Platforms is, for each platform, the span from the start of its
 	// first step to the end of its last ([linux/arm64 1/2] ...), the
 	// steps that are not the platform's own (context transfer, index
@@ -167,9 +173,14 @@ func (k *BuildKit) Build(ctx context.Context, b BuildKitBuild) (BuildKitResult, 
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, k.buildctl, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	daemonBefore, cpuErr := k.cpu()
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
+	daemonAfter, cpuErr2 := k.cpu()
+	if err == nil {
+		err = errors.Join(cpuErr, cpuErr2)
+	}
 	if err != nil {
 		return BuildKitResult{}, fmt.Errorf("buildctl build of %s: %w\n%s\nbuildkitd:\n%s", b.Context, err, lastBytes(stdout.String()+stderr.String(), 4000), k.LogTail())
 	}
@@ -178,7 +189,34 @@ func (k *BuildKit) Build(ctx context.Context, b BuildKitBuild) (BuildKitResult, 
 		return BuildKitResult{}, fmt.Errorf("reading buildctl's progress: %w", err)
 	}
 	res.Wall = wall
+	res.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime() + daemonAfter - daemonBefore
 	return res, nil
+}
+
+// cpu returns the CPU time buildkitd has used so far, its own and that of
+// the children it waited for, from /proc/PID/stat: utime, stime, cutime
+// and cstime, in USER_HZ ticks (100 a second on Linux).
+func (k *BuildKit) cpu() (time.Duration, error) {
+	path := fmt.Sprintf("/proc/%d/stat", k.cmd.Process.Pid)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("buildkitd's CPU time: %w", err)
+	}
+	// The command name, in parentheses, may hold spaces: fields count from
+	// after it, where utime, the 14th field, is the 12th.
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(fields) < 15 {
+		return 0, fmt.Errorf("%s has %d fields after the name", path, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:15] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100, nil
 }
 
 // readBuildKitProgress folds buildctl's rawjson progress (a stream of

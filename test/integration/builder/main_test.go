@@ -75,6 +75,15 @@ func runBuilder(t testing.TB, env []string, args ...string) (string, int) {
 // runBuilderWithin is runBuilder with the builder killed after timeout.
 func runBuilderWithin(t testing.TB, timeout time.Duration, env []string, args ...string) (string, int) {
 	t.Helper()
+	out, code, _ := runBuilderMeasured(t, timeout, env, args...)
+	return out, code
+}
+
+// runBuilderMeasured is runBuilderWithin that also returns the CPU time
+// (user and system) of the builder and every process it waited for: its
+// re-executions, the OCI runtime and the build steps.
+func runBuilderMeasured(t testing.TB, timeout time.Duration, env []string, args ...string) (string, int, time.Duration) {
+	t.Helper()
 	bin, err := builderBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +104,7 @@ func runBuilderWithin(t testing.TB, timeout time.Duration, env []string, args ..
 	case err != nil:
 		t.Fatalf("running builder %v: %v\n%s", args, err, out.String())
 	}
-	return out.String(), code
+	return out.String(), code, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 // writeContext writes a build context with the given Dockerfile.
