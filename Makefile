@@ -119,14 +119,16 @@ images: ## Build and push the build-controller and builder images for PLATFORMS 
 # make release-manifests REGISTRY=quay.io/me TAG=v0.1.0 after make images with
 # the same REGISTRY and TAG: RELEASE_OUT is manifests/default with every image
 # pinned by the digest of the index pushed (and RELEASE_OUT/emulation,
-# manifests/emulation pinned). RELEASE_FLAGS: e.g. --authfile FILE.
+# manifests/emulation pinned). RELEASE_BASE: default, cert-manager or openshift.
+# RELEASE_FLAGS: e.g. --authfile FILE.
 RELEASE_OUT ?= manifests/release
 RELEASE_FLAGS ?=
+RELEASE_BASE ?= default
 
 .PHONY: release-manifests
 release-manifests: ## Write RELEASE_OUT: the install overlay with every image pinned by digest (after make images).
 	go run -tags "$(BUILD_TAGS)" ./hack/release-manifests --registry "$(REGISTRY)" --tag "$(TAG)" \
-		--platforms "$(PLATFORMS)" --out "$(RELEASE_OUT)" $(RELEASE_FLAGS)
+		--platforms "$(PLATFORMS)" --base "$(RELEASE_BASE)" --out "$(RELEASE_OUT)" $(RELEASE_FLAGS)
 
 .PHONY: generate
 generate: ## Generate deepcopy code, apply configurations, CRDs and RBAC with controller-gen.

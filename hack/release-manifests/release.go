@@ -49,6 +49,9 @@ type Options struct {
 	Platforms []string
 	// Out is the directory written; Manifests is archway's manifests/.
 	Out, Manifests string
+	// Base is the install the overlay pins: default, cert-manager or
+	// openshift (a directory of Manifests with the install's sortOptions).
+	Base string
 	// System is the registry's access (credentials, TLS).
 	System *types.SystemContext
 }
@@ -107,7 +110,7 @@ func Write(ctx context.Context, opts Options) (*Result, error) {
 	if err := replaceable(out); err != nil {
 		return nil, err
 	}
-	files, err := render(manifests, out, opts.Registry, opts.Tag, byName)
+	files, err := render(manifests, opts.Base, out, opts.Registry, opts.Tag, byName)
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +166,8 @@ func validate(opts *Options) error {
 		return errors.New("--platforms is empty")
 	case opts.Out == "":
 		return errors.New("--out is empty")
+	case opts.Base == "":
+		opts.Base = "default"
 	}
 	if !anchoredTag.MatchString(opts.Tag) {
 		return fmt.Errorf("--tag %q is not a valid image tag (up to 128 letters, digits, '_', '.', '-', not starting with '.' or '-')", opts.Tag)
@@ -185,7 +190,32 @@ func validate(opts *Options) error {
 	if _, err := os.Stat(filepath.Join(opts.Manifests, "default", "kustomization.yaml")); err != nil {
 		return fmt.Errorf("--manifests %s is not archway's manifests directory (run from the repository's root): %w", opts.Manifests, err)
 	}
+	if _, err := installOf(opts.Manifests, opts.Base); err != nil {
+		return err
+	}
 	return nil
+}
+
+// installOf reads the kustomization of the install base (a directory
+// name in manifests) and refuses anything but an install: a plain name of
+// a kustomization that sets the install's delete order.
+func installOf(manifests, base string) (*ktypes.Kustomization, error) {
+	const want = "default, cert-manager, openshift or an overlay of yours in manifests/ with default's sortOptions"
+	if base != filepath.Base(base) || base == "." || base == ".." || base == "release" {
+		return nil, fmt.Errorf("--base %q is not a directory name of manifests/: %s", base, want)
+	}
+	data, err := os.ReadFile(filepath.Join(manifests, base, "kustomization.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("--base %q: %w (%s)", base, err, want)
+	}
+	var k ktypes.Kustomization
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("manifests/%s/kustomization.yaml: %w", base, err)
+	}
+	if k.Kind == ktypes.ComponentKind || k.SortOptions == nil {
+		return nil, fmt.Errorf("--base %q is not an install (no sortOptions, which kubectl delete -k needs): %s", base, want)
+	}
+	return &k, nil
 }
 
 // replaceable refuses an output directory this did not write.
@@ -269,7 +299,7 @@ func resolve(ctx context.Context, sys *types.SystemContext, tagged string, want 
 
 // render returns the overlays' files by path under out: kustomization.yaml
 // and config.yaml (manifests/default) and emulation/kustomization.yaml.
-func render(manifests, out, registry, tag string, imgs map[string]Image) (map[string][]byte, error) {
+func render(manifests, base, out, registry, tag string, imgs map[string]Image) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	rel := func(from, to string) (string, error) {
 		r, err := filepath.Rel(from, to)
@@ -283,11 +313,11 @@ func render(manifests, out, registry, tag string, imgs map[string]Image) (map[st
 
 	// The configuration file with the builder pinned.
 	cfgPath := filepath.Join(manifests, "build-controller", "config.yaml")
-	base, err := os.ReadFile(cfgPath)
+	cfgData, err := os.ReadFile(cfgPath)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := setBuilderImage(base, imgs["builder"].Pinned())
+	cfg, err := setBuilderImage(cfgData, imgs["builder"].Pinned())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
@@ -296,17 +326,13 @@ func render(manifests, out, registry, tag string, imgs map[string]Image) (map[st
 	}
 	files["config.yaml"] = cfg
 
-	// manifests/default's order, which kubectl delete -k relies on: sort
+	// The install's order, which kubectl delete -k relies on: sort
 	// options apply to the kustomization built, not to its bases.
-	defData, err := os.ReadFile(filepath.Join(manifests, "default", "kustomization.yaml"))
+	def, err := installOf(manifests, base)
 	if err != nil {
 		return nil, err
 	}
-	var def ktypes.Kustomization
-	if err := yaml.Unmarshal(defData, &def); err != nil {
-		return nil, fmt.Errorf("manifests/default/kustomization.yaml: %w", err)
-	}
-	defRel, err := rel(out, filepath.Join(manifests, "default"))
+	defRel, err := rel(out, filepath.Join(manifests, base))
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +351,7 @@ func render(manifests, out, registry, tag string, imgs map[string]Image) (map[st
 		SortOptions: def.SortOptions,
 	}
 	if files["kustomization.yaml"], err = kustomization(k, fmt.Sprintf(`%s REGISTRY=%s TAG=%s.
-# archway's install (manifests/default) with every image pinned by the
+# archway's install (manifests/%s) with every image pinned by the
 # digest of the index make images pushed:
 #   %s
 #   %s (build pods: config.yaml, a copy of
@@ -333,7 +359,7 @@ func render(manifests, out, registry, tag string, imgs map[string]Image) (map[st
 # Install: kubectl apply --server-side -k manifests/crd, then this
 # directory (see the README's "Install on a cluster"). emulation/ is
 # manifests/emulation pinned the same way.
-`, generatedMarker, registry, tag,
+`, generatedMarker, registry, tag, base,
 		controller.Pinned(), imgs["builder"].Pinned())); err != nil {
 		return nil, err
 	}
@@ -420,7 +446,10 @@ func mapValue(m *yamlv3.Node, key string) *yamlv3.Node {
 // image and every image of build-controller's configuration file is one
 // of pinned.
 func verify(dir string, pinned []string) error {
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	o := krusty.MakeDefaultOptions()
+	// The kustomization's sortOptions order it.
+	o.Reorder = krusty.ReorderOptionUnspecified
+	k := krusty.MakeKustomizer(o)
 	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return fmt.Errorf("kustomize build: %w", err)

@@ -40,7 +40,13 @@ func repoManifests(t *testing.T) string {
 // renderTo renders the overlays into out.
 func renderTo(t *testing.T, manifests, out string, imgs map[string]Image) {
 	t.Helper()
-	files, err := render(manifests, out, "registry.example.com/archway", "v1", imgs)
+	renderBase(t, manifests, "default", out, imgs)
+}
+
+// renderBase renders the overlays of the install base into out.
+func renderBase(t *testing.T, manifests, base, out string, imgs map[string]Image) {
+	t.Helper()
+	files, err := render(manifests, base, out, "registry.example.com/archway", "v1", imgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +80,21 @@ func TestVerify(t *testing.T) {
 	for _, dir := range []string{out, filepath.Join(out, "emulation")} {
 		if err := verify(dir, pinnedOf(imgs)); err != nil {
 			t.Errorf("%s: %v", dir, err)
+		}
+	}
+
+	// The other installs pin the same way.
+	for _, base := range []string{"cert-manager", "openshift"} {
+		dir := filepath.Join(t.TempDir(), "release-"+base)
+		renderBase(t, manifests, base, dir, imgs)
+		if err := verify(dir, pinnedOf(imgs)); err != nil {
+			t.Errorf("--base %s: %v", base, err)
+		}
+	}
+	// Anything but an install is refused.
+	for _, base := range []string{"../manifests", "crd", "placement", "release", "nothing", ""} {
+		if _, err := render(manifests, base, filepath.Join(t.TempDir(), "x"), "r", "v1", imgs); err == nil {
+			t.Errorf("--base %q: no error", base)
 		}
 	}
 

@@ -64,6 +64,29 @@ func TestReleaseManifests(t *testing.T) {
 	k, _ := os.ReadFile(filepath.Join(out, "kustomization.yaml"))
 	t.Logf("%s/kustomization.yaml:\n%s", out, k)
 
+	t.Run("cert-manager and openshift", func(t *testing.T) {
+		// Their kinds, mapped by the stand-in CRDs TestManifestsDryRun uses.
+		kubectl, err := bed.Tool("kubectl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stubs := filepath.Join(bed.RepoRoot(), "test", "integration", "api", "testdata", "overlay-crds.yaml")
+		if msg, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", testBed.Kubeconfig, "apply", "-f", stubs).CombinedOutput(); err != nil {
+			t.Fatalf("stand-in CRDs: %v\n%s", err, msg)
+		}
+		if msg, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", testBed.Kubeconfig, "wait", "--for=condition=Established", "--timeout=30s",
+			"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/routes.route.openshift.io").CombinedOutput(); err != nil {
+			t.Fatalf("stand-in CRDs not established: %v\n%s", err, msg)
+		}
+		for _, base := range []string{"cert-manager", "openshift"} {
+			dir := filepath.Join(t.TempDir(), "release")
+			if msg, err := runRelease(ctx, gen, registry, "v1", dir, "--base", base); err != nil {
+				t.Fatalf("release-manifests --base %s: %v\n%s", base, err, msg)
+			}
+			checkRelease(t, registry, "v1", dir)
+		}
+	})
+
 	t.Run("bad input writes nothing", func(t *testing.T) {
 		// A single image where an index belongs.
 		if _, err := testBed.PushBasePlatform(ctx, testBed.Registry, testBed.Registry.Host+"/single/builder:v1", "linux/amd64"); err != nil {
@@ -84,6 +107,8 @@ func TestReleaseManifests(t *testing.T) {
 			{"platform missing", registry, "v1", []string{"--platforms", "linux/amd64,linux/riscv64"}, "has no image for linux/riscv64"},
 			{"bad tag", registry, "v1:x", nil, "is not a valid image tag"},
 			{"no registry", "", "v1", nil, "--registry is required"},
+			{"not an install", registry, "v1", []string{"--base", "crd"}, "is not an install"},
+			{"not in manifests", registry, "v1", []string{"--base", "../test"}, "is not a directory name of manifests/"},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				for _, dir := range []string{out, filepath.Join(t.TempDir(), "new")} {
