@@ -112,11 +112,16 @@ type Run struct {
 func (d *Run) Do(ctx context.Context) error {
 	d.tail = &tailBuffer{max: logTailBytes}
 	d.log = io.MultiWriter(d.Out, d.tail)
-	if err := d.Reporter.Running(ctx); err != nil {
-		printf(d.log, "Warning: %v\n", err)
-	}
+	// Running is recorded while the build starts (it waits on nothing the
+	// build does), and before the outcome: Complete or Failed is only
+	// applied once Running was.
+	running := make(chan error, 1)
+	go func() { running <- d.Reporter.Running(ctx) }()
 	res, buildErr := d.run(ctx)
 	d.removeBinaryInput(ctx)
+	if err := <-running; err != nil {
+		printf(d.log, "Warning: %v\n", err)
+	}
 	if buildErr != nil {
 		return d.fail(ctx, buildErr)
 	}
@@ -204,23 +209,43 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		}
 		defer func() { _ = os.RemoveAll(workDir) }()
 	}
-	b, err := d.newBuilder(imagebuild.Config{
-		WorkDir:            filepath.Join(workDir, "buildah"),
-		StorageDir:         d.Options.StorageDir,
-		StorageDriver:      d.Options.StorageDriver,
-		InsecureRegistries: d.Options.InsecureRegistries,
-	})
-	if err != nil {
+	// The image builder (its container store) is opened while the source
+	// is fetched: neither needs the other. Until it is open, temporary
+	// files go to the work directory (a pod's root file system is
+	// read-only).
+	fetchTmp := filepath.Join(workDir, "tmp")
+	if err := os.MkdirAll(fetchTmp, 0o700); err != nil {
 		return report.Result{}, err
 	}
+	if err := os.Setenv("TMPDIR", fetchTmp); err != nil {
+		return report.Result{}, err
+	}
+	type opened struct {
+		b   ImageBuilder
+		err error
+	}
+	opening := make(chan opened, 1)
+	go func() {
+		b, err := d.newBuilder(imagebuild.Config{
+			WorkDir:            filepath.Join(workDir, "buildah"),
+			StorageDir:         d.Options.StorageDir,
+			StorageDriver:      d.Options.StorageDriver,
+			InsecureRegistries: d.Options.InsecureRegistries,
+		})
+		opening <- opened{b, err}
+	}()
+	builder := sync.OnceValues(func() (ImageBuilder, error) {
+		o := <-opening
+		return o.b, o.err
+	})
+	// Whatever happens to the fetch, the builder is waited for and closed.
 	defer func() {
-		if err := b.Close(); err != nil {
-			printf(d.log, "Warning: %v\n", err)
+		if b, err := builder(); err == nil {
+			if err := b.Close(); err != nil {
+				printf(d.log, "Warning: %v\n", err)
+			}
 		}
 	}()
-	if err := os.Setenv("TMPDIR", b.TempDir()); err != nil {
-		return report.Result{}, err
-	}
 
 	// Fetch the source.
 	fetchStart := time.Now()
@@ -267,6 +292,13 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	}
 	if rev := fetched.Revision; rev != nil && rev.Git != nil {
 		printf(d.log, "Checked out %s (%s)\n", rev.Git.Commit, firstLine(rev.Git.Message))
+	}
+	b, err := builder()
+	if err != nil {
+		return report.Result{}, err
+	}
+	if err := os.Setenv("TMPDIR", b.TempDir()); err != nil {
+		return report.Result{}, err
 	}
 
 	// Build, push, read back.

@@ -3,6 +3,7 @@ package dockerbuild
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,9 +32,22 @@ type reporter struct {
 	failure  *report.Failure
 	// completeErr fails Complete.
 	completeErr error
+	// runningWait, when set, holds Running until it is closed, or for
+	// 10 s, after which Running is recorded as "Running (waited)".
+	runningWait chan struct{}
 }
 
 func (r *reporter) Running(context.Context) error {
+	if r.runningWait != nil {
+		select {
+		case <-r.runningWait:
+		case <-time.After(10 * time.Second):
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.calls = append(r.calls, "Running (waited)")
+			return nil
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "Running")
@@ -115,6 +129,8 @@ func newRun(t *testing.T, b *buildv1.Build, ib *builder) (*Run, *reporter, *stri
 		t.Fatal(err)
 	}
 	rep, out := &reporter{}, &strings.Builder{}
+	// A run points TMPDIR into its work directory, which the test removes.
+	t.Setenv("TMPDIR", os.TempDir())
 	termination := filepath.Join(t.TempDir(), "termination-log")
 	if err := os.WriteFile(termination, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -368,5 +384,67 @@ func TestRunRemovesBinaryInput(t *testing.T) {
 				t.Errorf("untagged %v, want %v; log:\n%s", untagged, tt.want, out)
 			}
 		})
+	}
+}
+
+// TestRunStartsConcurrently checks that a build pod does not wait for one
+// start-up step to begin the next: the Running report, the opening of the
+// image builder (its container store) and the source fetch run at once
+// (each of the three is held here until the others have begun), and the
+// outcome is still reported after Running, the builder closed.
+func TestRunStartsConcurrently(t *testing.T) {
+	ib := &builder{}
+	run, rep, out := newRun(t, dockerfileBuild(), ib)
+	fetching, opening := make(chan struct{}), make(chan struct{})
+	rep.runningWait = fetching
+	waitFor := func(ch chan struct{}, what string) error {
+		select {
+		case <-ch:
+			return nil
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("%s did not begin while this step waited: the start-up steps run one after the other", what)
+		}
+	}
+	run.NewBuilder = func(imagebuild.Config) (ImageBuilder, error) {
+		close(opening)
+		if err := waitFor(fetching, "the source fetch"); err != nil {
+			return nil, err
+		}
+		return ib, nil
+	}
+	run.Fetch = func(ctx context.Context, opts source.Options, dir string) (source.Fetched, error) {
+		close(fetching)
+		if err := waitFor(opening, "the opening of the image builder"); err != nil {
+			return source.Fetched{}, err
+		}
+		return fetched(ctx, opts, dir)
+	}
+	if err := run.Do(context.Background()); err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+	if strings.Join(rep.calls, ",") != "Running,Complete" {
+		t.Fatalf("reported %v, want Running then Complete", rep.calls)
+	}
+	if !ib.closed {
+		t.Error("the image builder was not closed")
+	}
+}
+
+// TestRunFetchFailsBuilderClosed checks that a failed fetch still waits for
+// the image builder opened beside it and closes it (its store holds
+// mounts), and reports Failed after Running.
+func TestRunFetchFailsBuilderClosed(t *testing.T) {
+	ib := &builder{}
+	b := dockerfileBuild()
+	b.Spec.Source.Dockerfile = nil
+	run, rep, out := newRun(t, b, ib)
+	if err := run.Do(context.Background()); err == nil {
+		t.Fatalf("Do succeeded without a source:\n%s", out)
+	}
+	if strings.Join(rep.calls, ",") != "Running,Failed" {
+		t.Fatalf("reported %v, want Running then Failed", rep.calls)
+	}
+	if !ib.closed {
+		t.Error("the image builder opened beside the failed fetch was not closed")
 	}
 }
