@@ -260,7 +260,15 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, &StageError{Stage: StageBuild, Err: contextErr(ctx, err)}
 	}
 	if key != "" {
-		b.saveResult(key, resultRecord{ImageID: id})
+		// The context was digested before the build read it: a file
+		// changed meanwhile may be in the image, so the result is kept
+		// only when the context is still what was digested.
+		if after, err := resultKey(req, content, target, resolved); err != nil || after != key {
+			_, _ = fmt.Fprintf(out, "The build context changed during the build: its image is not kept for reuse\n")
+			key = ""
+		} else {
+			b.saveResult(key, resultRecord{ImageID: id})
+		}
 	}
 	return Result{ImageID: id, Platform: target, Duration: time.Since(start), resultKey: key}, nil
 }

@@ -1,8 +1,11 @@
 package builder_test
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,4 +139,49 @@ func copyIndex(t *testing.T, src, dest string) {
 	}); err != nil {
 		t.Fatalf("copying %s to %s: %v", src, dest, err)
 	}
+}
+
+// TestBuildContextChangedDuringBuild changes a copied file while a build
+// runs, after the build digested its inputs and before its COPY reads the
+// file: the image may hold the new content, so it must not be kept under
+// the digest of the old, and a build of the old content afterwards builds.
+func TestBuildContextChangedDuringBuild(t *testing.T) {
+	g := NewWithT(t)
+	ctxDir := writeContext(t, "ARG BASE\nFROM $BASE\nRUN sleep 3\nCOPY a.txt /a.txt\n")
+	file := filepath.Join(ctxDir, "a.txt")
+	g.Expect(os.WriteFile(file, []byte("old\n"), 0o644)).To(Succeed())
+	work := t.TempDir()
+	bin, err := builderBinary()
+	g.Expect(err).NotTo(HaveOccurred())
+	args := []string{"build", "--platform", "linux/amd64", "--build-arg", "BASE=" + theBed.BaseImage,
+		"--work-dir", work, "-t", theBed.Registry.Host + "/it/reuse-race:v1", ctxDir}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	g.Expect(cmd.Start()).To(Succeed())
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait(); _ = pw.Close() }()
+	var log strings.Builder
+	changed := false
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if !changed && strings.Contains(sc.Text(), "RUN sleep 3") {
+			// The step runs for three seconds; the COPY comes after it.
+			g.Expect(os.WriteFile(file, []byte("new\n"), 0o644)).To(Succeed())
+			changed = true
+		}
+	}
+	g.Expect(<-waited).To(Succeed(), log.String())
+	g.Expect(changed).To(BeTrue(), log.String())
+	g.Expect(log.String()).To(ContainSubstring("The build context changed during the build"))
+
+	g.Expect(os.WriteFile(file, []byte("old\n"), 0o644)).To(Succeed())
+	args[len(args)-2] = theBed.Registry.Host + "/it/reuse-race:v2"
+	out, code := runBuilder(t, nil, args...)
+	g.Expect(code).To(Equal(0), out)
+	g.Expect(out).NotTo(ContainSubstring("Reusing image"), "the image built while the file changed is not reused for the old content")
 }
