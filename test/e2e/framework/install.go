@@ -67,6 +67,14 @@ type InstallBed struct {
 	// BuilderImage is the builder image the overlay's config names (in the
 	// bed's registry's host, never pulled: the runner maps it).
 	BuilderImage string
+	// Base is the install WriteOverlay's overlay is made of; default
+	// manifests/default. A release overlay (make release-manifests) of
+	// images pushed as <ImageRegistry>/<name> is run just the same.
+	Base string
+	// ImageRegistry is where images named as make images names them
+	// (<ImageRegistry>/build-controller, .../builder, any tag or digest)
+	// are mapped to the binaries.
+	ImageRegistry string
 }
 
 // StartInstallBed checks qemu, starts a bed for installing archway into
@@ -93,11 +101,13 @@ func StartInstallBed(ctx context.Context, bins Binaries, dir string, opts bed.Op
 	if err != nil {
 		return nil, err
 	}
-	builderImage := b.Registry.Host + "/archway/builder:install"
+	imageRegistry := b.Registry.Host + "/archway"
+	builderImage := imageRegistry + "/builder:install"
 	if _, err := b.StartPodRunner(ctx, bed.RunnerOptions{
 		Images: map[string]string{
-			ControllerRepository:          bins.Controller,
-			imageRepository(builderImage): bins.Builder,
+			ControllerRepository:                bins.Controller,
+			imageRegistry + "/build-controller": bins.Controller,
+			imageRepository(builderImage):       bins.Builder,
 		},
 		Env:             []string{"GIT_CONFIG_SYSTEM=" + gitConfig},
 		InClusterConfig: true,
@@ -106,7 +116,8 @@ func StartInstallBed(ctx context.Context, bins Binaries, dir string, opts bed.Op
 		_ = b.Stop()
 		return nil, err
 	}
-	return &InstallBed{Bed: b, BuilderImage: builderImage}, nil
+	return &InstallBed{Bed: b, BuilderImage: builderImage, ImageRegistry: imageRegistry,
+		Base: filepath.Join(bed.RepoRoot(), "manifests", "default")}, nil
 }
 
 // Kubectl runs the bed's kubectl with its kubeconfig; the error holds the
@@ -154,7 +165,7 @@ func imageRepository(ref string) string {
 	return ref
 }
 
-// WriteOverlay writes the bed's overlay of manifests/default into dir
+// WriteOverlay writes the bed's overlay of Base (manifests/default) into dir
 // (which must exist) and returns dir. It adds only what the bed needs: the
 // bed's registry and git settings in the config file, and pod-IP addresses
 // for the components' listeners, since the runner's pods share the host's
@@ -174,7 +185,7 @@ placement:
 		return "", err
 	}
 	// kustomize takes bases by relative path only.
-	base, err := filepath.Rel(dir, filepath.Join(bed.RepoRoot(), "manifests", "default"))
+	base, err := filepath.Rel(dir, ib.Base)
 	if err != nil {
 		return "", err
 	}

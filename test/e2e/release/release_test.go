@@ -1,0 +1,152 @@
+// Package release installs archway onto the bed from the release overlay
+// (make release-manifests), so that the images pinned by digest are what
+// runs: every component's pod and every build pod.
+package release
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/signature"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/e2e/framework"
+)
+
+// TestInstallRelease pushes three indexes as make images names them to the
+// bed's registry (copies of the bed's base index: the pod runner maps
+// archway's repositories to the locally built binaries, whatever the
+// image holds), writes the release overlay with make release-manifests'
+// program, installs it with kubectl through the bed's overlay of it, and
+// checks that every archway pod runs build-controller's image by its
+// index's digest, that a four-platform build completes and that its pods
+// run the builder by digest.
+func TestInstallRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs every component")
+	}
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	bins, err := framework.BuildBinaries(ctx, t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	ib, err := framework.StartInstallBed(ctx, bins, t.TempDir(), bed.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	b := ib.Bed
+	t.Cleanup(func() { _ = b.Stop() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			framework.DumpPods(t.Logf, b)
+		}
+	})
+	for _, name := range []string{"build-controller", "builder", "emulation-setup"} {
+		copyIndex(t, b, b.BaseImage, ib.ImageRegistry+"/"+name+":v1")
+	}
+	gen, err := bed.GoBuild(ctx, t.TempDir(), "./hack/release-manifests")
+	g.Expect(err).NotTo(HaveOccurred())
+	release := filepath.Join(t.TempDir(), "release")
+	cmd := exec.CommandContext(ctx, gen, "--registry", ib.ImageRegistry, "--tag", "v1", "--out", release,
+		"--manifests", filepath.Join(bed.RepoRoot(), "manifests"), "--tls-verify=false")
+	msg, err := cmd.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "%s", msg)
+	t.Logf("release-manifests:\n%s", msg)
+
+	digestOf := func(name string) string {
+		d, err := b.Registry.ManifestDigest(ctx, strings.TrimPrefix(ib.ImageRegistry, b.Registry.Host+"/")+"/"+name, "v1")
+		g.Expect(err).NotTo(HaveOccurred())
+		return ib.ImageRegistry + "/" + name + "@" + d
+	}
+	controller, builder := digestOf("build-controller"), digestOf("builder")
+	// The bed's overlay of the release: its config file replaces the
+	// release's, so it names the release's pinned builder.
+	cfgData, err := os.ReadFile(filepath.Join(release, "config.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg, err := configv1alpha1.Parse(cfgData)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cfg.Build.BuilderImage).To(Equal(builder))
+	ib.BuilderImage = cfg.Build.BuilderImage
+	ib.Base = release
+	overlay, err := ib.WriteOverlay(t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	start := time.Now()
+	g.Expect(ib.Install(ctx, overlay)).To(Succeed())
+	t.Logf("release installed, every component serving, %v after kubectl apply", time.Since(start).Round(time.Millisecond))
+
+	var pods corev1.PodList
+	g.Expect(b.Client.List(ctx, &pods, client.InNamespace(framework.InstallNamespace))).To(Succeed())
+	g.Expect(pods.Items).NotTo(BeEmpty())
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			g.Expect(c.Image).To(Equal(controller), "pod %s container %s", p.Name, c.Name)
+		}
+	}
+
+	ns, err := b.CreateNamespace(ctx, "build")
+	g.Expect(err).NotTo(HaveOccurred())
+	uri, err := framework.GitRepo(filepath.Join(t.TempDir(), "repo"), map[string]string{
+		"Dockerfile": "FROM " + b.BaseImage + "\nRUN uname -m > /machine\n",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}}
+	bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: uri, Ref: "main"}}
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
+	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: b.Registry.Host + "/release-test/hello:v1"}
+	bc.Spec.Platforms = framework.Platforms
+	g.Expect(b.Client.Create(ctx, bc)).To(Succeed())
+	started, err := framework.StartBuild(ctx, b.Client, bc)
+	g.Expect(err).NotTo(HaveOccurred())
+	done := &buildv1.Build{}
+	g.Expect(bed.WaitFor(ctx, b.Client, client.ObjectKeyFromObject(started), done, func(b *buildv1.Build) bool {
+		return b.Status.Phase.IsTerminal()
+	})).To(Succeed())
+	g.Expect(done.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s", done.Status.Message)
+	t.Logf("kubectl apply -k of the release to a four-platform build complete: %v", time.Since(start).Round(time.Millisecond))
+	var buildPods corev1.PodList
+	g.Expect(b.Client.List(ctx, &buildPods, client.InNamespace(ns), client.MatchingLabels{buildv1.BuildLabel: build.LabelValue(done.Name)})).To(Succeed())
+	g.Expect(buildPods.Items).To(HaveLen(5), "four platforms and the index")
+	for _, p := range buildPods.Items {
+		for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			g.Expect(c.Image).To(Equal(builder), "build pod %s container %s", p.Name, c.Name)
+		}
+	}
+}
+
+// copyIndex pushes the whole index src (a bed registry reference) as dst.
+func copyIndex(t *testing.T, b *bed.Bed, src, dst string) {
+	t.Helper()
+	srcRef, err := docker.ParseReference("//" + src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstRef, err := docker.ParseReference("//" + dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := signature.NewPolicyContext(&signature.Policy{Default: signature.PolicyRequirements{signature.NewPRInsecureAcceptAnything()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = policy.Destroy() }()
+	if _, err := copy.Image(t.Context(), policy, dstRef, srcRef, &copy.Options{
+		ImageListSelection: copy.CopyAllImages,
+		PreserveDigests:    true,
+		SourceCtx:          b.Registry.SystemContext(),
+		DestinationCtx:     b.Registry.SystemContext(),
+	}); err != nil {
+		t.Fatalf("copying %s to %s: %v", src, dst, err)
+	}
+}
