@@ -289,8 +289,8 @@ func (r buildVsBuildKit) print(w io.Writer) {
 		r    archwayRun
 	}{{"cold", r.archwayCold}, {"warm", r.archwayWarm}} {
 		o := run.r.overhead
-		fmt.Fprintf(&sb, "archway %s: fan-out %s, scheduling %s, pod start %s, longest platform pod %s, last platform noticed %s, manifest-list pod %s\n",
-			run.name, s(o.FanOut), s(o.Scheduling), s(o.PodStart), s(o.LongestRun), s(o.Noticed), s(o.ManifestList))
+		fmt.Fprintf(&sb, "archway %s: fan-out %s (Build created and seen %s), scheduling %s, pod start %s, longest platform pod %s, last platform noticed %s, manifest-list pod %s\n",
+			run.name, s(o.FanOut), s(o.Created), s(o.Scheduling), s(o.PodStart), s(o.LongestRun), s(o.Noticed), s(o.ManifestList))
 		for _, p := range framework.Platforms {
 			fmt.Fprintf(&sb, "  %-14s", p)
 			for _, ph := range run.r.phases[p] {

@@ -42,12 +42,13 @@ type Timeline struct {
 	// before the create call).
 	Created time.Time
 
-	mu       sync.Mutex
-	pods     map[string]*PodTimes
-	entries  map[string]time.Time // platform entry first seen terminal
-	build    *buildv1.Build
-	terminal time.Time
-	done     chan struct{}
+	mu        sync.Mutex
+	buildSeen time.Time // the Build's first watch event
+	pods      map[string]*PodTimes
+	entries   map[string]time.Time // platform entry first seen terminal
+	build     *buildv1.Build
+	terminal  time.Time
+	done      chan struct{}
 }
 
 // WatchBuild starts watching the pods and the Build ns/name until ctx ends
@@ -80,6 +81,9 @@ func WatchBuild(ctx context.Context, c client.WithWatch, ns, name string) (*Time
 				continue
 			}
 			tl.mu.Lock()
+			if tl.buildSeen.IsZero() {
+				tl.buildSeen = time.Now()
+			}
 			tl.build = b.DeepCopy()
 			for _, e := range b.Status.Platforms {
 				if _, seen := tl.entries[e.Platform]; !seen && e.Phase.IsTerminal() {
@@ -161,6 +165,10 @@ type Overhead struct {
 	// Wall is Build creation to Complete; LongestRun the longest platform
 	// pod's own run (Running to finished).
 	Wall, LongestRun time.Duration
+	// Created is the part of FanOut before the Build was first seen: the
+	// start of the build (instantiate, when started from a BuildConfig)
+	// and the watch's delivery.
+	Created time.Duration
 	// FanOut is creation to all platform pods created; Scheduling to all
 	// bound; PodStart to all running; Noticed is the last platform pod
 	// finishing to the manifest-list pod's creation; ManifestList that pod's
@@ -202,6 +210,9 @@ func (tl *Timeline) Overhead(buildName string, platforms []string) (Overhead, er
 	}
 	o.Wall = tl.terminal.Sub(tl.Created)
 	o.FanOut = created.Sub(tl.Created)
+	if !tl.buildSeen.IsZero() {
+		o.Created = tl.buildSeen.Sub(tl.Created)
+	}
 	o.Scheduling = bound.Sub(created)
 	o.PodStart = running.Sub(bound)
 	o.Noticed = ml.Created.Sub(finished)
