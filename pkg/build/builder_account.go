@@ -20,11 +20,10 @@ const BuilderClusterRole = "archway-builder"
 
 // Each namespace that runs builds gets the builder service account and the
 // RoleBinding of archway-builder to it, made by the controller when
-// missing; binding a ClusterRole needs bind on it (RBAC's escalation
-// check), granted for archway-builder alone.
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=create
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=create
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=archway-builder
+// missing. RBAC's escalation check lets build-controller create that
+// RoleBinding because it holds every permission of archway-builder: keep
+// manifests/build-controller/rbac/role.yaml a superset of builder_role.yaml
+// (TestInstall in test/e2e/install fails otherwise).
 
 // BuilderAccount is what a namespace needs for its build pods to run as the
 // builder service account: the service account, and a RoleBinding of

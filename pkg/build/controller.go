@@ -31,30 +31,9 @@ import (
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 )
 
-// The Build controller's permissions, each with its reason.
-//
-// Builds are watched, and patched for the annotations it records (the
-// pod the manifest list runs in, the resolved platforms).
-// +kubebuilder:rbac:groups=build.openshift.io,resources=builds,verbs=get;list;watch;patch
-// The phase, per-platform entries and summaries are the controller's part
-// of the status (server-side apply, and updates for cancellation).
-// +kubebuilder:rbac:groups=build.openshift.io,resources=builds/status,verbs=get;patch;update
-// Build pods are owned by their Build with blockOwnerDeletion, which the
-// apiserver allows only to who may update the owner's finalizers.
-// +kubebuilder:rbac:groups=build.openshift.io,resources=builds/finalizers,verbs=update
-// One pod per platform and the manifest-list pod are created, followed, and
-// deleted when the Build is cancelled or pruned.
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// Nodes' architectures resolve a Build's platforms and fail fast a platform
-// no node can build.
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// A Build waits for its push secret to exist (read one by one from the
-// apiserver, never listed nor cached; its value is never used).
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// Events on Builds (events.k8s.io), and the leader election's on its Lease
-// (core events).
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/build-controller/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).
 
 // podOwnerIndex indexes pods by the UID of the Build that controls them.
 const podOwnerIndex = "archway.build.owner-uid"

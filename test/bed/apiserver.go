@@ -53,6 +53,22 @@ func (b *Bed) startAPIServer(opts Options) error {
 	if cfg := filepath.Join(repoRoot(), "manifests", "podsecurity", "admission-configuration.yaml"); fileExists(cfg) {
 		b.env.ControlPlane.GetAPIServer().Configure().Append("admission-control-config-file", cfg)
 	}
+	if opts.OwnerReferencesPermissionEnforcement {
+		b.env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	}
+	if opts.AuditServiceAccounts {
+		policy := filepath.Join(b.Dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			return err
+		}
+		b.AuditLogPath = filepath.Join(b.Dir, "audit.log")
+		b.env.ControlPlane.GetAPIServer().Configure().
+			Set("audit-policy-file", policy).
+			Set("audit-log-path", b.AuditLogPath).
+			// Each event is written by the request's handler, not queued.
+			Set("audit-log-mode", "blocking").
+			Set("audit-log-format", "json")
+	}
 	cfg, err := b.env.Start()
 	if err != nil {
 		return fmt.Errorf("%w (binaries from %s; `make tools` builds them)", err, assets)
@@ -81,6 +97,18 @@ func (b *Bed) startAPIServer(opts Options) error {
 	}
 	return nil
 }
+
+// auditPolicy logs the metadata of service accounts' requests (user, verb,
+// resource, name, response code) once each has been answered (a watch also
+// when it starts).
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
+- level: None
+`
 
 func fileExists(path string) bool {
 	st, err := os.Stat(path)

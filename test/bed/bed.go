@@ -57,6 +57,15 @@ type Options struct {
 	// Dir holds logs, kubeconfig and registry data; empty means a new
 	// temporary directory, removed by Stop.
 	Dir string
+	// AuditServiceAccounts makes the apiserver write an audit log
+	// (Bed.AuditLogPath, one JSON event per line, level Metadata) of every
+	// request made by a service account: who asked for what, and whether
+	// it was allowed.
+	AuditServiceAccounts bool
+	// OwnerReferencesPermissionEnforcement turns on the admission plugin of
+	// that name (on in OpenShift): setting blockOwnerDeletion on an owner
+	// reference needs update on the owner's finalizers.
+	OwnerReferencesPermissionEnforcement bool
 	// Log receives the one-line summary and progress; nil means os.Stderr.
 	Log io.Writer
 }
@@ -86,6 +95,9 @@ type Bed struct {
 	// Runner is the pod runner started by Options.Runner or the latest
 	// StartPodRunner (nil without one).
 	Runner *Runner
+	// AuditLogPath is the apiserver's audit log (Options.AuditServiceAccounts;
+	// empty without it).
+	AuditLogPath string
 
 	env     *envtest.Environment
 	kwok    *process

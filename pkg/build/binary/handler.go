@@ -30,14 +30,9 @@ import (
 	"github.com/archway-build/archway/pkg/registry"
 )
 
-// The binary-build endpoint's permissions (starting a Build adds
-// instantiate's): who sends an upload (TokenReview) and whether they may
-// (SubjectAccessReview); the BuildConfig, and its push secret, read one by
-// one and never cached, to store the upload in the output repository.
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
-// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-// +kubebuilder:rbac:groups=build.openshift.io,resources=buildconfigs,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/build-triggers/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).
 
 // Pattern is the path of the binary-build endpoint, OpenShift's subresource
 // of a BuildConfig, as an http.ServeMux pattern.

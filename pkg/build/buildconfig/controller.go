@@ -18,15 +18,9 @@ import (
 	"github.com/archway-build/archway/pkg/build/instantiate"
 )
 
-// The BuildConfig controller's permissions (starting a Build adds
-// instantiate's): BuildConfigs are watched for ConfigChange triggers, and
-// their status.lastVersion follows the newest Build; Builds are watched to
-// honour runPolicy, deleted beyond the history limits, and cancelled
-// (status.cancelled) when SerialLatestOnly skips them.
-// +kubebuilder:rbac:groups=build.openshift.io,resources=buildconfigs,verbs=get;list;watch
-// +kubebuilder:rbac:groups=build.openshift.io,resources=buildconfigs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=build.openshift.io,resources=builds,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups=build.openshift.io,resources=builds/status,verbs=patch
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/build-controller/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).
 
 // Options tune the controller.
 type Options struct {

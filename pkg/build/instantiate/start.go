@@ -23,19 +23,10 @@ var ErrPaused = errors.New("the BuildConfig is paused (annotation " + buildv1.Bu
 // BuildConfig's status.lastVersion.
 var ErrLastVersionMismatch = errors.New("the BuildConfig has started other builds meanwhile")
 
-// What every process that starts Builds needs (the buildconfig controller
-// and the trigger endpoint): the BuildConfig read live, its
-// status.lastVersion raised before the Build of that number is created.
-// +kubebuilder:rbac:groups=build.openshift.io,resources=buildconfigs,verbs=get
-// +kubebuilder:rbac:groups=build.openshift.io,resources=buildconfigs/status,verbs=update
-// +kubebuilder:rbac:groups=build.openshift.io,resources=builds,verbs=create
-//
-// The build strategy policy (manifests/authorization) checks the creator of
-// every Build: create on builds/<strategy>, and use of the Build's service
-// account when it is not builder (the BuildConfig's author was checked for
-// both when the BuildConfig was written).
-// +kubebuilder:rbac:groups=build.openshift.io,resources=builds/docker;builds/source,verbs=create
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=use
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/build-controller/rbac/role.yaml and
+// manifests/build-triggers/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).
 
 // Starter starts Builds from BuildConfigs.
 //

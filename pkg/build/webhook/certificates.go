@@ -7,9 +7,6 @@ package webhook
 // that trusts or terminates it.
 const CertSecretName = "archway-build-triggers-tls" //nolint:gosec // G101: a Secret's name, not a credential.
 
-// The RBAC of --cert-management=internal: cert-controller watches the
-// Secrets of archway's namespace and updates only this one, and
-// build-controller reads it at start.
-//
-// +kubebuilder:rbac:groups="",namespace=archway-system,resources=secrets,verbs=list;watch
-// +kubebuilder:rbac:groups="",namespace=archway-system,resources=secrets,verbs=get;update,resourceNames=archway-build-triggers-tls
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/build-triggers/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).

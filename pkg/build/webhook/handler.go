@@ -38,12 +38,9 @@ import (
 	"github.com/archway-build/archway/pkg/build/instantiate"
 )
 
-// The trigger endpoint's permissions (starting a Build adds instantiate's):
-// the BuildConfig a delivery names, and the Secret its trigger names, whose
-// WebHookSecretKey the delivery's secret must equal (read one by one, never
-// listed nor cached).
-// +kubebuilder:rbac:groups=build.openshift.io,resources=buildconfigs,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/build-triggers/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).
 
 // PathPrefix is the part of the webhook path before the namespace; a server
 // routes everything under it to the Handler.

@@ -19,13 +19,6 @@ func WebhookConfigurations() []webhookcert.Configuration {
 	}
 }
 
-// The RBAC of --cert-management=internal (pkg/webhookcert): cert-controller
-// watches the webhook configurations (a watch cannot name one) and the
-// Secrets of archway's namespace, updates only this component's own, and
-// build-controller reads its Secret at start.
-//
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=list;watch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;update,resourceNames=archway-scheduling-policy
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;update,resourceNames=archway-scheduling-policy-validation
-// +kubebuilder:rbac:groups="",namespace=archway-system,resources=secrets,verbs=list;watch
-// +kubebuilder:rbac:groups="",namespace=archway-system,resources=secrets,verbs=get;update,resourceNames=archway-scheduling-policy-webhook-tls
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/scheduling/policy/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).

@@ -15,11 +15,9 @@ import (
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 )
 
-// The RBAC the webhook needs, generated into manifests/rbac.
-//
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kupid.gardener.cloud,resources=podschedulingpolicies;clusterpodschedulingpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kupid.gardener.cloud,resources=podschedulingpolicies/status;clusterpodschedulingpolicies/status,verbs=get;patch;update
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/scheduling/policy/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).
 
 // DefaultStatusFlushInterval is how often each replica adds what it counted
 // to the policies' status: at most one write per policy per interval.

@@ -15,12 +15,6 @@ func WebhookConfigurations() []webhookcert.Configuration {
 	return []webhookcert.Configuration{{Kind: webhookcert.Validating, Name: WebhookConfigurationName}}
 }
 
-// The RBAC of --cert-management=internal (pkg/webhookcert): cert-controller
-// watches the webhook configurations (a watch cannot name one) and the
-// Secrets of archway's namespace, updates only this component's own, and
-// build-controller reads its Secret at start.
-//
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=list;watch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;update,resourceNames=archway-control-plane-protection
-// +kubebuilder:rbac:groups="",namespace=archway-system,resources=secrets,verbs=list;watch
-// +kubebuilder:rbac:groups="",namespace=archway-system,resources=secrets,verbs=get;update,resourceNames=archway-control-plane-protection-webhook-tls
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/scheduling/protection/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).

@@ -14,11 +14,9 @@ import (
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
 )
 
-// The RBAC the webhook needs, generated into manifests/rbac.
-//
-// +kubebuilder:rbac:groups=scheduling.archway.dev,resources=controlplaneprotections,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+// The RBAC this code needs is written, each rule with its reason, in
+// manifests/scheduling/protection/rbac/role.yaml
+// (TestInstall in test/e2e/install shows each is needed).
 
 // Setup registers the webhook at WebhookPath on mgr's webhook server. It
 // serves on every replica (no leader election) and reads only the

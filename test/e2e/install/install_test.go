@@ -34,19 +34,25 @@ const namespace = framework.InstallNamespace
 // components' listeners, since the runner's pods share the host's network)
 // with kubectl, and then: a four-platform build runs end to end; a pod is
 // gated and placed; deleting the ClusterPodPlacementConfig releases a pod
-// still gated; `kubectl delete -k` leaves no webhook configuration, no
-// gated pod and no object held by a finalizer. It prints the time from
+// still gated; removing any one RBAC rule makes some case fail
+// (leastPrivilege, rbac_test.go); `kubectl delete -k` leaves no webhook
+// configuration, no gated pod and no object held by a finalizer. It prints the time from
 // `kubectl apply -k` to the first four-platform build complete.
 func TestInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs every component")
 	}
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 35*time.Minute)
 	defer cancel()
 	bins, err := framework.BuildBinaries(ctx, t.TempDir())
 	g.Expect(err).NotTo(HaveOccurred())
-	ib, err := framework.StartInstallBed(ctx, bins, t.TempDir(), bed.Options{})
+	ib, err := framework.StartInstallBed(ctx, bins, t.TempDir(), bed.Options{
+		// The least-privilege proof reads who was refused what; OpenShift
+		// checks blockOwnerDeletion.
+		AuditServiceAccounts:                 true,
+		OwnerReferencesPermissionEnforcement: true,
+	})
 	g.Expect(err).NotTo(HaveOccurred())
 	b := ib.Bed
 	t.Cleanup(func() { _ = b.Stop() })
@@ -136,6 +142,11 @@ func TestInstall(t *testing.T) {
 			_ = b.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg)
 			return cfg.Finalizers
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(ContainElement(placement.ConfigFinalizer))
+	})
+
+	// Each RBAC rule removed in turn makes some case fail (rbac_test.go).
+	t.Run("least privilege", func(t *testing.T) {
+		leastPrivilege(t, ctx, b, overlay)
 	})
 
 	t.Run("uninstall", func(t *testing.T) {
