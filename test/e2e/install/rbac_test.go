@@ -1070,9 +1070,12 @@ func buildCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	}); err != nil {
 		return err
 	}
-	// Pruned after it completed: its image is there.
-	_, err = e.b.Registry.ManifestDigest(ctx, ns+"/app", "latest")
-	return err
+	// Pruned after it completed: its image is there, and the controller
+	// recorded the build's events.
+	if _, err := e.b.Registry.ManifestDigest(ctx, ns+"/app", "latest"); err != nil {
+		return err
+	}
+	return waitEvent(ctx, c, ns, "build-controller")
 }
 
 // triggerCase: a generic webhook delivery to the trigger endpoint starts a
@@ -1143,31 +1146,45 @@ func (e *rbacEnv) podIP(ctx context.Context, dep string) (string, error) {
 // the gate webhook fails open, and gates only while the controller's
 // heartbeat is fresh).
 func gatedPod(ctx context.Context, e *rbacEnv, ns, name string) error {
+	_, err := placedPod(ctx, e, ns, name, 0)
+	return err
+}
+
+// placedPod is gatedPod's loop, starting at pod number first; it returns
+// the pod as placed.
+func placedPod(ctx context.Context, e *rbacEnv, ns, name string, first int) (*corev1.Pod, error) {
 	c := e.client
 	if err := c.Create(ctx, pushSecret(ns, "pull", e.b.Registry.Host)); client.IgnoreAlreadyExists(err) != nil {
-		return err
+		return nil, err
 	}
-	for i := 0; ; i++ {
+	for i := first; ; i++ {
 		pod := testPod(ns, fmt.Sprintf("%s-%d", name, i), e.b.BaseImage)
 		pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
 		if err := retryCreate(ctx, c, pod); err != nil {
-			return err
+			return nil, err
 		}
 		if slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == placement.SchedulingGate }) {
-			return poll(ctx, "pod "+pod.Name+" placed", func() (bool, error) {
-				got := &corev1.Pod{}
+			got := &corev1.Pod{}
+			if err := poll(ctx, "pod "+pod.Name+" placed", func() (bool, error) {
 				if err := c.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
 					return false, err
 				}
 				return len(got.Spec.SchedulingGates) == 0 && got.Labels[placement.SchedulingGateLabel] == placement.SchedulingGateLabelRemoved, nil
-			})
+			}); err != nil {
+				return nil, err
+			}
+			// The webhook's gating event and the controller's.
+			if err := waitEvent(ctx, c, ns, "pod-placement-webhook"); err != nil {
+				return nil, err
+			}
+			return got, waitEvent(ctx, c, ns, "pod-placement-controller")
 		}
 		if err := c.Delete(ctx, pod, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
-			return err
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no pod gated: %w", ctx.Err())
+			return nil, fmt.Errorf("no pod gated: %w", ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -1229,8 +1246,17 @@ func preferencesCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	}); err != nil {
 		return err
 	}
-	if err := gatedPod(ctx, e, ns, "preferred"); err != nil {
-		return err
+	// A pod admitted before the webhook's cache holds the new config is
+	// placed without its preference (and never counted): again with a new
+	// pod until one has it.
+	for i := 0; ; i += 100 {
+		pod, err := placedPod(ctx, e, ns, "preferred", i)
+		if err != nil {
+			return err
+		}
+		if hasPreferredArch(pod, "arm64") {
+			break
+		}
 	}
 	if err := poll(ctx, "appliedPods counted", func() (bool, error) {
 		got := &multiarchv1beta1.PodPlacementConfig{}
@@ -1559,4 +1585,33 @@ func electionCase(ctx context.Context, e *rbacEnv, deps []string) error {
 		}
 	}
 	return nil
+}
+
+// waitEvent waits until a component (its events' reportingController) has
+// recorded an event in the namespace: the case then depends on its right to
+// create events, not on the order in which its requests reach the log.
+func waitEvent(ctx context.Context, c client.Client, ns, controller string) error {
+	return poll(ctx, controller+"'s event in "+ns, func() (bool, error) {
+		var events eventsv1.EventList
+		if err := c.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(events.Items, func(ev eventsv1.Event) bool { return ev.ReportingController == controller }), nil
+	})
+}
+
+// hasPreferredArch says whether the pod was placed with a preferred node
+// affinity term for the architecture.
+func hasPreferredArch(pod *corev1.Pod, arch string) bool {
+	if pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil {
+		return false
+	}
+	for _, term := range pod.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+		for _, expr := range term.Preference.MatchExpressions {
+			if expr.Key == corev1.LabelArchStable && slices.Contains(expr.Values, arch) {
+				return true
+			}
+		}
+	}
+	return false
 }
