@@ -19,6 +19,9 @@ import (
 	"strings"
 	"time"
 
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -357,4 +360,36 @@ func (r *Registry) SystemContext() *types.SystemContext {
 		sys.DockerAuthConfig = &types.DockerAuthConfig{Username: r.Username, Password: r.Password}
 	}
 	return sys
+}
+
+// CopyIndex pushes the whole image or index src (a reference on this
+// registry, host included) as dst with its digests kept, its options changed
+// by edit when it is not nil.
+func (r *Registry) CopyIndex(ctx context.Context, src, dst string, edit func(*copy.Options)) error {
+	srcRef, err := docker.ParseReference("//" + src)
+	if err != nil {
+		return err
+	}
+	dstRef, err := docker.ParseReference("//" + dst)
+	if err != nil {
+		return err
+	}
+	policy, err := signature.NewPolicyContext(&signature.Policy{Default: signature.PolicyRequirements{signature.NewPRInsecureAcceptAnything()}})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = policy.Destroy() }()
+	opts := &copy.Options{
+		ImageListSelection: copy.CopyAllImages,
+		PreserveDigests:    true,
+		SourceCtx:          r.SystemContext(),
+		DestinationCtx:     r.SystemContext(),
+	}
+	if edit != nil {
+		edit(opts)
+	}
+	if _, err := copy.Image(ctx, policy, dstRef, srcRef, opts); err != nil {
+		return fmt.Errorf("copying %s to %s: %w", src, dst, err)
+	}
+	return nil
 }

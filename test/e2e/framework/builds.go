@@ -4,17 +4,20 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // StartBuild starts the next build of a BuildConfig as kubectl archway
@@ -225,4 +228,39 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// BuildHello runs the smallest four-platform build end to end: in a new
+// namespace, a BuildConfig of a git repository whose Dockerfile records
+// `uname -m`, pushed to repository (under the bed's registry), started as a
+// user would and waited for until it ends. It returns the ended Build,
+// whatever its phase, and its namespace.
+func BuildHello(ctx context.Context, b *bed.Bed, dir, repository string) (*buildv1.Build, string, error) {
+	ns, err := b.CreateNamespace(ctx, "build")
+	if err != nil {
+		return nil, "", err
+	}
+	uri, err := GitRepo(filepath.Join(dir, "repo"), map[string]string{
+		"Dockerfile": "FROM " + b.BaseImage + "\nRUN uname -m > /machine\n",
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}}
+	bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: uri, Ref: "main"}}
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
+	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: b.Registry.Host + "/" + repository + ":v1"}
+	bc.Spec.Platforms = Platforms
+	if err := b.Client.Create(ctx, bc); err != nil {
+		return nil, "", err
+	}
+	started, err := StartBuild(ctx, b.Client, bc)
+	if err != nil {
+		return nil, "", err
+	}
+	done := &buildv1.Build{}
+	err = bed.WaitFor(ctx, b.Client, client.ObjectKeyFromObject(started), done, func(b *buildv1.Build) bool {
+		return b.Status.Phase.IsTerminal()
+	})
+	return done, ns, err
 }

@@ -9,7 +9,6 @@ package install
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -72,26 +71,10 @@ func TestInstall(t *testing.T) {
 
 	t.Run("four-platform build", func(t *testing.T) {
 		g := NewWithT(t)
-		ns, err := b.CreateNamespace(ctx, "build")
-		g.Expect(err).NotTo(HaveOccurred())
-		uri, err := framework.GitRepo(filepath.Join(t.TempDir(), "repo"), map[string]string{
-			"Dockerfile": "FROM " + b.BaseImage + "\nRUN uname -m > /machine\n",
-		})
-		g.Expect(err).NotTo(HaveOccurred())
-		bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}}
-		bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: uri, Ref: "main"}}
-		bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
-		bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: b.Registry.Host + "/install/hello:v1"}
-		bc.Spec.Platforms = framework.Platforms
-		g.Expect(b.Client.Create(ctx, bc)).To(Succeed())
-		started, err := framework.StartBuild(ctx, b.Client, bc)
-		g.Expect(err).NotTo(HaveOccurred())
-		done := &buildv1.Build{}
 		bctx, cancel := context.WithTimeout(ctx, framework.InstallTimeout)
 		defer cancel()
-		g.Expect(bed.WaitFor(bctx, b.Client, client.ObjectKeyFromObject(started), done, func(b *buildv1.Build) bool {
-			return b.Status.Phase.IsTerminal()
-		})).To(Succeed())
+		done, _, err := framework.BuildHello(bctx, b, t.TempDir(), "install/hello")
+		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(done.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s, platforms: %+v", done.Status.Message, done.Status.Platforms)
 		t.Logf("kubectl apply -k to the first four-platform build complete: %v", time.Since(start).Round(time.Millisecond))
 		g.Expect(done.Status.Platforms).To(HaveLen(4))

@@ -13,11 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"go.podman.io/image/v5/copy"
-	"go.podman.io/image/v5/docker"
-	"go.podman.io/image/v5/signature"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -95,24 +91,8 @@ func TestInstallRelease(t *testing.T) {
 		}
 	}
 
-	ns, err := b.CreateNamespace(ctx, "build")
+	done, ns, err := framework.BuildHello(ctx, b, t.TempDir(), "release-test/hello")
 	g.Expect(err).NotTo(HaveOccurred())
-	uri, err := framework.GitRepo(filepath.Join(t.TempDir(), "repo"), map[string]string{
-		"Dockerfile": "FROM " + b.BaseImage + "\nRUN uname -m > /machine\n",
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}}
-	bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: uri, Ref: "main"}}
-	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
-	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: b.Registry.Host + "/release-test/hello:v1"}
-	bc.Spec.Platforms = framework.Platforms
-	g.Expect(b.Client.Create(ctx, bc)).To(Succeed())
-	started, err := framework.StartBuild(ctx, b.Client, bc)
-	g.Expect(err).NotTo(HaveOccurred())
-	done := &buildv1.Build{}
-	g.Expect(bed.WaitFor(ctx, b.Client, client.ObjectKeyFromObject(started), done, func(b *buildv1.Build) bool {
-		return b.Status.Phase.IsTerminal()
-	})).To(Succeed())
 	g.Expect(done.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s", done.Status.Message)
 	t.Logf("kubectl apply -k of the release to a four-platform build complete: %v", time.Since(start).Round(time.Millisecond))
 	var buildPods corev1.PodList
@@ -128,25 +108,7 @@ func TestInstallRelease(t *testing.T) {
 // copyIndex pushes the whole index src (a bed registry reference) as dst.
 func copyIndex(t *testing.T, b *bed.Bed, src, dst string) {
 	t.Helper()
-	srcRef, err := docker.ParseReference("//" + src)
-	if err != nil {
+	if err := b.Registry.CopyIndex(t.Context(), src, dst, nil); err != nil {
 		t.Fatal(err)
-	}
-	dstRef, err := docker.ParseReference("//" + dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := signature.NewPolicyContext(&signature.Policy{Default: signature.PolicyRequirements{signature.NewPRInsecureAcceptAnything()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = policy.Destroy() }()
-	if _, err := copy.Image(t.Context(), policy, dstRef, srcRef, &copy.Options{
-		ImageListSelection: copy.CopyAllImages,
-		PreserveDigests:    true,
-		SourceCtx:          b.Registry.SystemContext(),
-		DestinationCtx:     b.Registry.SystemContext(),
-	}); err != nil {
-		t.Fatalf("copying %s to %s: %v", src, dst, err)
 	}
 }

@@ -14,9 +14,7 @@ import (
 	"testing"
 
 	"go.podman.io/image/v5/copy"
-	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/manifest"
-	"go.podman.io/image/v5/signature"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -301,30 +299,8 @@ func imagesOf(t *testing.T, data []byte) map[string]string {
 // with the copy's options changed by edit when it is not nil.
 func copyIndex(t *testing.T, src, dst string, edit func(*copy.Options)) {
 	t.Helper()
-	srcRef, err := docker.ParseReference("//" + src)
-	if err != nil {
+	if err := testBed.Registry.CopyIndex(t.Context(), src, dst, edit); err != nil {
 		t.Fatal(err)
-	}
-	dstRef, err := docker.ParseReference("//" + dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := signature.NewPolicyContext(&signature.Policy{Default: signature.PolicyRequirements{signature.NewPRInsecureAcceptAnything()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = policy.Destroy() }()
-	opts := &copy.Options{
-		ImageListSelection: copy.CopyAllImages,
-		PreserveDigests:    true,
-		SourceCtx:          testBed.Registry.SystemContext(),
-		DestinationCtx:     testBed.Registry.SystemContext(),
-	}
-	if edit != nil {
-		edit(opts)
-	}
-	if _, err := copy.Image(t.Context(), policy, dstRef, srcRef, opts); err != nil {
-		t.Fatalf("copying %s to %s: %v", src, dst, err)
 	}
 }
 

@@ -85,21 +85,12 @@ func TestLeaderKilledStandbyTakesOver(t *testing.T) {
 
 	// Releases before the new leader acquired the lease are the killed
 	// leader's last writes, applied by the apiserver after the kill.
-	var byNew, late int
-	var firstNew, lastNew time.Time
-	for _, at := range rw.times(names) {
-		if at.Before(taken.acquired) {
-			if at.After(killed) {
-				late++
-			}
-			continue
-		}
-		byNew++
-		if firstNew.IsZero() || at.Before(firstNew) {
-			firstNew = at
-		}
-		if at.After(lastNew) {
-			lastNew = at
+	times := rw.times(names)
+	byNew, firstNew, lastNew := releasedFrom(times, taken.acquired)
+	late := 0
+	for _, at := range times {
+		if at.After(killed) && at.Before(taken.acquired) {
+			late++
 		}
 	}
 	if byNew == 0 {
@@ -256,20 +247,7 @@ func TestLeaderStoppedWithSIGTERM(t *testing.T) {
 		t.Errorf("%d of %d pods (%d gated at SIGTERM) were released without their architecture affinity, e.g. %s; leader log:\n%s",
 			len(unplaced), len(pods.Items), gatedAtStop, unplaced[0], leader.log(20))
 	}
-	var byNew int
-	var firstNew, lastNew time.Time
-	for _, at := range rw.times(names) {
-		if at.Before(taken.acquired) {
-			continue
-		}
-		byNew++
-		if firstNew.IsZero() || at.Before(firstNew) {
-			firstNew = at
-		}
-		if at.After(lastNew) {
-			lastNew = at
-		}
-	}
+	byNew, firstNew, lastNew := releasedFrom(rw.times(names), taken.acquired)
 	if byNew == 0 {
 		t.Fatalf("the standby released no pod; its log:\n%s", standby.log(40))
 	}
@@ -279,4 +257,22 @@ func TestLeaderStoppedWithSIGTERM(t *testing.T) {
 		loadAverage(), gatedAtStop, backlog, freed.Sub(stopped).Round(time.Millisecond), taken.acquired.Sub(stopped).Round(time.Millisecond),
 		firstNew.Sub(stopped).Round(time.Millisecond), lastNew.Sub(stopped).Round(time.Millisecond), byNew,
 		exited.Sub(stopped).Round(time.Millisecond), len(unplaced))
+}
+
+// releasedFrom counts the release times at or after from (a new leader's
+// releases), with the first and the last of them.
+func releasedFrom(times []time.Time, from time.Time) (n int, first, last time.Time) {
+	for _, at := range times {
+		if at.Before(from) {
+			continue
+		}
+		n++
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return n, first, last
 }
