@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/archway-build/archway/pkg/build/binary/artifact"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/pkg/build/source"
+	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/registry"
 )
 
@@ -349,5 +351,49 @@ func TestBinaryBuildNeedsStrategy(t *testing.T) {
 	h.waitAllowed("alice", "docker", true)
 	if _, err := h.plugin(alice, "start-build", "app", "--from-dir", dir); err != nil {
 		t.Errorf("with builds/docker: %v", err)
+	}
+}
+
+// TestIdenticalUploadsKeptApart: two uploads of the same bytes (two
+// Builds started from the same directory) are two artifacts with two tags,
+// so the first Build to end, which removes its input's tag, leaves the
+// other's input tagged and readable.
+func TestIdenticalUploadsKeptApart(t *testing.T) {
+	h := newHarness(t, "binary-twice")
+	repo := testBed.Registry.Host + "/" + h.repo()
+	output := repo + ":latest"
+	content := bytes.Repeat([]byte("the same archive "), 1000)
+	first, err := artifact.Store(h.ctx, registry.Access{}, repo, bytes.NewReader(content), "archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := artifact.Store(h.ctx, registry.Access{}, repo, bytes.NewReader(content), "archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstTag, secondTag := artifact.TagFor(first, output), artifact.TagFor(second, output)
+	if first == second || firstTag == secondTag {
+		t.Fatalf("two uploads of the same bytes share %s (tag %s): the first Build to end would remove the other's input", first, firstTag)
+	}
+	// The first Build ends: its tag goes, as its manifest-list pod removes it.
+	if err := manifestlist.Untag(h.ctx, registry.Access{}, firstTag); err != nil {
+		t.Fatal(err)
+	}
+	tags, err := testBed.Registry.Tags(h.ctx, h.repo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(tags, strings.TrimPrefix(firstTag, repo+":")) || !slices.Contains(tags, strings.TrimPrefix(secondTag, repo+":")) {
+		t.Fatalf("tags after the first Build's cleanup: %v, want %s alone of the two", tags, secondTag)
+	}
+	rc, err := artifact.Download(h.ctx, registry.Access{}, second, repo, t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatalf("the second Build's input after the first's cleanup: %v", err)
+	}
+	var back bytes.Buffer
+	_, _ = back.ReadFrom(rc)
+	_ = rc.Close()
+	if !bytes.Equal(back.Bytes(), content) {
+		t.Fatalf("read back %d bytes, stored %d", back.Len(), len(content))
 	}
 }

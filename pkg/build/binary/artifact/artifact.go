@@ -20,12 +20,14 @@
 // for asFile) in a gzip stream without compression (LayerMediaType), so
 // that it is uploaded as it arrives, never held in memory or on the
 // controller's disk. A tag derived from its digest (Tag) keeps it from the
-// registry's garbage collector until the builds have read it.
+// registry's garbage collector until the builds have read it; every upload
+// is a manifest of its own (UploadAnnotation), so its tag is one Build's.
 package artifact
 
 import (
 	"compress/gzip"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -34,6 +36,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -60,6 +63,11 @@ const (
 	// artifacts that have none.
 	emptyConfigMediaType = "application/vnd.oci.empty.v1+json"
 )
+
+// UploadAnnotation is the manifest annotation naming one upload (128
+// random bits), which makes every upload's manifest, and so its tag,
+// unique.
+const UploadAnnotation = "build.archway.dev/binary-upload"
 
 // emptyConfig is the empty descriptor's content.
 var emptyConfig = []byte("{}")
@@ -122,11 +130,22 @@ func Store(ctx context.Context, access registry.Access, repository string, conte
 		return "", err
 	}
 	cfgDigest, _ := cfg.Digest()
+	// Each upload is its own manifest, so its own tag: two Builds started
+	// from the same bytes each remove their own tag when they end, never
+	// the other's input.
+	upload := make([]byte, 16)
+	if _, err := rand.Read(upload); err != nil {
+		return "", err
+	}
 	m := v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
 		ArtifactType:  ArtifactType,
-		Config:        v1.Descriptor{MediaType: emptyConfigMediaType, Size: int64(len(emptyConfig)), Digest: cfgDigest},
+		Annotations: map[string]string{
+			"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339),
+			UploadAnnotation:                   hex.EncodeToString(upload),
+		},
+		Config: v1.Descriptor{MediaType: emptyConfigMediaType, Size: int64(len(emptyConfig)), Digest: cfgDigest},
 		Layers: []v1.Descriptor{{MediaType: LayerMediaType, Size: layerSize, Digest: layerDigest,
 			Annotations: map[string]string{"org.opencontainers.image.title": title}}},
 	}
