@@ -135,3 +135,8 @@ func (i *Image) Config(ctx context.Context) (*ocispec.Image, error) {
 	}
 	return img.OCIConfig(ctx)
 }
+
+// Manifest returns the manifest the reference names and its media type.
+func (i *Image) Manifest(ctx context.Context) ([]byte, string, error) {
+	return i.src.GetManifest(ctx, nil)
+}

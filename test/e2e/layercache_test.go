@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,9 +19,10 @@ import (
 // cache for four platforms twice, each platform's pod starting with an
 // empty store: the first build's RUN step runs on every platform and the
 // steps are pushed to each platform's cache repository next to the output;
-// the second build runs no RUN step (its logs say the step came from the
-// cache, and never show what the RUN prints), gives the same /machine per
-// platform, and its images carry the second build's labels. It prints the
+// the second build runs no step at all (its logs say the whole result came
+// from the cache repository, and never show a buildah step), gives the same
+// /machine and layers per platform, and its images carry the second
+// build's labels. It prints the
 // two builds' times and each platform's build pod time.
 func TestLayerCacheFourPlatforms(t *testing.T) {
 	g := NewWithT(t)
@@ -69,19 +71,22 @@ func TestLayerCacheFourPlatforms(t *testing.T) {
 
 	second := buildOnce(2)
 	for _, p := range framework.Platforms {
-		g.Expect(second.logs[p]).To(ContainSubstring("Cache pulled from remote"), "the second build on %s takes the step from the registry", p)
+		g.Expect(second.logs[p]).To(ContainSubstring("from the layer cache: an earlier build had the same inputs"),
+			"the second build on %s reuses the first's result from the cache repository", p)
+		g.Expect(second.logs[p]).NotTo(ContainSubstring("STEP 1/"), "the second build on %s runs no buildah step", p)
 		g.Expect(second.logs[p]).NotTo(ContainSubstring("ran on "+framework.UnameOf[p]), "the second build on %s runs no RUN step", p)
 	}
 	machines, err := indexChildren(h.ctx, h.output(), "/machine")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(machines).To(Equal(framework.UnameOf))
+	firstLayers := map[string][]string{}
+	for _, e := range first.build.Status.Platforms {
+		firstLayers[e.Platform], _ = imageLayersAndLabels(g, h, e.Output.ImageDigest)
+	}
 	for _, e := range second.build.Status.Platforms {
-		img, err := env.Bed.Registry.OpenImage(h.ctx, env.Bed.Registry.Host+"/"+h.repo+"@"+e.Output.ImageDigest)
-		g.Expect(err).NotTo(HaveOccurred())
-		labels, err := img.Labels(h.ctx)
-		img.Close()
-		g.Expect(err).NotTo(HaveOccurred())
+		layers, labels := imageLayersAndLabels(g, h, e.Output.ImageDigest)
 		g.Expect(labels).To(HaveKeyWithValue("io.openshift.build.name", second.build.Name), "the %s image is labelled by the build that made it", e.Platform)
+		g.Expect(layers).To(Equal(firstLayers[e.Platform]), "the second %s image has the first's layers", e.Platform)
 	}
 
 	fmt.Printf("layer cache, four-platform Build on the bed: first %.1fs, second %.1fs (wall, start to Complete)\n",
@@ -89,4 +94,27 @@ func TestLayerCacheFourPlatforms(t *testing.T) {
 	for _, p := range framework.Platforms {
 		fmt.Printf("  %-14s build pod running %.1fs, then %.1fs\n", p, first.pods[p].Seconds(), second.pods[p].Seconds())
 	}
+}
+
+// imageLayersAndLabels returns the layer digests and the labels of the
+// image digest names in the harness's output repository.
+func imageLayersAndLabels(g Gomega, h *harness, digest string) ([]string, map[string]string) {
+	img, err := env.Bed.Registry.OpenImage(h.ctx, env.Bed.Registry.Host+"/"+h.repo+"@"+digest)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	raw, _, err := img.Manifest(h.ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	var m struct {
+		Layers []struct {
+			Digest string `json:"digest"`
+		} `json:"layers"`
+	}
+	g.Expect(json.Unmarshal(raw, &m)).To(Succeed())
+	layers := make([]string, 0, len(m.Layers))
+	for _, l := range m.Layers {
+		layers = append(layers, l.Digest)
+	}
+	labels, err := img.Labels(h.ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	return layers, labels
 }

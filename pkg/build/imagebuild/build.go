@@ -98,6 +98,13 @@ type Result struct {
 
 	resultKey string // the key of the build's inputs; "" when they have none
 	pushed    *Image // where a reused image was pushed before
+	// unlabelled: the image lacks Request.Labels, which the push applies.
+	unlabelled bool
+	// cacheTag is where the layer cache keeps the unlabelled result of
+	// these inputs (repository:tag), "" for none; cached is that result
+	// when it was found there and nothing was built.
+	cacheTag string
+	cached   *cachedResult
 }
 
 // HostPlatform is the platform of the machine the builder runs on: what a
@@ -111,6 +118,14 @@ func HostPlatform() platform.Platform {
 // StageBuild otherwise; a base image without the target platform fails
 // with a *BaseImagePlatformError inside.
 func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
+	return b.build(ctx, req, false)
+}
+
+// build is Build; with cachedResults and a layer cache, a build whose
+// inputs can all be digested is keyed without its labels, is looked up in
+// the cache repository (unless NoCache), and is built without its labels:
+// BuildAndPush applies them when it pushes (cachedresult.go).
+func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (Result, error) {
 	start := time.Now()
 	target := req.Platform
 	if target == (platform.Platform{}) {
@@ -178,13 +193,31 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		}
 		resolved = append(resolved, resolvedBase{Ref: base.Ref, Digest: dgst})
 	}
-	var key string
-	if req.ReuseResults {
+	var key, cacheTag string
+	if cachedResults && cacheRepo != nil {
+		unlabelled := req
+		unlabelled.Labels = nil
+		if key, err = resultKey(unlabelled, content, target, resolved); err != nil {
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+		if key != "" {
+			cacheTag = cacheRepo.Name() + ":" + cachedResultTag(key)
+		}
+	}
+	if cacheTag != "" {
+		req.ReuseResults = false // the cache repository keeps the result
+		if !req.NoCache {
+			if hit := b.findCachedResult(ctx, req, cacheTag, target, out); hit != nil {
+				return Result{Platform: target, Duration: time.Since(start), Reused: true, resultKey: key,
+					unlabelled: true, cacheTag: cacheTag, cached: hit}, nil
+			}
+		}
+	} else if req.ReuseResults {
 		if key, err = resultKey(req, content, target, resolved); err != nil {
 			return Result{}, &StageError{Stage: StageBuild, Err: err}
 		}
 	}
-	if key != "" && !req.NoCache {
+	if key != "" && req.ReuseResults && !req.NoCache {
 		if rec := b.loadResult(key); rec != nil {
 			_, _ = fmt.Fprintf(out, "Reusing image %s: built before in this work directory from the same Dockerfile, context, "+
 				"build args and base images\n", shortImageID(rec.ImageID))
@@ -234,6 +267,12 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	if b.cfg.Isolation == IsolationOCI {
 		opts.Isolation = define.IsolationOCI
 	}
+	// With a cache tag the labels are applied at the push, so that the
+	// result is the same for every build of these inputs.
+	unlabelled := cacheTag != ""
+	if unlabelled {
+		opts.Labels = nil
+	}
 	if opts.Layers || cacheRepo != nil {
 		argsDigest, err := cacheArgsDigest(content, fromArgs)
 		if err != nil {
@@ -263,14 +302,19 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		// The context was digested before the build read it: a file
 		// changed meanwhile may be in the image, so the result is kept
 		// only when the context is still what was digested.
-		if after, err := resultKey(req, content, target, resolved); err != nil || after != key {
+		keyed := req
+		if cacheTag != "" {
+			keyed.Labels = nil
+		}
+		if after, err := resultKey(keyed, content, target, resolved); err != nil || after != key {
 			_, _ = fmt.Fprintf(out, "The build context changed during the build: its image is not kept for reuse\n")
-			key = ""
-		} else {
+			key, cacheTag = "", ""
+		} else if cacheTag == "" {
 			b.saveResult(key, resultRecord{ImageID: id})
 		}
 	}
-	return Result{ImageID: id, Platform: target, Duration: time.Since(start), resultKey: key}, nil
+	return Result{ImageID: id, Platform: target, Duration: time.Since(start), resultKey: key,
+		unlabelled: unlabelled, cacheTag: cacheTag}, nil
 }
 
 // shortImageID is an image ID as buildah prints it.

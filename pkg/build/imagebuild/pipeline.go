@@ -45,10 +45,17 @@ func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pu
 	start := time.Now()
 	var out Output
 	var err error
-	if out.Build, err = b.Build(ctx, req); err != nil {
+	if out.Build, err = b.build(ctx, req, dest != ""); err != nil {
 		return out, err
 	}
 	if dest == "" {
+		out.Duration = time.Since(start)
+		return out, nil
+	}
+	if out.Build.unlabelled {
+		if err := b.pushWithLabels(ctx, req, dest, pushAuth, &out); err != nil {
+			return out, err
+		}
 		out.Duration = time.Since(start)
 		return out, nil
 	}

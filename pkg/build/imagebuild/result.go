@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"hash"
 	"io/fs"
+	"path"
+	"slices"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -52,7 +55,7 @@ type resultRecord struct {
 }
 
 // resultKeyVersion changes when the key's composition does.
-const resultKeyVersion = "archway-build-result-v1"
+const resultKeyVersion = "archway-build-result-v2"
 
 // resultKeyInputs are what a result key digests.
 type resultKeyInputs struct {
@@ -86,10 +89,15 @@ func resultKey(req Request, dockerfile []byte, target platform.Platform, bases [
 			return "", nil
 		}
 	}
-	ctxDigest, ok, err := contextDigest(req.ContextDir)
+	ctxDigest, ok, err := contextDigestFor(req.ContextDir, dockerfile)
 	if err != nil || !ok {
 		return "", err
 	}
+	ignored, err := ignoreFilesDigest(dockerfileDir(req))
+	if err != nil {
+		return "", err
+	}
+	ctxDigest += " " + ignored
 	format := req.Format
 	if format == "" {
 		format = FormatOCI
@@ -190,6 +198,153 @@ func keyableDockerfile(dockerfile []byte) bool {
 	return true
 }
 
+// contextSources returns the paths of the build context that dockerfile's
+// COPY and ADD instructions read, cleaned and relative to the context, or
+// ok false when that cannot be told from the Dockerfile alone: a source
+// with a wildcard or a variable, or the whole context (".").
+func contextSources(dockerfile []byte) (paths []string, ok bool) {
+	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
+	if err != nil {
+		return nil, false
+	}
+	for _, node := range root.Children {
+		switch strings.ToLower(node.Value) {
+		case "add", "copy":
+		default:
+			continue
+		}
+		if hasFlag(node, "from") {
+			continue // a stage (an image is not keyable at all)
+		}
+		words := nodeWords(node)
+		if len(words) < 2 {
+			return nil, false
+		}
+		for _, src := range words[:len(words)-1] {
+			if strings.HasPrefix(src, "<<") {
+				continue // a here-document: its content is in the Dockerfile
+			}
+			if strings.ContainsAny(src, "*?[\\$") {
+				return nil, false
+			}
+			// buildah resolves a source inside the context: "/a" and
+			// "../a" are the context's "a".
+			clean := strings.TrimPrefix(path.Clean("/"+src), "/")
+			if clean == "" {
+				return nil, false
+			}
+			paths = append(paths, clean)
+		}
+	}
+	slices.Sort(paths)
+	return slices.Compact(paths), true
+}
+
+// ignoreFileSuffixes end the names of the files that leave paths out of
+// what COPY and ADD read (.dockerignore, .containerignore, and
+// <Dockerfile>.dockerignore beside the Dockerfile).
+var ignoreFileSuffixes = []string{".dockerignore", ".containerignore"}
+
+// dockerfileDir is the directory of req's Dockerfile.
+func dockerfileDir(req Request) string {
+	switch {
+	case req.Dockerfile == "":
+		return req.ContextDir
+	case filepath.IsAbs(req.Dockerfile):
+		return filepath.Dir(req.Dockerfile)
+	}
+	return filepath.Dir(filepath.Join(req.ContextDir, req.Dockerfile))
+}
+
+// ignoreFilesDigest digests the ignore files in dir, the Dockerfile's
+// directory, which may be outside the context: buildah reads
+// <Dockerfile>.dockerignore there.
+func ignoreFilesDigest(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("reading the Dockerfile's directory: %w", err)
+	}
+	h := sha256.New()
+	for _, e := range entries {
+		for _, suffix := range ignoreFileSuffixes {
+			if !strings.HasSuffix(e.Name(), suffix) {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return "", fmt.Errorf("reading %s: %w", e.Name(), err)
+			}
+			fmt.Fprintf(h, "%q %d %x\n", e.Name(), len(data), sha256.Sum256(data))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// contextDigestFor digests what dockerfile can read of the build context
+// in dir: the paths its COPY and ADD instructions name (each a file, or a
+// directory and all below it) and the ignore files at the context's top,
+// or, when those paths cannot be told or one of them leads through a
+// symbolic link, the whole context (contextDigest). So a file no
+// instruction copies, such as a clone's .git, does not change the key.
+func contextDigestFor(dir string, dockerfile []byte) (string, bool, error) {
+	sources, ok := contextSources(dockerfile)
+	if !ok {
+		return contextDigest(dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", false, fmt.Errorf("digesting the build context: %w", err)
+	}
+	defer func() { _ = root.Close() }()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", false, fmt.Errorf("digesting the build context: %w", err)
+	}
+	for _, e := range entries {
+		for _, suffix := range ignoreFileSuffixes {
+			if strings.HasSuffix(e.Name(), suffix) {
+				sources = append(sources, e.Name())
+			}
+		}
+	}
+	slices.Sort(sources)
+	sources = slices.Compact(sources)
+	h := sha256.New()
+	_, _ = io.WriteString(h, "sources\n")
+	for _, src := range sources {
+		// Every directory on the way must be one: a link could name
+		// anything, and is digested with the whole context.
+		parts := strings.Split(src, "/")
+		for i := 1; i < len(parts); i++ {
+			info, err := root.Lstat(strings.Join(parts[:i], "/"))
+			if errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if err != nil {
+				return "", false, fmt.Errorf("digesting the build context: %w", err)
+			}
+			if !info.IsDir() {
+				return contextDigest(dir)
+			}
+		}
+		info, err := root.Lstat(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(h, "%q missing\n", src)
+			continue
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("digesting the build context: %w", err)
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			return contextDigest(dir)
+		}
+		if ok, err := digestTree(root, dir, src, h); err != nil || !ok {
+			return "", ok, err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), true, nil
+}
+
 // contextDigest digests every entry below dir: its path, type, mode, owner
 // and, for a file, its content; for a symbolic link, its target. ok is
 // false when dir holds something else (a device, a socket, a pipe).
@@ -202,8 +357,19 @@ func contextDigest(dir string) (string, bool, error) {
 	}
 	defer func() { _ = root.Close() }()
 	h := sha256.New()
+	ok, err := digestTree(root, dir, ".", h)
+	if err != nil {
+		return "", false, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), ok, nil
+}
+
+// digestTree writes to h every entry of the context dir (opened as root)
+// at rel and below it (contextDigest). ok is false when it holds something
+// else than files, directories and symbolic links.
+func digestTree(root *os.Root, dir, rel string, h hash.Hash) (bool, error) {
 	ok := true
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(dir, rel), func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -248,9 +414,9 @@ func contextDigest(dir string) (string, bool, error) {
 		return nil
 	})
 	if err != nil {
-		return "", false, fmt.Errorf("digesting the build context: %w", err)
+		return false, fmt.Errorf("digesting the build context: %w", err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), ok, nil
+	return ok, nil
 }
 
 // resultPath is where the record of key is kept.

@@ -91,7 +91,53 @@ func TestResultKey(t *testing.T) {
 	if err := os.Symlink("a.txt", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	changed["new symlink"] = key(base, dockerfile, amd64, bases)
+	if k := key(base, dockerfile, amd64, bases); k != first {
+		t.Error("a file no instruction copies changes the key")
+	}
+	copyAll := []byte("FROM base\nCOPY . /\n")
+	all := key(base, copyAll, amd64, bases)
+	if err := os.WriteFile(filepath.Join(dir, "other"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed["new file, COPY ."] = key(base, copyAll, amd64, bases)
+	if k := key(base, copyAll, amd64, bases); k == all {
+		t.Error("a new file in the context does not change the key of COPY .")
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".dockerignore"), []byte("other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed["ignore file"] = key(base, dockerfile, amd64, bases)
+	if err := os.Remove(filepath.Join(dir, ".dockerignore")); err != nil {
+		t.Fatal(err)
+	}
+	glob := []byte("FROM base\nCOPY a.* /\n")
+	globKey := key(base, glob, amd64, bases)
+	if err := os.WriteFile(filepath.Join(dir, "a.md"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed["new file, COPY a.*"] = key(base, glob, amd64, bases)
+	if changed["new file, COPY a.*"] == globKey {
+		t.Error("a new file a wildcard names does not change the key")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "real", "f"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// buildah resolves an absolute link inside the context: sub/f is
+	// real/f, not the host's /real/f.
+	if err := os.Symlink("/real", filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := []byte("FROM base\nCOPY sub/f /\n")
+	linkKey := key(base, viaLink, amd64, bases)
+	if err := os.WriteFile(filepath.Join(dir, "real", "f"), []byte("2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if k := key(base, viaLink, amd64, bases); k == linkKey {
+		t.Error("a change behind a linked directory does not change the key")
+	}
 	for what, k := range changed {
 		if k == first || k == "" {
 			t.Errorf("changing the %s gives key %q, want another key", what, k)
@@ -107,7 +153,7 @@ func TestResultKey(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if k := key(base, dockerfile, amd64, bases); k != "" {
+	if k := key(base, copyAll, amd64, bases); k != "" {
 		t.Errorf("a context with a pipe has key %q, want none", k)
 	}
 }

@@ -1,6 +1,7 @@
 package builder_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/archway-build/archway/test/bed"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	. "github.com/onsi/gomega"
 	"github.com/opencontainers/go-digest"
@@ -283,4 +287,222 @@ func TestBuildLayerCaches(t *testing.T) {
 		checkIndex(t.Context(), g, reg, out, []string{"linux/amd64", "linux/arm64"})
 		fmt.Printf("builder build --cache-repo, fresh work directory, %s: first %.2fs, second %.2fs\n", platforms, first.Seconds(), second.Seconds())
 	})
+}
+
+// resultDockerfile reads nothing the result key cannot see: no RUN mount.
+const resultDockerfile = `ARG BASE
+FROM $BASE
+COPY a.txt /a.txt
+ARG GREETING=hello
+RUN echo "$GREETING" > /greeting && cat /a.txt >> /greeting
+`
+
+// resultBuild is one build of a result reuse test: a fresh store, as
+// every build pod starts with, and the layer cache in the bed's registry.
+type resultBuild struct {
+	t      *testing.T
+	ctxDir string
+	cache  string // the platform's cache repository
+	dest   string
+}
+
+type resultOutcome struct {
+	log    string
+	digest string
+	layers []digest.Digest // the output manifest's layer digests
+	labels map[string]string
+	config *ocispec.Image
+}
+
+func (c resultBuild) build(target string, buildName string, args map[string]string, noCache bool) resultOutcome {
+	t := c.t
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	b, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = b.Close() }()
+	p, err := platform.Parse(target)
+	g.Expect(err).NotTo(HaveOccurred())
+	var log strings.Builder
+	out, err := b.BuildAndPush(ctx, imagebuild.Request{
+		ContextDir: c.ctxDir, Platform: p, Args: args, NoCache: noCache,
+		Labels: map[string]string{"io.openshift.build.name": buildName},
+		Cache:  &imagebuild.Cache{Repository: c.cache}, Out: &log,
+	}, c.dest, noAuth)
+	g.Expect(err).NotTo(HaveOccurred(), log.String())
+	g.Expect(out.Pushed.Digest).To(Equal(out.Image.Digest))
+	img, err := theBed.Registry.OpenImage(ctx, digestReferenceOf(c.dest, out.Image.Digest))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	raw, _, err := img.Manifest(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	var m ocispec.Manifest
+	g.Expect(json.Unmarshal(raw, &m)).To(Succeed())
+	var layers []digest.Digest
+	for _, l := range m.Layers {
+		layers = append(layers, l.Digest)
+	}
+	cfg, err := img.Config(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	return resultOutcome{log: log.String(), digest: out.Image.Digest, layers: layers, labels: cfg.Config.Labels, config: cfg}
+}
+
+// resultTags returns the cached result tags of repo.
+func resultTags(t *testing.T, reg *bed.Registry, repo string) []string {
+	t.Helper()
+	tags, err := reg.Tags(t.Context(), strings.TrimPrefix(repo, reg.Host+"/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tag := range tags {
+		if strings.HasPrefix(tag, "result-") {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// builtSteps says whether a build's log shows buildah running steps.
+func builtSteps(log string) bool { return strings.Contains(log, "STEP 1/") }
+
+// TestCachedResults builds a Dockerfile whose inputs can all be digested
+// with a layer cache, each time in a fresh store as a build pod does: the
+// first build runs its steps, pushes its unlabelled result to the cache
+// repository under a result tag and its labelled image to the output; a
+// second build of the same inputs with another build name runs no step,
+// pulls no layer through the builder (the registry mounts them from the
+// cache repository) and pushes the same layers with its own name in the
+// labels. A one-byte change of the copied file, a changed build arg, a
+// moved base tag and noCache each build again.
+func TestCachedResults(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	base := reg.Host + "/it/result-base:v1"
+	_, err := theBed.PushBasePlatform(ctx, reg, base, "linux/amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	ctxDir := writeContext(t, resultDockerfile)
+	write := func(content string) {
+		g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte(content), 0o644)).To(Succeed())
+	}
+	write("alpha\n")
+	cacheRepo, err := platform.CacheRepository(reg.Host+"/it/result-app-cache", "linux/amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	c := resultBuild{t: t, ctxDir: ctxDir, cache: cacheRepo, dest: reg.Host + "/it/result-app:v1"}
+	args := map[string]string{"BASE": base}
+
+	start := time.Now()
+	first := c.build("linux/amd64", "first", args, false)
+	firstTook := time.Since(start)
+	g.Expect(builtSteps(first.log)).To(BeTrue(), first.log)
+	g.Expect(first.log).To(ContainSubstring("No earlier result of the same inputs in the layer cache"))
+	g.Expect(first.labels).To(HaveKeyWithValue("io.openshift.build.name", "first"))
+	g.Expect(first.config.History[len(first.config.History)-1].CreatedBy).To(HavePrefix("LABEL "))
+	g.Expect(first.config.History[len(first.config.History)-1].EmptyLayer).To(BeTrue())
+	tags := resultTags(t, reg, cacheRepo)
+	g.Expect(tags).To(HaveLen(1), "the unlabelled result is kept in the cache repository")
+	g.Expect(first.log).To(ContainSubstring("Kept the result as " + cacheRepo + ":" + tags[0]))
+	cached, err := reg.OpenImage(ctx, cacheRepo+":"+tags[0])
+	g.Expect(err).NotTo(HaveOccurred())
+	cachedLabels, err := cached.Labels(ctx)
+	cached.Close()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cachedLabels).NotTo(HaveKey("io.openshift.build.name"), "the cached result has no build's labels")
+
+	before, err := reg.Requests()
+	g.Expect(err).NotTo(HaveOccurred())
+	start = time.Now()
+	second := c.build("linux/amd64", "second", args, false)
+	secondTook := time.Since(start)
+	g.Expect(builtSteps(second.log)).To(BeFalse(), "a second build of the same inputs runs no step\n%s", second.log)
+	g.Expect(second.log).To(ContainSubstring("from the layer cache: an earlier build had the same inputs"))
+	g.Expect(second.layers).To(Equal(first.layers), "and pushes the first build's layers")
+	g.Expect(second.labels).To(HaveKeyWithValue("io.openshift.build.name", "second"), "labelled by the second build")
+	g.Expect(second.digest).NotTo(Equal(first.digest))
+	after, err := reg.Requests()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, r := range after[len(before):] {
+		for _, l := range first.layers {
+			if r.Method == "GET" && strings.HasSuffix(r.Path, "/blobs/"+l.String()) {
+				t.Errorf("the second build downloaded layer %s: %s %s", l, r.Method, r.Path)
+			}
+		}
+	}
+	g.Expect(resultTags(t, reg, cacheRepo)).To(Equal(tags), "a reused result adds no tag")
+	fmt.Printf("cached results, linux/amd64, fresh store each time: first build %.2fs, second %.2fs\n",
+		firstTook.Seconds(), secondTook.Seconds())
+
+	write("alphA\n")
+	changed := c.build("linux/amd64", "changed", args, false)
+	g.Expect(builtSteps(changed.log)).To(BeTrue(), "a one-byte change in a.txt builds again\n%s", changed.log)
+	g.Expect(changed.layers[0]).To(Equal(first.layers[0]), "the base layer is the same")
+	g.Expect(changed.layers[1]).NotTo(Equal(first.layers[1]), "COPY a.txt is new")
+	write("alpha\n")
+
+	greeting := c.build("linux/amd64", "greeting", map[string]string{"BASE": base, "GREETING": "bonjour"}, false)
+	g.Expect(builtSteps(greeting.log)).To(BeTrue(), "a changed build arg builds again\n%s", greeting.log)
+	g.Expect(greeting.layers[:2]).To(Equal(first.layers[:2]), "from the RUN that sees it: the steps before come from the layer cache")
+	g.Expect(greeting.layers[2]).NotTo(Equal(first.layers[2]))
+
+	noCache := c.build("linux/amd64", "nocache", args, true)
+	g.Expect(builtSteps(noCache.log)).To(BeTrue(), "noCache builds again\n%s", noCache.log)
+	g.Expect(noCache.log).NotTo(ContainSubstring("from the layer cache: an earlier build"))
+	g.Expect(noCache.log).To(ContainSubstring("Kept the result as "+cacheRepo+":"+tags[0]), "and refreshes the cached result")
+
+	// The base tag moves to another image (the base with a file added).
+	nb, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = nb.Close() }()
+	amd64, _ := platform.Parse("linux/amd64")
+	var log strings.Builder
+	_, err = nb.BuildAndPush(ctx, imagebuild.Request{
+		ContextDir: writeContext(t, "FROM "+base+"\nRUN echo 2 > /base-version\n"), Platform: amd64, Out: &log,
+	}, base, noAuth)
+	g.Expect(err).NotTo(HaveOccurred(), log.String())
+	moved := c.build("linux/amd64", "moved", args, false)
+	g.Expect(builtSteps(moved.log)).To(BeTrue(), "a moved base builds again\n%s", moved.log)
+	g.Expect(moved.layers).To(HaveLen(4))
+}
+
+// TestCachedResultOtherPlatform puts an image of another platform, of the
+// build's format and otherwise well formed, under the result tag of a
+// build's inputs: the build does not use it, says why, and builds.
+func TestCachedResultOtherPlatform(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	base := reg.Host + "/it/result-poison-base:v1"
+	g.Expect(reg.CopyIndex(ctx, theBed.BaseImage, base, nil)).To(Succeed())
+	ctxDir := writeContext(t, resultDockerfile)
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("alpha\n"), 0o644)).To(Succeed())
+	args := map[string]string{"BASE": base}
+	repo := func(p string) string {
+		r, err := platform.CacheRepository(reg.Host+"/it/result-poison-cache", p)
+		g.Expect(err).NotTo(HaveOccurred())
+		return r
+	}
+	dest := reg.Host + "/it/result-poison:v1"
+
+	// The linux/amd64 build's result tag, from a first build.
+	amd64 := resultBuild{t: t, ctxDir: ctxDir, cache: repo("linux/amd64"), dest: dest}
+	first := amd64.build("linux/amd64", "first", args, false)
+	g.Expect(builtSteps(first.log)).To(BeTrue())
+	tags := resultTags(t, reg, amd64.cache)
+	g.Expect(tags).To(HaveLen(1))
+	// The linux/arm64 build of the same inputs, whose result replaces it.
+	arm64 := resultBuild{t: t, ctxDir: ctxDir, cache: repo("linux/arm64"), dest: dest}
+	arm := arm64.build("linux/arm64", "arm", args, false)
+	g.Expect(builtSteps(arm.log)).To(BeTrue())
+	armTags := resultTags(t, reg, arm64.cache)
+	g.Expect(armTags).To(HaveLen(1))
+	g.Expect(armTags).NotTo(Equal(tags), "the platform is in the key")
+	g.Expect(reg.CopyIndex(ctx, arm64.cache+":"+armTags[0], amd64.cache+":"+tags[0], nil)).To(Succeed())
+
+	again := amd64.build("linux/amd64", "again", args, false)
+	g.Expect(again.log).To(ContainSubstring(`records platform "linux/arm64/v8", not the target linux/amd64`), again.log)
+	g.Expect(builtSteps(again.log)).To(BeTrue(), "the build does not use another platform's image\n%s", again.log)
+	g.Expect(again.config.Architecture).To(Equal("amd64"))
+	g.Expect(again.layers).To(Equal(first.layers))
 }

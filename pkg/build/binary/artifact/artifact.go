@@ -38,7 +38,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -47,9 +46,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/stream"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"go.podman.io/image/v5/docker/reference"
-	"go.podman.io/image/v5/pkg/docker/config"
 
 	"github.com/archway-build/archway/pkg/registry"
+	regremote "github.com/archway-build/archway/pkg/registry/remote"
 )
 
 // The media types of the artifact.
@@ -179,7 +178,7 @@ var ErrTampered = errors.New("the registry returned bytes that do not match the 
 // closes it; the file is removed with dir). Nothing of an artifact that
 // fails a check reaches the caller.
 func Download(ctx context.Context, access registry.Access, ref, repository, dir string, maxBytes int64) (io.ReadCloser, error) {
-	d, err := name.NewDigest(ref, nameOptions(access, ref)...)
+	d, err := name.NewDigest(ref, regremote.NameOptions(access, ref)...)
 	if err != nil {
 		return nil, fmt.Errorf("the binary input %q is not a reference by digest: %w", ref, err)
 	}
@@ -279,42 +278,10 @@ func (r *fileReader) Close() error {
 	return err
 }
 
-// nameOptions are go-containerregistry's options for references of an
-// insecure registry.
-func nameOptions(access registry.Access, ref string) []name.Option {
-	if access.IsInsecure(registry.Host(ref)) {
-		return []name.Option{name.Insecure}
-	}
-	return nil
-}
-
-// connect returns the repository and the options to reach it: the
-// credentials containers/image finds for it from access, and access's TLS
-// rules.
+// connect returns the repository and the options to reach it
+// (remote.Connect).
 func connect(ctx context.Context, access registry.Access, repository string) (name.Repository, []remote.Option, error) {
-	repo, err := name.NewRepository(repository, nameOptions(access, repository)...)
-	if err != nil {
-		return name.Repository{}, nil, fmt.Errorf("repository %q: %w", repository, err)
-	}
-	named, err := reference.ParseNormalizedNamed(repository)
-	if err != nil {
-		return name.Repository{}, nil, err
-	}
-	host := reference.Domain(named)
-	creds, err := config.GetCredentialsForRef(access.SystemContext(host), named)
-	if err != nil {
-		return name.Repository{}, nil, fmt.Errorf("reading credentials for %s: %w", repository, err)
-	}
-	auth := authn.Anonymous
-	if creds.Username != "" || creds.Password != "" || creds.IdentityToken != "" {
-		auth = authn.FromConfig(authn.AuthConfig{Username: creds.Username, Password: creds.Password, IdentityToken: creds.IdentityToken})
-	}
-	rt, err := access.Transport(host)
-	if err != nil {
-		return name.Repository{}, nil, err
-	}
-	rt = transport.NewUserAgent(rt, access.SystemContext(host).DockerRegistryUserAgent)
-	return repo, []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth), remote.WithTransport(rt)}, nil
+	return regremote.Connect(ctx, access, repository)
 }
 
 // explain says which credentials a registry refused.

@@ -1,0 +1,255 @@
+package imagebuild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
+	regremote "github.com/archway-build/archway/pkg/registry/remote"
+)
+
+// Whole results in the layer cache. A build with a layer cache
+// (Request.Cache) that BuildAndPush pushes, and whose inputs can all be
+// digested (the result key of result.go, taken without Request.Labels),
+// keeps its image without the labels in the cache repository under
+// cachedResultTag(key), and the image it pushes to its destination is that
+// image with the labels added to its config (an empty layer in its
+// history, as a LABEL step gives). A later build of the same inputs, in
+// any work directory (a build pod starts with an empty one), finds the tag
+// and builds nothing: it reads the cached manifest and config, checks
+// them, and pushes the labelled config and a manifest naming the same
+// layers, which the registry mounts from the cache repository when both
+// are on it (no layer goes through the builder). NoCache builds again and
+// replaces the tag.
+//
+// The key is only a name to look the result up by: whoever may push to the
+// cache repository can put any image under it, as they can under the
+// per-step tags buildah reads, so a cache repository must be writable only
+// by those trusted to build. What is checked is what can be: the manifest
+// is the one read (by digest), of the build's format, of bounded size,
+// with a config of bounded size recording the target platform and one
+// layer per diff ID.
+
+// cachedResultTagPrefix starts the tag of a cached result; the rest is the
+// key, 64 hexadecimal digits.
+const cachedResultTagPrefix = "result-"
+
+// The largest manifest and config of a cached result read.
+const (
+	maxCachedManifestSize = 4 << 20
+	maxCachedConfigSize   = 8 << 20
+)
+
+// cachedResultTag is the tag of the result whose inputs have key.
+func cachedResultTag(key string) string { return cachedResultTagPrefix + key }
+
+// cachedResult is an image of the layer cache, read and checked.
+type cachedResult struct {
+	ref    name.Digest // the manifest read, by digest
+	image  v1.Image
+	config *v1.ConfigFile
+}
+
+// errNoCachedResult says that the cache has no result under the tag.
+var errNoCachedResult = errors.New("no cached result")
+
+// findCachedResult returns the result the cache keeps under cacheTag, or
+// nil when there is none or it cannot be used (said in out).
+func (b *Builder) findCachedResult(ctx context.Context, req Request, cacheTag string, target platform.Platform, out io.Writer) *cachedResult {
+	res, err := b.readCachedResult(ctx, cacheTag, req.Cache.Auth, req.Format, target)
+	switch {
+	case errors.Is(err, errNoCachedResult):
+		_, _ = fmt.Fprintf(out, "No earlier result of the same inputs in the layer cache (%s): building\n", cacheTag)
+		return nil
+	case err != nil:
+		_, _ = fmt.Fprintf(out, "Not reusing the layer cache's result %s: %v; building\n", cacheTag, err)
+		return nil
+	}
+	_, _ = fmt.Fprintf(out, "Reusing %s from the layer cache: an earlier build had the same inputs (Dockerfile, build context, "+
+		"build args, environment, base image digests, format, platform and builder version); no step runs\n", res.ref)
+	return res
+}
+
+// readCachedResult reads the image ref names (a tag or a digest) with the
+// credentials of auth and checks it: an image manifest of format, of
+// bounded size, whose config records target.
+func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registry.AuthFile, format Format, target platform.Platform) (*cachedResult, error) {
+	access := registry.Access{AuthFile: auth, InsecureRegistries: b.cfg.InsecureRegistries, UserAgent: "archway-builder"}
+	repo, opts, err := regremote.Connect(ctx, access, registryRepository(ref))
+	if err != nil {
+		return nil, err
+	}
+	named, err := name.ParseReference(ref, regremote.NameOptions(access, ref)...)
+	if err != nil {
+		return nil, fmt.Errorf("reference %q: %w", ref, err)
+	}
+	head, err := remote.Head(named, opts...)
+	if err != nil {
+		if terr := (*transport.Error)(nil); errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+			return nil, errNoCachedResult
+		}
+		return nil, err
+	}
+	if head.Size > maxCachedManifestSize {
+		return nil, fmt.Errorf("its manifest has %d bytes, more than %d", head.Size, maxCachedManifestSize)
+	}
+	// The manifest is read by the digest the registry named, and checked
+	// against it: what is checked below is what is pushed.
+	d := repo.Digest(head.Digest.String())
+	desc, err := remote.Get(d, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if len(desc.Manifest) > maxCachedManifestSize {
+		return nil, fmt.Errorf("its manifest has %d bytes, more than %d", len(desc.Manifest), maxCachedManifestSize)
+	}
+	want := ggcrtypes.OCIManifestSchema1
+	if format == FormatDocker {
+		want = ggcrtypes.DockerManifestSchema2
+	}
+	if desc.MediaType != want {
+		return nil, fmt.Errorf("its manifest is a %s, not the build's %s", desc.MediaType, want)
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return nil, err
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	if m.MediaType != "" && m.MediaType != want {
+		return nil, fmt.Errorf("its manifest says it is a %s, not the build's %s", m.MediaType, want)
+	}
+	if m.Config.Size <= 0 || m.Config.Size > maxCachedConfigSize {
+		return nil, fmt.Errorf("its config has %d bytes, not 1 to %d", m.Config.Size, maxCachedConfigSize)
+	}
+	// go-containerregistry reads the config's size and checks its digest.
+	config, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("its config: %w", err)
+	}
+	have := platform.FromOCI(ociPlatform(config))
+	if config.OS == "" || config.Architecture == "" || !platform.Matches(target, have) {
+		return nil, fmt.Errorf("its config records platform %q, not the target %s", have.String(), target.String())
+	}
+	if len(m.Layers) != len(config.RootFS.DiffIDs) {
+		return nil, fmt.Errorf("its manifest has %d layers and its config %d", len(m.Layers), len(config.RootFS.DiffIDs))
+	}
+	return &cachedResult{ref: d, image: img, config: config}, nil
+}
+
+// pushWithLabels pushes the result of an unlabelled build (Result.unlabelled)
+// to dest with req.Labels added: the cached image found, or else the built
+// image, first pushed without the labels to its cache tag, or to dest when
+// it is not to be kept. It fills out's Pushed and Image.
+func (b *Builder) pushWithLabels(ctx context.Context, req Request, dest string, pushAuth registry.AuthFile, out *Output) error {
+	start := time.Now()
+	log := req.Out
+	if log == nil {
+		log = io.Discard
+	}
+	src := out.Build.cached
+	srcAuth := req.Cache.Auth
+	if src == nil {
+		to := out.Build.cacheTag
+		if to == "" {
+			to, srcAuth = dest, pushAuth
+		}
+		pushed, err := b.Push(ctx, out.Build.ImageID, to, req.Format, srcAuth, req.Out)
+		if err != nil {
+			return err
+		}
+		if src, err = b.readCachedResult(ctx, digestReference(to, pushed.Digest), srcAuth, req.Format, out.Build.Platform); err != nil {
+			return &StageError{Stage: StagePush, Err: fmt.Errorf("reading back %s: %w", to, err)}
+		}
+		if out.Build.cacheTag != "" {
+			_, _ = fmt.Fprintf(log, "Kept the result as %s for later builds of the same inputs\n", out.Build.cacheTag)
+		}
+	}
+	dgst, err := b.writeLabelled(ctx, src, dest, pushAuth, req.Labels)
+	if err != nil {
+		return &StageError{Stage: StagePush, Err: fmt.Errorf("pushing to %s: %w", dest, contextErr(ctx, err))}
+	}
+	out.Pushed = Pushed{Reference: dest, Digest: dgst, Duration: time.Since(start)}
+	if out.Image, err = b.Inspect(ctx, digestReference(dest, dgst), pushAuth); err != nil {
+		return &StageError{Stage: StageInspect, Err: err}
+	}
+	if err := CheckPushedPlatform(out.Build.Platform, out.Image); err != nil {
+		return &StageError{Stage: StageInspect, Err: err}
+	}
+	return nil
+}
+
+// writeLabelled pushes src with labels added to its config to dest, and
+// returns the digest of the manifest pushed. The layers are src's: a
+// registry that has them in src's repository mounts them in dest's.
+func (b *Builder) writeLabelled(ctx context.Context, src *cachedResult, dest string, pushAuth registry.AuthFile, labels map[string]string) (string, error) {
+	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: b.cfg.InsecureRegistries, UserAgent: "archway-builder"}
+	_, opts, err := regremote.Connect(ctx, access, registryRepository(dest))
+	if err != nil {
+		return "", err
+	}
+	tag, err := name.NewTag(dest, regremote.NameOptions(access, dest)...)
+	if err != nil {
+		return "", fmt.Errorf("output image reference %q: %w", dest, err)
+	}
+	img := src.image
+	if len(labels) > 0 {
+		config := src.config.DeepCopy()
+		if config.Config.Labels == nil {
+			config.Config.Labels = map[string]string{}
+		}
+		maps.Copy(config.Config.Labels, labels)
+		now := v1.Time{Time: time.Now().UTC().Truncate(time.Second)}
+		config.Created = now
+		config.History = append(config.History, v1.History{Created: now, CreatedBy: labelInstruction(labels), EmptyLayer: true})
+		if img, err = mutate.ConfigFile(src.image, config); err != nil {
+			return "", err
+		}
+	}
+	// src's layers are read with the cache's credentials when the
+	// registry does not mount them: go-containerregistry reads a layer it
+	// cannot mount from the image it has it from.
+	if err := remote.Write(tag, img, opts...); err != nil {
+		return "", err
+	}
+	dgst, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return dgst.String(), nil
+}
+
+// labelInstruction is the history entry of the labels: the LABEL step that
+// would have added them.
+func labelInstruction(labels map[string]string) string {
+	var sb strings.Builder
+	sb.WriteString("LABEL")
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		sb.WriteString(" " + strconv.Quote(k) + "=" + strconv.Quote(labels[k]))
+	}
+	return sb.String()
+}
+
+// ociPlatform is the platform config records.
+func ociPlatform(config *v1.ConfigFile) ocispec.Platform {
+	return ocispec.Platform{OS: config.OS, Architecture: config.Architecture, Variant: config.Variant, OSVersion: config.OSVersion}
+}
