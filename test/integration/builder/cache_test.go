@@ -10,15 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archway-build/archway/test/bed"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-
 	. "github.com/onsi/gomega"
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // cacheDockerfile appends a line naming each RUN step to /mnt/marker/runs
