@@ -200,8 +200,10 @@ type phase struct {
 // builder's log (lines "<RFC3339 time> <text>", as `kubectl logs
 // --timestamps` prints them): "start" is running to the first line
 // (process start, the Running report, the store), "clone" the source,
-// then each Dockerfile step by its number and instruction ("STEP 2/4: COPY
-// ..." starts "2/4 COPY"), "commit" the image and its push, "report" the read-back, the
+// "open+key" the wait for the store, the base images' digests and the
+// result key's lookup, then each Dockerfile step by its number and
+// instruction ("STEP 2/4: COPY ..." starts "2/4 COPY"), "commit" the image
+// and its push, or "push" a cached result's, "report" the read-back, the
 // Complete report and the exit.
 func phases(logs string, running, finished time.Time) []phase {
 	type mark struct {
@@ -231,6 +233,10 @@ func phases(logs string, running, finished time.Time) []phase {
 			}
 		case text == "COMMIT" || strings.HasPrefix(text, "COMMIT "):
 			name = "commit"
+		case strings.HasPrefix(text, "Checked out "):
+			name = "open+key"
+		case strings.HasPrefix(text, "Reusing ") && strings.Contains(text, "from the layer cache"):
+			name = "push"
 		case strings.HasPrefix(text, "Pushed "):
 			name = "report"
 		}
@@ -387,7 +393,7 @@ not a timestamped line
 2026-01-01T00:00:09Z Pushed reg/repo@sha256:x (linux/amd64)
 `
 	got := phases(logs, at("00.5"), at("10"))
-	want := []phase{{"start", 500 * time.Millisecond}, {"clone", 2 * time.Second}, {"1/3 FROM", time.Second}, {"2/3 RUN", 2 * time.Second},
+	want := []phase{{"start", 500 * time.Millisecond}, {"clone", time.Second}, {"open+key", time.Second}, {"1/3 FROM", time.Second}, {"2/3 RUN", 2 * time.Second},
 		{"3/3 RUN", time.Second}, {"commit", 2 * time.Second}, {"report", time.Second}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("phases = %v, want %v", got, want)

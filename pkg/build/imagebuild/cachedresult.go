@@ -96,6 +96,12 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	if err != nil {
 		return nil, err
 	}
+	// One puller authenticates once for every request below.
+	puller, err := remote.NewPuller(opts...)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, remote.Reuse(puller))
 	named, err := name.ParseReference(ref, regremote.NameOptions(access, ref)...)
 	if err != nil {
 		return nil, fmt.Errorf("reference %q: %w", ref, err)
@@ -184,14 +190,14 @@ func (b *Builder) pushWithLabels(ctx context.Context, req Request, dest string, 
 			_, _ = fmt.Fprintf(log, "Kept the result as %s for later builds of the same inputs\n", out.Build.cacheTag)
 		}
 	}
-	dgst, err := b.writeLabelled(ctx, src, dest, pushAuth, req.Labels)
+	img, err := b.writeLabelled(ctx, src, dest, pushAuth, req.Labels)
 	if err != nil {
 		return &StageError{Stage: StagePush, Err: fmt.Errorf("pushing to %s: %w", dest, contextErr(ctx, err))}
 	}
-	out.Pushed = Pushed{Reference: dest, Digest: dgst, Duration: time.Since(start)}
-	if out.Image, err = b.Inspect(ctx, digestReference(dest, dgst), pushAuth); err != nil {
-		return &StageError{Stage: StageInspect, Err: err}
-	}
+	out.Pushed = Pushed{Reference: dest, Digest: img.Digest, Duration: time.Since(start)}
+	// What was pushed is known to the byte (the registry took the manifest
+	// under its digest): it is not read back.
+	out.Image = img
 	if err := CheckPushedPlatform(out.Build.Platform, out.Image); err != nil {
 		return &StageError{Stage: StageInspect, Err: err}
 	}
@@ -199,21 +205,22 @@ func (b *Builder) pushWithLabels(ctx context.Context, req Request, dest string, 
 }
 
 // writeLabelled pushes src with labels added to its config to dest, and
-// returns the digest of the manifest pushed. The layers are src's: a
-// registry that has them in src's repository mounts them in dest's.
-func (b *Builder) writeLabelled(ctx context.Context, src *cachedResult, dest string, pushAuth registry.AuthFile, labels map[string]string) (string, error) {
+// returns the image pushed. The layers are src's: a registry that has them
+// in src's repository mounts them in dest's.
+func (b *Builder) writeLabelled(ctx context.Context, src *cachedResult, dest string, pushAuth registry.AuthFile, labels map[string]string) (Image, error) {
 	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: b.cfg.InsecureRegistries, UserAgent: "archway-builder"}
 	_, opts, err := regremote.Connect(ctx, access, registryRepository(dest))
 	if err != nil {
-		return "", err
+		return Image{}, err
 	}
 	tag, err := name.NewTag(dest, regremote.NameOptions(access, dest)...)
 	if err != nil {
-		return "", fmt.Errorf("output image reference %q: %w", dest, err)
+		return Image{}, fmt.Errorf("output image reference %q: %w", dest, err)
 	}
 	img := src.image
+	config := src.config
 	if len(labels) > 0 {
-		config := src.config.DeepCopy()
+		config = src.config.DeepCopy()
 		if config.Config.Labels == nil {
 			config.Config.Labels = map[string]string{}
 		}
@@ -222,20 +229,34 @@ func (b *Builder) writeLabelled(ctx context.Context, src *cachedResult, dest str
 		config.Created = now
 		config.History = append(config.History, v1.History{Created: now, CreatedBy: labelInstruction(labels), EmptyLayer: true})
 		if img, err = mutate.ConfigFile(src.image, config); err != nil {
-			return "", err
+			return Image{}, err
 		}
 	}
 	// src's layers are read with the cache's credentials when the
 	// registry does not mount them: go-containerregistry reads a layer it
 	// cannot mount from the image it has it from.
 	if err := remote.Write(tag, img, opts...); err != nil {
-		return "", err
+		return Image{}, err
+	}
+	raw, err := img.RawManifest()
+	if err != nil {
+		return Image{}, err
+	}
+	mediaType, err := img.MediaType()
+	if err != nil {
+		return Image{}, err
 	}
 	dgst, err := img.Digest()
 	if err != nil {
-		return "", err
+		return Image{}, err
 	}
-	return dgst.String(), nil
+	return Image{
+		Reference: registryRepository(dest) + "@" + dgst.String(),
+		Digest:    dgst.String(),
+		MediaType: string(mediaType),
+		Size:      int64(len(raw)),
+		Platform:  ociPlatform(config),
+	}, nil
 }
 
 // labelInstruction is the history entry of the labels: the LABEL step that
