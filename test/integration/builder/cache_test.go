@@ -303,14 +303,16 @@ type resultBuild struct {
 	ctxDir string
 	cache  string // the platform's cache repository
 	dest   string
+	format imagebuild.Format
 }
 
 type resultOutcome struct {
-	log    string
-	digest string
-	layers []digest.Digest // the output manifest's layer digests
-	labels map[string]string
-	config *ocispec.Image
+	log       string
+	mediaType string
+	digest    string
+	layers    []digest.Digest // the output manifest's layer digests
+	labels    map[string]string
+	config    *ocispec.Image
 }
 
 func (c resultBuild) build(target string, buildName string, args map[string]string, noCache bool) resultOutcome {
@@ -327,14 +329,14 @@ func (c resultBuild) build(target string, buildName string, args map[string]stri
 	out, err := b.BuildAndPush(ctx, imagebuild.Request{
 		ContextDir: c.ctxDir, Platform: p, Args: args, NoCache: noCache,
 		Labels: map[string]string{"io.openshift.build.name": buildName},
-		Cache:  &imagebuild.Cache{Repository: c.cache}, Out: &log,
+		Cache:  &imagebuild.Cache{Repository: c.cache}, Out: &log, Format: c.format,
 	}, c.dest, noAuth)
 	g.Expect(err).NotTo(HaveOccurred(), log.String())
 	g.Expect(out.Pushed.Digest).To(Equal(out.Image.Digest))
 	img, err := theBed.Registry.OpenImage(ctx, digestReferenceOf(c.dest, out.Image.Digest))
 	g.Expect(err).NotTo(HaveOccurred())
 	defer img.Close()
-	raw, _, err := img.Manifest(ctx)
+	raw, mediaType, err := img.Manifest(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	var m ocispec.Manifest
 	g.Expect(json.Unmarshal(raw, &m)).To(Succeed())
@@ -344,7 +346,7 @@ func (c resultBuild) build(target string, buildName string, args map[string]stri
 	}
 	cfg, err := img.Config(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	return resultOutcome{log: log.String(), digest: out.Image.Digest, layers: layers, labels: cfg.Config.Labels, config: cfg}
+	return resultOutcome{log: log.String(), mediaType: mediaType, digest: out.Image.Digest, layers: layers, labels: cfg.Config.Labels, config: cfg}
 }
 
 // resultTags returns the cached result tags of repo.
@@ -467,7 +469,8 @@ func TestCachedResults(t *testing.T) {
 
 // TestCachedResultOtherPlatform puts an image of another platform, of the
 // build's format and otherwise well formed, under the result tag of a
-// build's inputs: the build does not use it, says why, and builds.
+// build's inputs: the build does not use it, says why, and builds. Nor
+// does it use an image of its platform in another manifest format.
 func TestCachedResultOtherPlatform(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -504,4 +507,17 @@ func TestCachedResultOtherPlatform(t *testing.T) {
 	g.Expect(builtSteps(again.log)).To(BeTrue(), "the build does not use another platform's image\n%s", again.log)
 	g.Expect(again.config.Architecture).To(Equal("amd64"))
 	g.Expect(again.layers).To(Equal(first.layers))
+
+	// A Docker-format result of the same platform under the OCI build's
+	// tag: not used either.
+	docker := resultBuild{t: t, ctxDir: ctxDir, cache: reg.Host + "/it/result-poison-docker-cache", dest: dest, format: imagebuild.FormatDocker}
+	d := docker.build("linux/amd64", "docker", args, false)
+	g.Expect(d.mediaType).To(Equal("application/vnd.docker.distribution.manifest.v2+json"))
+	dockerTags := resultTags(t, reg, docker.cache)
+	g.Expect(dockerTags).To(HaveLen(1))
+	g.Expect(dockerTags).NotTo(Equal(tags), "the format is in the key")
+	g.Expect(reg.CopyIndex(ctx, docker.cache+":"+dockerTags[0], amd64.cache+":"+tags[0], nil)).To(Succeed())
+	oci := amd64.build("linux/amd64", "oci", args, false)
+	g.Expect(oci.log).To(ContainSubstring("not the build's application/vnd.oci.image.manifest.v1+json"), oci.log)
+	g.Expect(oci.mediaType).To(Equal("application/vnd.oci.image.manifest.v1+json"))
 }
