@@ -2,6 +2,7 @@ package placement
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -750,7 +751,8 @@ func BenchmarkPlacementScale(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		writes := requestsAfter.Sub(requestsBefore).Writes()
+		requests := requestsAfter.Sub(requestsBefore)
+		writes := requests.Writes()
 		first, last := rw.span(names)
 		cpu := proc.cpu(b)
 		_, peak := proc.memory(b)
@@ -767,6 +769,7 @@ func BenchmarkPlacementScale(b *testing.B) {
 		// rate shows here first.
 		line += fmt.Sprintf("\n    webhook alone (its informers synced on the backlog) RSS %.1f MiB", webhookRSS)
 		line += fmt.Sprintf("\n    apiserver writes per pod %.2f; CPU ms per pod by process:%s", writes/float64(n), perPod(cpuAfter.Sub(cpuBefore), n))
+		line += "\n    apiserver requests per pod:" + requestsPerPod(requests, n)
 		line += "\n    pods/s by tenth of the releases:" + rateByTenth(rw.times(names))
 		fmt.Println("placement scale:" + line)
 		lines = append(lines, line)
@@ -838,6 +841,21 @@ func BenchmarkPlacementScale(b *testing.B) {
 	}
 	deletePods(ctx, other)
 	fmt.Printf("placement scale: release rate and memory by backlog, memory by pods not gated:\n%s\n", strings.Join(lines, "\n"))
+}
+
+// requestsPerPod formats the apiserver's requests by verb and resource per
+// pod of n, the most frequent first, leaving out those below one per 100
+// pods: a kind of request whose count per pod grows with the backlog is a
+// cost growing with the cluster.
+func requestsPerPod(r bed.Counts, n int) string {
+	keys := slices.SortedFunc(maps.Keys(r), func(a, b string) int { return cmp.Compare(r[b], r[a]) })
+	var sb strings.Builder
+	for _, k := range keys {
+		if per := r[k] / float64(n); per >= 0.01 {
+			fmt.Fprintf(&sb, " %s %.2f,", k, per)
+		}
+	}
+	return strings.TrimSuffix(sb.String(), ",")
 }
 
 // median is the middle of xs (the mean of the two middle ones for an even
