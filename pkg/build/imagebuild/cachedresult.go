@@ -272,5 +272,6 @@ func labelInstruction(labels map[string]string) string {
 
 // ociPlatform is the platform config records.
 func ociPlatform(config *v1.ConfigFile) ocispec.Platform {
-	return ocispec.Platform{OS: config.OS, Architecture: config.Architecture, Variant: config.Variant, OSVersion: config.OSVersion}
+	return ocispec.Platform{OS: config.OS, Architecture: config.Architecture, Variant: config.Variant,
+		OSVersion: config.OSVersion, OSFeatures: config.OSFeatures}
 }
