@@ -67,7 +67,11 @@ type Request struct {
 	// work directory.
 	Layers bool
 	// Cache is a layer cache in a registry, read unless NoCache and written
-	// by every step that runs; it implies Layers. Default: none.
+	// by every step that runs; it implies Layers. With BuildAndPush to a
+	// destination, it also keeps the whole result of a build whose inputs
+	// can all be digested, without Labels, and a later build of the same
+	// inputs pushes that result with its own Labels instead of building
+	// (cachedresult.go); ReuseResults is then not used. Default: none.
 	Cache *Cache
 	// Format is the image's manifest format. Default: FormatOCI.
 	Format Format
