@@ -371,8 +371,9 @@ func builtSteps(log string) bool { return strings.Contains(log, "STEP 1/") }
 // TestCachedResults builds a Dockerfile whose inputs can all be digested
 // with a layer cache, each time in a fresh store as a build pod does: the
 // first build runs its steps, pushes its unlabelled result to the cache
-// repository under a result tag and its labelled image to the output; a
-// second build of the same inputs with another build name runs no step,
+// repository under a result tag and its labelled image to the output,
+// uploading each blob once (the result and the output mount the layers
+// the steps pushed); a second build of the same inputs with another build name runs no step,
 // pulls no layer through the builder (the registry mounts them from the
 // cache repository) and pushes the same layers with its own name in the
 // labels. A one-byte change of the copied file, a changed build arg, a
@@ -395,8 +396,22 @@ func TestCachedResults(t *testing.T) {
 	args := map[string]string{"BASE": base}
 
 	start := time.Now()
+	beforeFirst, err := reg.Requests()
+	g.Expect(err).NotTo(HaveOccurred())
 	first := c.build("linux/amd64", "first", args, false)
 	firstTook := time.Since(start)
+	afterFirst, err := reg.Requests()
+	g.Expect(err).NotTo(HaveOccurred())
+	uploads := map[string]int{}
+	for _, r := range afterFirst[len(beforeFirst):] {
+		if _, q, ok := strings.Cut(r.Path, "digest="); ok && r.Method == "PUT" && strings.Contains(r.Path, "/blobs/uploads/") {
+			uploads[q]++
+		}
+	}
+	g.Expect(uploads).NotTo(BeEmpty())
+	for d, n := range uploads {
+		g.Expect(n).To(Equal(1), "blob %s is uploaded once (the result and the output mount what the steps pushed)", d)
+	}
 	g.Expect(builtSteps(first.log)).To(BeTrue(), first.log)
 	g.Expect(first.log).To(ContainSubstring("No earlier result of the same inputs in the layer cache"))
 	g.Expect(first.labels).To(HaveKeyWithValue("io.openshift.build.name", "first"))
