@@ -139,7 +139,15 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	if out == nil {
 		out = io.Discard
 	}
+	keying := (cachedResults && req.Cache != nil) || req.ReuseResults
+	if keying {
+		go func() { _, _ = executableDigest() }() // read beside the base images
+	}
 	dockerfile, content, err := b.prepareDockerfile(req)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	}
+	ignore, err := findIgnoreFile(req.ContextDir, dockerfilePath(req))
 	if err != nil {
 		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
@@ -155,12 +163,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	if args == nil {
 		args = map[string]string{}
 	}
-	platformArgs := map[string]string{
-		"TARGETOS": osName, "TARGETARCH": arch, "TARGETVARIANT": variant,
-		"TARGETPLATFORM": lplatform.ToString(osName, arch, variant),
-		"BUILDOS":        runtime.GOOS, "BUILDARCH": runtime.GOARCH,
-		"BUILDPLATFORM": runtime.GOOS + "/" + runtime.GOARCH,
-	}
+	platformArgs := platformBuildArgs(osName, arch, variant)
 	fromArgs := maps.Clone(platformArgs)
 	maps.Copy(fromArgs, args)
 	bases, err := baseImages(content, fromArgs)
@@ -190,18 +193,19 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = osName, arch, variant
 	resolved := make([]resolvedBase, 0, len(bases))
 	for _, base := range bases {
-		dgst, err := checkBaseImage(ctx, &choice, base.Ref, target)
+		rb, err := checkBaseImage(ctx, &choice, base.Ref, target, keying)
 		if err != nil {
 			_, _ = fmt.Fprintf(out, "error: %v\n", err)
 			return Result{}, &StageError{Stage: StageBuild, Err: err}
 		}
-		resolved = append(resolved, resolvedBase{Ref: base.Ref, Digest: dgst})
+		resolved = append(resolved, rb)
 	}
+	keyed := keyedBuild{dockerfile: content, target: target, bases: resolved, platformArgs: platformArgs, ignore: ignore}
 	var key, cacheTag string
 	if cachedResults && cacheRepo != nil {
 		unlabelled := req
 		unlabelled.Labels = nil
-		if key, err = resultKey(unlabelled, content, target, resolved); err != nil {
+		if key, err = resultKey(unlabelled, keyed); err != nil {
 			return Result{}, &StageError{Stage: StageBuild, Err: err}
 		}
 		if key != "" {
@@ -217,7 +221,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 			}
 		}
 	} else if req.ReuseResults {
-		if key, err = resultKey(req, content, target, resolved); err != nil {
+		if key, err = resultKey(req, keyed); err != nil {
 			return Result{}, &StageError{Stage: StageBuild, Err: err}
 		}
 	}
@@ -243,8 +247,13 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		Labels:           formatLabels(req.Labels),
 		Envs:             req.Env,
 		TransientMounts:  req.RunMounts,
-		NoCache:          req.NoCache,
-		Layers:           req.Layers && !req.NoCache,
+		// buildah excludes what the ignore file read here says, so that
+		// it is what the result key has; with no patterns it reads an
+		// empty file rather than look for one itself.
+		Excludes:   ignore.Excludes,
+		IgnoreFile: ignore.Path,
+		NoCache:    req.NoCache,
+		Layers:     req.Layers && !req.NoCache,
 		// Only the final image is kept: intermediate containers go at once.
 		RemoveIntermediateCtrs:  true,
 		ForceRmIntermediateCtrs: true,
@@ -264,6 +273,9 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		},
 		MaxPullPushRetries: 2,
 		PullPushRetryDelay: 2 * time.Second,
+	}
+	if len(opts.Excludes) == 0 {
+		opts.IgnoreFile = os.DevNull
 	}
 	if req.ForcePull {
 		opts.PullPolicy = define.PullAlways
@@ -306,11 +318,11 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		// The context was digested before the build read it: a file
 		// changed meanwhile may be in the image, so the result is kept
 		// only when the context is still what was digested.
-		keyed := req
+		again := req
 		if cacheTag != "" {
-			keyed.Labels = nil
+			again.Labels = nil
 		}
-		if after, err := resultKey(keyed, content, target, resolved); err != nil || after != key {
+		if after, err := resultKey(again, keyed); err != nil || after != key {
 			_, _ = fmt.Fprintf(out, "The build context changed during the build: its image is not kept for reuse\n")
 			key, cacheTag = "", ""
 		} else if cacheTag == "" {
@@ -355,18 +367,7 @@ func (b *Builder) prepareDockerfile(req Request) (string, []byte, error) {
 	} else if !info.IsDir() {
 		return "", nil, fmt.Errorf("build context %s is not a directory", req.ContextDir)
 	}
-	path := req.Dockerfile
-	switch {
-	case path == "":
-		path = filepath.Join(req.ContextDir, "Dockerfile")
-		if _, err := os.Stat(path); err != nil {
-			if alt := filepath.Join(req.ContextDir, "Containerfile"); fileExists(alt) {
-				path = alt
-			}
-		}
-	case !filepath.IsAbs(path):
-		path = filepath.Join(req.ContextDir, path)
-	}
+	path := dockerfilePath(req)
 	content, err := os.ReadFile(path)
 	if err != nil {
 		return "", nil, fmt.Errorf("reading the Dockerfile: %w", err)
@@ -390,6 +391,34 @@ func (b *Builder) prepareDockerfile(req Request) (string, []byte, error) {
 		return "", nil, err
 	}
 	return path, content, nil
+}
+
+// dockerfilePath is the path of req's Dockerfile.
+func dockerfilePath(req Request) string {
+	path := req.Dockerfile
+	switch {
+	case path == "":
+		path = filepath.Join(req.ContextDir, "Dockerfile")
+		if _, err := os.Stat(path); err != nil {
+			if alt := filepath.Join(req.ContextDir, "Containerfile"); fileExists(alt) {
+				path = alt
+			}
+		}
+	case !filepath.IsAbs(path):
+		path = filepath.Join(req.ContextDir, path)
+	}
+	return path
+}
+
+// platformBuildArgs are the platform args buildah sets for a build for
+// the target os/arch/variant (as buildah spells them) on this machine.
+func platformBuildArgs(osName, arch, variant string) map[string]string {
+	return map[string]string{
+		"TARGETOS": osName, "TARGETARCH": arch, "TARGETVARIANT": variant,
+		"TARGETPLATFORM": lplatform.ToString(osName, arch, variant),
+		"BUILDOS":        runtime.GOOS, "BUILDARCH": runtime.GOARCH,
+		"BUILDPLATFORM": runtime.GOOS + "/" + runtime.GOARCH,
+	}
 }
 
 func fileExists(path string) bool {

@@ -2,6 +2,7 @@ package imagebuild
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -83,48 +84,63 @@ func inspect(ctx context.Context, sys *types.SystemContext, ref string) (Image, 
 
 // checkBaseImage fails with a *BaseImagePlatformError when ref, a base
 // image, has no image for the target platform that sys chooses, the way
-// the pull will choose it. It returns the digest of the manifest chosen,
-// or "" with no error when the image cannot be read: the pull then
-// reports why, in its own words.
-func checkBaseImage(ctx context.Context, sys *types.SystemContext, ref string, target platform.Platform) (string, error) {
+// the pull will choose it. It returns ref with the digest of the manifest
+// chosen, or no digest and no error when the image cannot be read: the
+// pull then reports why, in its own words. With readConfig it also reads
+// the chosen image's config to tell whether it has ONBUILD triggers (a
+// result key needs to know; an image chosen from an index costs two more
+// requests), and returns no digest when that config cannot be read.
+func checkBaseImage(ctx context.Context, sys *types.SystemContext, ref string, target platform.Platform, readConfig bool) (resolvedBase, error) {
+	none := resolvedBase{Ref: ref}
 	imgRef, err := docker.ParseReference("//" + ref)
 	if err != nil {
-		return "", nil
+		return none, nil
 	}
 	src, err := imgRef.NewImageSource(ctx, sys)
 	if err != nil {
-		return "", nil
+		return none, nil
 	}
 	defer func() { _ = src.Close() }()
 	raw, mediaType, err := src.GetManifest(ctx, nil)
 	if err != nil {
-		return "", nil
+		return none, nil
 	}
 	if !manifest.MIMETypeIsMultiImage(mediaType) {
 		dgst, err := manifest.Digest(raw)
 		if err != nil {
-			return "", nil
+			return none, nil
 		}
 		img, err := image.FromUnparsedImage(ctx, sys, image.UnparsedInstance(src, nil))
 		if err != nil {
-			return "", nil
+			return none, nil
 		}
 		config, err := img.OCIConfig(ctx)
 		if err != nil || config.OS == "" || config.Architecture == "" {
-			return "", nil
+			return none, nil
 		}
 		have := platform.FromOCI(config.Platform)
-		if platform.Matches(target, have) {
-			return dgst.String(), nil
+		if !platform.Matches(target, have) {
+			return none, &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: []string{have.String()}, Single: true}
 		}
-		return "", &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: []string{have.String()}, Single: true}
+		if !readConfig {
+			return resolvedBase{Ref: ref, Digest: dgst.String()}, nil
+		}
+		return withOnBuild(ctx, img, resolvedBase{Ref: ref, Digest: dgst.String()}), nil
 	}
 	list, err := manifest.ListFromBlob(raw, mediaType)
 	if err != nil {
-		return "", nil
+		return none, nil
 	}
 	if chosen, err := list.ChooseInstance(sys); err == nil {
-		return chosen.String(), nil
+		found := resolvedBase{Ref: ref, Digest: chosen.String()}
+		if !readConfig {
+			return found, nil
+		}
+		img, err := image.FromUnparsedImage(ctx, sys, image.UnparsedInstance(src, &chosen))
+		if err != nil {
+			return none, nil
+		}
+		return withOnBuild(ctx, img, found), nil
 	}
 	var available []string
 	for _, d := range list.Instances() {
@@ -139,7 +155,27 @@ func checkBaseImage(ctx context.Context, sys *types.SystemContext, ref string, t
 		available = append(available, p.String())
 	}
 	slices.Sort(available)
-	return "", &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: slices.Compact(available)}
+	return none, &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: slices.Compact(available)}
+}
+
+// withOnBuild returns base with OnBuild set when img's config has ONBUILD
+// triggers (which the OCI config has no field for: they are read from the
+// config as stored), or without its digest when the config cannot be read.
+func withOnBuild(ctx context.Context, img types.Image, base resolvedBase) resolvedBase {
+	raw, err := img.ConfigBlob(ctx)
+	if err != nil {
+		return resolvedBase{Ref: base.Ref}
+	}
+	var config struct {
+		Config struct {
+			OnBuild []string `json:"OnBuild"`
+		} `json:"config"`
+	}
+	if json.Unmarshal(raw, &config) != nil {
+		return resolvedBase{Ref: base.Ref}
+	}
+	base.OnBuild = len(config.Config.OnBuild) > 0
+	return base
 }
 
 // IsBaseImagePlatformError reports whether err says that a base image lacks

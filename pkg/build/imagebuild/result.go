@@ -14,10 +14,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/openshift/imagebuilder"
@@ -55,7 +55,7 @@ type resultRecord struct {
 }
 
 // resultKeyVersion changes when the key's composition does.
-const resultKeyVersion = "archway-build-result-v2"
+const resultKeyVersion = "archway-build-result-v3"
 
 // resultKeyInputs are what a result key digests.
 type resultKeyInputs struct {
@@ -63,12 +63,16 @@ type resultKeyInputs struct {
 	Builder    string            `json:"builder"`
 	Dockerfile string            `json:"dockerfile"`
 	Context    string            `json:"context"`
+	Ignore     string            `json:"ignore"`
 	Platform   string            `json:"platform"`
 	Args       map[string]string `json:"args"`
-	Labels     map[string]string `json:"labels"`
-	Env        []string          `json:"env"`
-	Format     Format            `json:"format"`
-	Bases      []resolvedBase    `json:"bases"`
+	// PlatformArgs are the TARGET* and BUILD* args buildah sets itself:
+	// BUILDARCH is the builder's architecture, not the target's.
+	PlatformArgs map[string]string `json:"platformArgs"`
+	Labels       map[string]string `json:"labels"`
+	Env          []string          `json:"env"`
+	Format       Format            `json:"format"`
+	Bases        []resolvedBase    `json:"bases"`
 }
 
 // resolvedBase is a base image and the digest of the manifest the pull for
@@ -76,44 +80,58 @@ type resultKeyInputs struct {
 type resolvedBase struct {
 	Ref    string `json:"ref"`
 	Digest string `json:"digest"`
+	// OnBuild: the image's config has ONBUILD triggers, which run in the
+	// build and may read any file of the context.
+	OnBuild bool `json:"-"`
+}
+
+// keyedBuild is what a build is keyed by besides its Request: what it read
+// and decided before buildah ran.
+type keyedBuild struct {
+	dockerfile   []byte
+	target       platform.Platform
+	bases        []resolvedBase
+	platformArgs map[string]string
+	ignore       ignoreFile
 }
 
 // resultKey returns the key of req's result, or "" when the build reads
 // something the key cannot see.
-func resultKey(req Request, dockerfile []byte, target platform.Platform, bases []resolvedBase) (string, error) {
-	if len(req.RunMounts) > 0 || !keyableDockerfile(dockerfile) {
+func resultKey(req Request, in keyedBuild) (string, error) {
+	if len(req.RunMounts) > 0 || !keyableDockerfile(in.dockerfile) {
 		return "", nil
 	}
-	for _, b := range bases {
-		if b.Digest == "" {
+	for _, b := range in.bases {
+		if b.Digest == "" || b.OnBuild {
 			return "", nil
 		}
 	}
-	ctxDigest, ok, err := contextDigestFor(req.ContextDir, dockerfile)
+	builder, err := builderIdentity()
+	if err != nil {
+		return "", nil // an unknown builder: its results are not kept
+	}
+	ctxDigest, ok, err := contextDigestFor(req.ContextDir, in.dockerfile)
 	if err != nil || !ok {
 		return "", err
 	}
-	ignored, err := ignoreFilesDigest(dockerfileDir(req))
-	if err != nil {
-		return "", err
-	}
-	ctxDigest += " " + ignored
 	format := req.Format
 	if format == "" {
 		format = FormatOCI
 	}
-	df := sha256.Sum256(dockerfile)
+	df := sha256.Sum256(in.dockerfile)
 	inputs := resultKeyInputs{
-		Version:    resultKeyVersion,
-		Builder:    builderVersion(),
-		Dockerfile: hex.EncodeToString(df[:]),
-		Context:    ctxDigest,
-		Platform:   target.Normalize().String(),
-		Args:       orEmpty(req.Args),
-		Labels:     orEmpty(req.Labels),
-		Env:        req.Env,
-		Format:     format,
-		Bases:      bases,
+		Version:      resultKeyVersion,
+		Builder:      builder,
+		Dockerfile:   hex.EncodeToString(df[:]),
+		Context:      ctxDigest,
+		Ignore:       in.ignore.key(),
+		Platform:     in.target.Normalize().String(),
+		Args:         orEmpty(req.Args),
+		PlatformArgs: orEmpty(in.platformArgs),
+		Labels:       orEmpty(req.Labels),
+		Env:          req.Env,
+		Format:       format,
+		Bases:        in.bases,
 	}
 	raw, err := json.Marshal(inputs)
 	if err != nil {
@@ -130,28 +148,35 @@ func orEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-// builderVersion names the program that builds: its version and, for a
-// development build, the commit and module versions it was built from.
-func builderVersion() string {
-	v := version.Version
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
+// builderIdentity names the program that builds: its version and the
+// digest of its executable, so that two builds of the builder never share
+// keys, whatever version they call themselves ("dev" for a development
+// build without VCS stamping).
+func builderIdentity() (string, error) {
+	d, err := executableDigest()
+	if err != nil {
+		return "", err
 	}
-	var sb strings.Builder
-	sb.WriteString(v)
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" || s.Key == "vcs.modified" || s.Key == "vcs.time" {
-			sb.WriteString(" " + s.Key + "=" + s.Value)
-		}
-	}
-	for _, d := range info.Deps {
-		if strings.HasPrefix(d.Path, "go.podman.io/") || strings.HasPrefix(d.Path, "github.com/openshift/imagebuilder") {
-			sb.WriteString(" " + d.Path + "@" + d.Version)
-		}
-	}
-	return sb.String()
+	return version.Version + " " + d, nil
 }
+
+// executableDigest digests the running executable, once per process.
+var executableDigest = sync.OnceValues(func() (string, error) {
+	path, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+})
 
 // keyableDockerfile reports whether everything dockerfile builds from is
 // covered by a result key: no instruction reads a URL, an image other than
@@ -221,8 +246,11 @@ func contextSources(dockerfile []byte) (paths []string, ok bool) {
 			return nil, false
 		}
 		for _, src := range words[:len(words)-1] {
-			if strings.HasPrefix(src, "<<") {
-				continue // a here-document: its content is in the Dockerfile
+			// buildah takes every source starting with "<<" for a
+			// here-document when the instruction has one, and otherwise
+			// for a file of that name (JSON form: COPY ["<<x", "/d"]).
+			if strings.HasPrefix(src, "<<") && len(node.Heredocs) > 0 {
+				continue // its content is in the Dockerfile
 			}
 			if strings.ContainsAny(src, "*?[\\$") {
 				return nil, false
@@ -240,50 +268,143 @@ func contextSources(dockerfile []byte) (paths []string, ok bool) {
 	return slices.Compact(paths), true
 }
 
-// ignoreFileSuffixes end the names of the files that leave paths out of
-// what COPY and ADD read (.dockerignore, .containerignore, and
-// <Dockerfile>.dockerignore beside the Dockerfile).
-var ignoreFileSuffixes = []string{".dockerignore", ".containerignore"}
+// maxIgnoreFileSize is the largest ignore file read.
+const maxIgnoreFileSize = 1 << 20
 
-// dockerfileDir is the directory of req's Dockerfile.
-func dockerfileDir(req Request) string {
-	switch {
-	case req.Dockerfile == "":
-		return req.ContextDir
-	case filepath.IsAbs(req.Dockerfile):
-		return filepath.Dir(req.Dockerfile)
-	}
-	return filepath.Dir(filepath.Join(req.ContextDir, req.Dockerfile))
+// ignoreFile is the file whose patterns leave paths of the context out of
+// what COPY and ADD read, chosen as buildah chooses it: beside the
+// Dockerfile <Dockerfile>.dockerignore, else <Dockerfile>.containerignore,
+// else the context's .containerignore, else its .dockerignore. The builder
+// reads it and gives buildah its patterns, so that what buildah excludes is
+// what was keyed.
+type ignoreFile struct {
+	// Name is its path relative to the context, or "<Dockerfile's
+	// directory>/" and its name when it is outside; "" for none.
+	Name string
+	// Path is its path, for messages.
+	Path string
+	// Digest is the sha256 of its content.
+	Digest string
+	// Excludes are its patterns.
+	Excludes []string
 }
 
-// ignoreFilesDigest digests the ignore files in dir, the Dockerfile's
-// directory, which may be outside the context: buildah reads
-// <Dockerfile>.dockerignore there.
-func ignoreFilesDigest(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
+// key is what a result key digests of f.
+func (f ignoreFile) key() string {
+	if f.Name == "" {
+		return ""
+	}
+	return strconv.Quote(f.Name) + " " + f.Digest
+}
+
+// findIgnoreFile returns the ignore file of a build of the context in
+// contextDir with the Dockerfile at dockerfilePath, or a zero ignoreFile
+// when there is none. It is read inside the context (or, beside a
+// Dockerfile outside it, inside that directory): a link leading out of it,
+// anything but a regular file, or one larger than maxIgnoreFileSize is an
+// error.
+func findIgnoreFile(contextDir, dockerfilePath string) (ignoreFile, error) {
+	ctxAbs, err := filepath.Abs(contextDir)
 	if err != nil {
-		return "", fmt.Errorf("reading the Dockerfile's directory: %w", err)
+		return ignoreFile{}, err
 	}
-	h := sha256.New()
-	for _, e := range entries {
-		for _, suffix := range ignoreFileSuffixes {
-			if !strings.HasSuffix(e.Name(), suffix) {
-				continue
-			}
-			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			if err != nil {
-				return "", fmt.Errorf("reading %s: %w", e.Name(), err)
-			}
-			fmt.Fprintf(h, "%q %d %x\n", e.Name(), len(data), sha256.Sum256(data))
+	dfAbs, err := filepath.Abs(dockerfilePath)
+	if err != nil {
+		return ignoreFile{}, err
+	}
+	ctxRoot, err := os.OpenRoot(ctxAbs)
+	if err != nil {
+		return ignoreFile{}, fmt.Errorf("opening the build context: %w", err)
+	}
+	defer func() { _ = ctxRoot.Close() }()
+	// A Dockerfile in the context has its ignore files read inside the
+	// context; one outside, inside its own directory.
+	dfRoot, dfDir, dfName, dfLabel := ctxRoot, ctxAbs, "", ""
+	if rel, err := filepath.Rel(ctxAbs, dfAbs); err == nil && filepath.IsLocal(rel) {
+		dfName, dfLabel = rel, filepath.ToSlash(rel)
+	} else {
+		dfDir = filepath.Dir(dfAbs)
+		if dfRoot, err = os.OpenRoot(dfDir); err != nil {
+			return ignoreFile{}, fmt.Errorf("opening the Dockerfile's directory: %w", err)
 		}
+		defer func() { _ = dfRoot.Close() }()
+		dfName, dfLabel = filepath.Base(dfAbs), "<Dockerfile's directory>/"+filepath.Base(dfAbs)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	candidates := []struct {
+		root             *os.Root
+		dir, name, label string
+	}{
+		{dfRoot, dfDir, dfName + ".dockerignore", dfLabel + ".dockerignore"},
+		{dfRoot, dfDir, dfName + ".containerignore", dfLabel + ".containerignore"},
+		{ctxRoot, ctxAbs, ".containerignore", ".containerignore"},
+		{ctxRoot, ctxAbs, ".dockerignore", ".dockerignore"},
+	}
+	for _, c := range candidates {
+		full := filepath.Join(c.dir, c.name)
+		data, found, err := readIgnoreFile(c.root, c.name)
+		if err != nil {
+			return ignoreFile{}, fmt.Errorf("the ignore file %s: %w", full, err)
+		}
+		if !found {
+			continue
+		}
+		excludes, err := imagebuilder.ParseIgnoreReader(bytes.NewReader(data))
+		if err != nil {
+			return ignoreFile{}, fmt.Errorf("the ignore file %s: %w", full, err)
+		}
+		sum := sha256.Sum256(data)
+		return ignoreFile{Name: c.label, Path: full, Digest: "sha256:" + hex.EncodeToString(sum[:]), Excludes: excludes}, nil
+	}
+	return ignoreFile{}, nil
+}
+
+// readIgnoreFile reads the ignore file name in root; found is false when
+// there is none (a link to nothing counts as none, as buildah has it).
+func readIgnoreFile(root *os.Root, name string) (data []byte, found bool, err error) {
+	// Non-blocking: a pipe put there must not hold the build.
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("it must be a file inside the build context: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("it is a %s, not a regular file", fileKind(info.Mode()))
+	}
+	data, err = io.ReadAll(io.LimitReader(f, maxIgnoreFileSize+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(data) > maxIgnoreFileSize {
+		return nil, false, fmt.Errorf("it has more than %d bytes", maxIgnoreFileSize)
+	}
+	return data, true, nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // contextDigestFor digests what dockerfile can read of the build context
 // in dir: the paths its COPY and ADD instructions name (each a file, or a
-// directory and all below it) and the ignore files at the context's top,
-// or, when those paths cannot be told or one of them leads through a
+// directory and all below it), or, when those paths cannot be told or one of them leads through a
 // symbolic link, the whole context (contextDigest). So a file no
 // instruction copies, such as a clone's .git, does not change the key.
 func contextDigestFor(dir string, dockerfile []byte) (string, bool, error) {
@@ -296,19 +417,6 @@ func contextDigestFor(dir string, dockerfile []byte) (string, bool, error) {
 		return "", false, fmt.Errorf("digesting the build context: %w", err)
 	}
 	defer func() { _ = root.Close() }()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return "", false, fmt.Errorf("digesting the build context: %w", err)
-	}
-	for _, e := range entries {
-		for _, suffix := range ignoreFileSuffixes {
-			if strings.HasSuffix(e.Name(), suffix) {
-				sources = append(sources, e.Name())
-			}
-		}
-	}
-	slices.Sort(sources)
-	sources = slices.Compact(sources)
 	h := sha256.New()
 	_, _ = io.WriteString(h, "sources\n")
 	for _, src := range sources {
