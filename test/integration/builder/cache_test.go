@@ -304,6 +304,8 @@ type resultBuild struct {
 	cache  string // the platform's cache repository
 	dest   string
 	format imagebuild.Format
+	// dockerfile is the Dockerfile's path in ctxDir; default: Dockerfile.
+	dockerfile string
 }
 
 type resultOutcome struct {
@@ -327,7 +329,7 @@ func (c resultBuild) build(target string, buildName string, args map[string]stri
 	g.Expect(err).NotTo(HaveOccurred())
 	var log strings.Builder
 	out, err := b.BuildAndPush(ctx, imagebuild.Request{
-		ContextDir: c.ctxDir, Platform: p, Args: args, NoCache: noCache,
+		ContextDir: c.ctxDir, Dockerfile: c.dockerfile, Platform: p, Args: args, NoCache: noCache,
 		Labels: map[string]string{"io.openshift.build.name": buildName},
 		Cache:  &imagebuild.Cache{Repository: c.cache}, Out: &log, Format: c.format,
 	}, c.dest, noAuth)
