@@ -44,8 +44,9 @@ import (
 // per-step tags buildah reads, so a cache repository must be writable only
 // by those trusted to build. What is checked is what can be: the manifest
 // is the one read (by digest), of the build's format, of bounded size,
-// with a config of bounded size recording the target platform and one
-// layer per diff ID.
+// with a config of bounded size recording the target platform (its
+// variant too) and one layer per diff ID, every layer of the format's own
+// rootfs types and without URLs.
 
 // cachedResultTagPrefix starts the tag of a cached result; the rest is the
 // key, 64 hexadecimal digits.
@@ -56,6 +57,13 @@ const (
 	maxCachedManifestSize = 4 << 20
 	maxCachedConfigSize   = 8 << 20
 )
+
+// rootfsLayerTypes are the layer media types a cached result of each
+// format may have.
+var rootfsLayerTypes = map[Format][]ggcrtypes.MediaType{
+	FormatOCI:    {ggcrtypes.OCILayer, ggcrtypes.OCILayerZStd, ggcrtypes.OCIUncompressedLayer},
+	FormatDocker: {ggcrtypes.DockerLayer, ggcrtypes.DockerUncompressedLayer},
+}
 
 // cachedResultTag is the tag of the result whose inputs have key.
 func cachedResultTag(key string) string { return cachedResultTagPrefix + key }
@@ -126,6 +134,9 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	if len(desc.Manifest) > maxCachedManifestSize {
 		return nil, fmt.Errorf("its manifest has %d bytes, more than %d", len(desc.Manifest), maxCachedManifestSize)
 	}
+	if format == "" {
+		format = FormatOCI
+	}
 	want := ggcrtypes.OCIManifestSchema1
 	if format == FormatDocker {
 		want = ggcrtypes.DockerManifestSchema2
@@ -152,14 +163,37 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	if err != nil {
 		return nil, fmt.Errorf("its config: %w", err)
 	}
+	// buildah records the target's variant: a config without one (or
+	// with another) is not this build's, even where it would run.
 	have := platform.FromOCI(ociPlatform(config))
-	if config.OS == "" || config.Architecture == "" || !platform.Matches(target, have) {
+	if config.OS == "" || config.Architecture == "" || !target.Equal(have) ||
+		(config.Variant == "" && target.Normalize().Variant != "") {
 		return nil, fmt.Errorf("its config records platform %q, not the target %s", have.String(), target.String())
 	}
 	if len(m.Layers) != len(config.RootFS.DiffIDs) {
 		return nil, fmt.Errorf("its manifest has %d layers and its config %d", len(m.Layers), len(config.RootFS.DiffIDs))
 	}
+	// Only layers a push uploads, of the format's own types: a layer
+	// with URLs (foreign, non-distributable) would be left out of the
+	// push and fetched by the pulls from wherever the URLs say.
+	if err := checkCachedLayers(format, m.Layers); err != nil {
+		return nil, err
+	}
 	return &cachedResult{ref: d, image: img, config: config}, nil
+}
+
+// checkCachedLayers fails unless every layer is of format's own rootfs
+// layer types and names no URLs.
+func checkCachedLayers(format Format, layers []v1.Descriptor) error {
+	for i, l := range layers {
+		if !slices.Contains(rootfsLayerTypes[format], l.MediaType) {
+			return fmt.Errorf("its layer %d is a %s, not a %s build's layer", i, l.MediaType, format)
+		}
+		if len(l.URLs) > 0 {
+			return fmt.Errorf("its layer %d names URLs to fetch it from", i)
+		}
+	}
+	return nil
 }
 
 // pushWithLabels pushes the result of an unlabelled build (Result.unlabelled)

@@ -112,3 +112,43 @@ func TestCachedResultOnBuildBase(t *testing.T) {
 		g.Expect(resultTags(t, reg, cacheRepo)).To(BeEmpty(), "%s: nor kept", from)
 	}
 }
+
+// TestCachedResultForged puts its own result with the variant left out of
+// the config under the result tag of a linux/arm/v7 build: an image that
+// would run there, but not the one buildah built. The build does not use
+// it, says why, and builds. (Layers with URLs or of non-distributable
+// types, which a push leaves out, are refused by the bed's registry
+// itself; TestCheckCachedLayers covers them.)
+func TestCachedResultForged(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	base := reg.Host + "/it/forged-base:v1"
+	g.Expect(reg.CopyIndex(ctx, theBed.BaseImage, base, nil)).To(Succeed())
+	ctxDir := writeContext(t, "ARG BASE\nFROM $BASE\nCOPY a.txt /a.txt\n")
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("a\n"), 0o644)).To(Succeed())
+	cacheRepo, err := platform.CacheRepository(reg.Host+"/it/forged-cache", "linux/arm/v7")
+	g.Expect(err).NotTo(HaveOccurred())
+	c := resultBuild{t: t, ctxDir: ctxDir, cache: cacheRepo, dest: reg.Host + "/it/forged:v1"}
+	args := map[string]string{"BASE": base}
+	first := c.build("linux/arm/v7", "first", args, false)
+	g.Expect(builtSteps(first.log)).To(BeTrue(), first.log)
+	g.Expect(first.config.Variant).To(Equal("v7"), "buildah records the variant")
+	tags := resultTags(t, reg, cacheRepo)
+	g.Expect(tags).To(HaveLen(1))
+	tag, err := name.NewTag(cacheRepo+":"+tags[0], name.Insecure)
+	g.Expect(err).NotTo(HaveOccurred())
+	orig, err := remote.Image(tag, remote.WithContext(ctx))
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg, err := orig.ConfigFile()
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg = cfg.DeepCopy()
+	cfg.Variant = ""
+	forged, err := mutate.ConfigFile(orig, cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(remote.Write(tag, forged, remote.WithContext(ctx))).To(Succeed())
+	out := c.build("linux/arm/v7", "again", args, false)
+	g.Expect(out.log).To(ContainSubstring(`records platform "linux/arm", not the target linux/arm/v7`), out.log)
+	g.Expect(builtSteps(out.log)).To(BeTrue(), "the forged image is not used\n%s", out.log)
+	g.Expect(out.layers).To(Equal(first.layers))
+}
