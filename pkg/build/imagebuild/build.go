@@ -234,6 +234,22 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		}
 	}
 
+	if key != "" {
+		// buildah pulls each base by the digest the key has: a tag moved
+		// meanwhile cannot put another base under the key.
+		digests := make(map[string]string, len(resolved))
+		for _, rb := range resolved {
+			digests[rb.Ref] = rb.Digest
+		}
+		pinned, err := pinBases(content, fromArgs, digests)
+		if err != nil {
+			return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+		}
+		if dockerfile, err = b.writeDockerfile(pinned); err != nil {
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+		defer func() { _ = os.RemoveAll(filepath.Dir(dockerfile)) }()
+	}
 	ulimits, err := hardLimitUlimits()
 	if err != nil {
 		return Result{}, &StageError{Stage: StageBuild, Err: err}
@@ -382,15 +398,24 @@ func (b *Builder) prepareDockerfile(req Request) (string, []byte, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	dir, err := os.MkdirTemp(b.tmpDir, "dockerfile-")
-	if err != nil {
-		return "", nil, err
-	}
-	path = filepath.Join(dir, "Dockerfile")
-	if err := os.WriteFile(path, content, 0o600); err != nil {
+	if path, err = b.writeDockerfile(content); err != nil {
 		return "", nil, err
 	}
 	return path, content, nil
+}
+
+// writeDockerfile writes content as a Dockerfile in a new directory of the
+// work directory and returns its path.
+func (b *Builder) writeDockerfile(content []byte) (string, error) {
+	dir, err := os.MkdirTemp(b.tmpDir, "dockerfile-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "Dockerfile")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // dockerfilePath is the path of req's Dockerfile.

@@ -3,10 +3,13 @@ package imagebuild
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/openshift/imagebuilder"
 	"github.com/openshift/imagebuilder/dockerfile/parser"
+	"go.podman.io/image/v5/docker/reference"
 )
 
 // baseImage is an image a Dockerfile's FROM instruction pulls.
@@ -25,6 +28,30 @@ type baseImage struct {
 // instructions before the first FROM, overridden by args (the build args
 // and the TARGET*/BUILD* platform args).
 func baseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) {
+	froms, err := baseFroms(dockerfile, args)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []baseImage
+	for _, f := range froms {
+		if !seen[f.ref] {
+			seen[f.ref] = true
+			out = append(out, baseImage{Ref: f.ref, Line: f.node.StartLine})
+		}
+	}
+	return out, nil
+}
+
+// baseFrom is a FROM instruction that pulls a base image, ref.
+type baseFrom struct {
+	node *parser.Node
+	ref  string
+}
+
+// baseFroms returns every FROM instruction of dockerfile that pulls a base
+// image (baseImages), in order.
+func baseFroms(dockerfile []byte, args map[string]string) ([]baseFrom, error) {
 	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
 	if err != nil {
 		return nil, fmt.Errorf("parsing the Dockerfile: %w", err)
@@ -39,8 +66,7 @@ func baseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) 
 	}
 	sawFrom := false
 	stages := map[string]bool{}
-	seen := map[string]bool{}
-	var out []baseImage
+	var out []baseFrom
 	for _, node := range root.Children {
 		switch strings.ToLower(node.Value) {
 		case "arg":
@@ -63,10 +89,8 @@ func baseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) 
 		case "from":
 			sawFrom = true
 			words := nodeWords(node)
-			if ref, ok := fromImage(node, words, args, order, globals); ok &&
-				!stages[strings.ToLower(ref)] && !seen[ref] {
-				seen[ref] = true
-				out = append(out, baseImage{Ref: ref, Line: node.StartLine})
+			if ref, ok := fromImage(node, words, args, order, globals); ok && !stages[strings.ToLower(ref)] {
+				out = append(out, baseFrom{node: node, ref: ref})
 			}
 			// A stage name counts from the next FROM on.
 			if len(words) >= 3 && strings.EqualFold(words[1], "as") {
@@ -135,6 +159,50 @@ func hasFlag(node *parser.Node, name string) bool {
 		}
 	}
 	return false
+}
+
+// pinBases returns dockerfile with the image of every FROM instruction
+// that pulls a base image in digests (by its reference with ARGs expanded
+// from args, as baseImages has it) replaced by that image's repository and
+// digest, keeping the instruction's flags and stage name: the build then
+// pulls the very manifest its result key names, whatever the tag names
+// meanwhile.
+func pinBases(dockerfile []byte, args map[string]string, digests map[string]string) ([]byte, error) {
+	froms, err := baseFroms(dockerfile, args)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.SplitAfter(string(dockerfile), "\n")
+	// From the last FROM to the first, so that earlier line numbers hold.
+	for i := len(froms) - 1; i >= 0; i-- {
+		f := froms[i]
+		dgst, ok := digests[f.ref]
+		if !ok {
+			continue
+		}
+		named, err := reference.ParseNormalizedNamed(f.ref)
+		if err != nil {
+			return nil, fmt.Errorf("base image %q: %w", f.ref, err)
+		}
+		pinned, err := reference.WithDigest(reference.TrimNamed(named), digest.Digest(dgst))
+		if err != nil {
+			return nil, fmt.Errorf("base image %q: %w", f.ref, err)
+		}
+		instruction := "FROM"
+		for _, flag := range f.node.Flags {
+			instruction += " " + flag
+		}
+		instruction += " " + pinned.String()
+		if words := nodeWords(f.node); len(words) >= 3 && strings.EqualFold(words[1], "as") {
+			instruction += " AS " + words[2]
+		}
+		start, end := f.node.StartLine-1, f.node.EndLine
+		if start < 0 || end > len(lines) || start >= end {
+			return nil, fmt.Errorf("the Dockerfile's FROM is at lines %d-%d of %d", f.node.StartLine, f.node.EndLine, len(lines))
+		}
+		lines = slices.Concat(lines[:start], []string{instruction + "\n"}, lines[end:])
+	}
+	return []byte(strings.Join(lines, "")), nil
 }
 
 // replaceLastFrom returns dockerfile with the image of its last FROM

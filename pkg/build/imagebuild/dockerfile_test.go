@@ -204,3 +204,29 @@ func TestCheckPushedPlatform(t *testing.T) {
 		}
 	}
 }
+
+func TestPinBases(t *testing.T) {
+	const d = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+	const e = "sha256:0000000000000000000000000000000000000000000000000000000000000002"
+	dockerfile := "ARG BASE=reg.example/base:v1\n" +
+		"FROM $BASE AS build\nRUN make\n" +
+		"FROM \\\n  reg.example/run:v2\nCOPY --from=build /out /out\n" +
+		"FROM build AS test\n" +
+		"FROM reg.example/base:v1\n" +
+		"FROM scratch\n"
+	got, err := pinBases([]byte(dockerfile), map[string]string{}, map[string]string{
+		"reg.example/base:v1": d, "reg.example/run:v2": e,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ARG BASE=reg.example/base:v1\n" +
+		"FROM reg.example/base@" + d + " AS build\nRUN make\n" +
+		"FROM reg.example/run@" + e + "\nCOPY --from=build /out /out\n" +
+		"FROM build AS test\n" +
+		"FROM reg.example/base@" + d + "\n" +
+		"FROM scratch\n"
+	if string(got) != want {
+		t.Errorf("pinned:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -1,6 +1,8 @@
 package builder_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
 	. "github.com/onsi/gomega"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/platform"
@@ -151,4 +154,97 @@ func TestCachedResultForged(t *testing.T) {
 	g.Expect(out.log).To(ContainSubstring(`records platform "linux/arm", not the target linux/arm/v7`), out.log)
 	g.Expect(builtSteps(out.log)).To(BeTrue(), "the forged image is not used\n%s", out.log)
 	g.Expect(out.layers).To(Equal(first.layers))
+}
+
+// TestResultPinsBaseDigest builds with --work-dir's result reuse from a base
+// tag whose image the store already has, after the tag moved to another
+// image: the key names the registry's new digest, and the build must use
+// that image (pinned by digest), not the store's old one under the tag.
+// The pinned build's config and history are those of an unpinned build
+// of the same Dockerfile (RUN mounts make a build unkeyed and unpinned).
+func TestResultPinsBaseDigest(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	base := reg.Host + "/it/pin-base:v1"
+	_, err := theBed.PushBasePlatform(ctx, reg, base, "linux/amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	ctxDir := writeContext(t, "ARG BASE\nFROM $BASE\nCOPY a.txt /a.txt\n")
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("a\n"), 0o644)).To(Succeed())
+	amd64, _ := platform.Parse("linux/amd64")
+	work := t.TempDir()
+	build := func(workDir, dest string, mounts []string) (imagebuild.Output, string) {
+		t.Helper()
+		b, err := imagebuild.New(imagebuild.Config{WorkDir: workDir})
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = b.Close() }()
+		var log strings.Builder
+		out, err := b.BuildAndPush(ctx, imagebuild.Request{
+			ContextDir: ctxDir, Platform: amd64, Args: map[string]string{"BASE": base}, Out: &log,
+			ReuseResults: true, Layers: true, RunMounts: mounts,
+		}, dest, noAuth)
+		g.Expect(err).NotTo(HaveOccurred(), log.String())
+		return out, log.String()
+	}
+	layersOf := func(ref string) ([]string, *ocispec.Image, map[string]string) {
+		t.Helper()
+		img, err := reg.OpenImage(ctx, ref)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer img.Close()
+		raw, _, err := img.Manifest(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		var m struct {
+			Layers      []struct{ Digest string }
+			Annotations map[string]string
+		}
+		g.Expect(json.Unmarshal(raw, &m)).To(Succeed())
+		var layers []string
+		for _, l := range m.Layers {
+			layers = append(layers, l.Digest)
+		}
+		cfg, err := img.Config(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		return layers, cfg, m.Annotations
+	}
+	dest := reg.Host + "/it/pin-app"
+	first, _ := build(work, dest+":1", nil)
+	firstLayers, _, _ := layersOf(digestReferenceOf(dest+":1", first.Image.Digest))
+	g.Expect(firstLayers).To(HaveLen(2))
+
+	// The tag moves to the base with a layer added.
+	nb, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = nb.Close() }()
+	var log strings.Builder
+	_, err = nb.BuildAndPush(ctx, imagebuild.Request{
+		ContextDir: writeContext(t, "FROM "+base+"\nRUN echo 2 > /base-version\n"), Platform: amd64, Out: &log,
+	}, base, noAuth)
+	g.Expect(err).NotTo(HaveOccurred(), log.String())
+
+	second, secondLog := build(work, dest+":2", nil)
+	g.Expect(second.Build.Reused).To(BeFalse(), secondLog)
+	secondLayers, secondConfig, secondAnn := layersOf(digestReferenceOf(dest+":2", second.Image.Digest))
+	g.Expect(secondLayers).To(HaveLen(3), "built from the moved tag's image, not the store's old one\n%s", secondLog)
+	third, thirdLog := build(work, dest+":3", nil)
+	g.Expect(third.Build.Reused).To(BeTrue(), thirdLog)
+	g.Expect(third.Image.Digest).To(Equal(second.Image.Digest))
+
+	unpinned, unpinnedLog := build(t.TempDir(), dest+":unpinned", []string{t.TempDir() + ":/mnt/unused"})
+	g.Expect(unpinnedLog).NotTo(ContainSubstring("@sha256:"), "not pinned")
+	g.Expect(secondLog).To(ContainSubstring("FROM "+reg.Host+"/it/pin-base@sha256:"), "pinned")
+	unpinnedLayers, unpinnedConfig, unpinnedAnn := layersOf(digestReferenceOf(dest+":unpinned", unpinned.Image.Digest))
+	g.Expect(unpinnedLayers).To(HaveLen(3))
+	g.Expect(unpinnedLayers[:2]).To(Equal(secondLayers[:2]), "the same base layers")
+	createdBy := func(c *ocispec.Image) []string {
+		var out []string
+		for _, h := range c.History {
+			out = append(out, h.CreatedBy)
+		}
+		return out
+	}
+	g.Expect(createdBy(secondConfig)).To(Equal(createdBy(unpinnedConfig)), "the same history")
+	g.Expect(secondConfig.Config).To(Equal(unpinnedConfig.Config), "the same config")
+	g.Expect(secondConfig.RootFS.DiffIDs[:2]).To(Equal(unpinnedConfig.RootFS.DiffIDs[:2]))
+	g.Expect(secondAnn["org.opencontainers.image.base.digest"]).To(Equal(unpinnedAnn["org.opencontainers.image.base.digest"]))
+	fmt.Printf("pinned base annotations %v, unpinned %v\n", secondAnn, unpinnedAnn)
 }
