@@ -210,17 +210,29 @@ func (b *Builder) pushWithLabels(ctx context.Context, req Request, dest string, 
 	srcAuth := req.Cache.Auth
 	if src == nil {
 		to := out.Build.cacheTag
+		var pushed Pushed
+		var err error
+		if to != "" {
+			// A registry that keeps tags immutable (or refuses this one)
+			// costs later builds their reuse, not this build its push.
+			if pushed, err = b.Push(ctx, out.Build.ImageID, to, req.Format, srcAuth, req.Out); err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				_, _ = fmt.Fprintf(log, "Warning: the result is not kept in the layer cache: %v\n", err)
+				to = ""
+			}
+		}
 		if to == "" {
 			to, srcAuth = dest, pushAuth
-		}
-		pushed, err := b.Push(ctx, out.Build.ImageID, to, req.Format, srcAuth, req.Out)
-		if err != nil {
-			return err
+			if pushed, err = b.Push(ctx, out.Build.ImageID, to, req.Format, srcAuth, req.Out); err != nil {
+				return err
+			}
 		}
 		if src, err = b.readCachedResult(ctx, digestReference(to, pushed.Digest), srcAuth, req.Format, out.Build.Platform); err != nil {
 			return &StageError{Stage: StagePush, Err: fmt.Errorf("reading back %s: %w", to, err)}
 		}
-		if out.Build.cacheTag != "" {
+		if to != dest {
 			_, _ = fmt.Fprintf(log, "Kept the result as %s for later builds of the same inputs\n", out.Build.cacheTag)
 		}
 	}

@@ -3,9 +3,15 @@ package builder_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -247,4 +253,44 @@ func TestResultPinsBaseDigest(t *testing.T) {
 	g.Expect(secondConfig.RootFS.DiffIDs[:2]).To(Equal(unpinnedConfig.RootFS.DiffIDs[:2]))
 	g.Expect(secondAnn["org.opencontainers.image.base.digest"]).To(Equal(unpinnedAnn["org.opencontainers.image.base.digest"]))
 	fmt.Printf("pinned base annotations %v, unpinned %v\n", secondAnn, unpinnedAnn)
+}
+
+// TestCachedResultTagRefused builds with a layer cache reached through a
+// proxy that refuses every result tag's manifest, as a registry keeping
+// tags immutable refuses a second write: the build warns that the result
+// is not kept and still pushes its labelled image to the output.
+func TestCachedResultTagRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	target, err := url.Parse(reg.URL("/"))
+	g.Expect(err).NotTo(HaveOccurred())
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var refused atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/result-") {
+			refused.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"errors":[{"code":"TAG_INVALID","message":"the tag is immutable"}]}`)
+			return
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	proxyHost := strings.TrimPrefix(proxy.URL, "http://")
+
+	base := reg.Host + "/it/refused-base:v1"
+	_, err = theBed.PushBasePlatform(ctx, reg, base, "linux/amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	ctxDir := writeContext(t, "ARG BASE\nFROM $BASE\nCOPY a.txt /a.txt\n")
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("a\n"), 0o644)).To(Succeed())
+	cacheRepo, err := platform.CacheRepository(proxyHost+"/it/refused-cache", "linux/amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	c := resultBuild{t: t, ctxDir: ctxDir, cache: cacheRepo, dest: reg.Host + "/it/refused:v1"}
+	out := c.build("linux/amd64", "refused", map[string]string{"BASE": base}, false)
+	g.Expect(refused.Load()).To(BeNumerically(">", 0), "the result tag was refused")
+	g.Expect(out.log).To(ContainSubstring("Warning: the result is not kept in the layer cache"), out.log)
+	g.Expect(out.labels).To(HaveKeyWithValue("io.openshift.build.name", "refused"), "the output is pushed, labelled")
+	g.Expect(out.layers).To(HaveLen(2))
 }
