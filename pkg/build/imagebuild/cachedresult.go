@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/buildah"
+	"go.podman.io/buildah/define"
 
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
@@ -224,17 +226,14 @@ func (b *Builder) pushWithLabels(ctx context.Context, req Request, dest string, 
 			}
 		}
 		if to == "" {
-			to, srcAuth = dest, pushAuth
-			if pushed, err = b.Push(ctx, out.Build.ImageID, to, req.Format, srcAuth, req.Out); err != nil {
-				return err
-			}
+			// Not kept: the labels are added in the store and the image
+			// pushed once, so the output's tag never names it unlabelled.
+			return b.labelAndPush(ctx, req, dest, pushAuth, out, start)
 		}
 		if src, err = b.readCachedResult(ctx, digestReference(to, pushed.Digest), srcAuth, req.Format, out.Build.Platform); err != nil {
 			return &StageError{Stage: StagePush, Err: fmt.Errorf("reading back %s: %w", to, err)}
 		}
-		if to != dest {
-			_, _ = fmt.Fprintf(log, "Kept the result as %s for later builds of the same inputs\n", out.Build.cacheTag)
-		}
+		_, _ = fmt.Fprintf(log, "Kept the result as %s for later builds of the same inputs\n", out.Build.cacheTag)
 	}
 	img, err := b.writeLabelled(ctx, src, dest, pushAuth, req.Labels)
 	if err != nil {
@@ -247,6 +246,61 @@ func (b *Builder) pushWithLabels(ctx context.Context, req Request, dest string, 
 	if err := CheckPushedPlatform(out.Build.Platform, out.Image); err != nil {
 		return &StageError{Stage: StageInspect, Err: err}
 	}
+	return nil
+}
+
+// labelAndPush commits the built image with req.Labels added as a new
+// image of the store (an empty layer in its history, as writeLabelled
+// adds), pushes it to dest and reads it back: the output's tag never names
+// the image without its labels.
+func (b *Builder) labelAndPush(ctx context.Context, req Request, dest string, pushAuth registry.AuthFile, out *Output, start time.Time) error {
+	if len(req.Labels) > 0 {
+		if err := b.labelInStore(ctx, req, out); err != nil {
+			return &StageError{Stage: StagePush, Err: fmt.Errorf("labelling the image: %w", err)}
+		}
+	}
+	var err error
+	if out.Pushed, err = b.Push(ctx, out.Build.ImageID, dest, req.Format, pushAuth, req.Out); err != nil {
+		return err
+	}
+	out.Pushed.Duration = time.Since(start)
+	if out.Image, err = b.Inspect(ctx, digestReference(dest, out.Pushed.Digest), pushAuth); err != nil {
+		return &StageError{Stage: StageInspect, Err: err}
+	}
+	if err := CheckPushedPlatform(out.Build.Platform, out.Image); err != nil {
+		return &StageError{Stage: StageInspect, Err: err}
+	}
+	return nil
+}
+
+// labelInStore commits out's built image with req.Labels added as a new
+// image of the store, which becomes out's.
+func (b *Builder) labelInStore(ctx context.Context, req Request, out *Output) error {
+	sys, err := b.systemContext(nil, registry.AuthFile{})
+	if err != nil {
+		return err
+	}
+	builder, err := buildah.NewBuilder(ctx, b.store, buildah.BuilderOptions{
+		FromImage: out.Build.ImageID, PullPolicy: define.PullNever, SignaturePolicyPath: b.policyPath,
+		SystemContext: sys, Isolation: define.IsolationChroot, CommonBuildOpts: &define.CommonBuildOptions{},
+		NetworkInterface: hostNetwork{},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = builder.Delete() }()
+	for k, v := range req.Labels {
+		builder.SetLabel(k, v)
+	}
+	builder.SetCreatedBy(labelInstruction(req.Labels))
+	id, _, _, err := builder.Commit(ctx, nil, buildah.CommitOptions{
+		EmptyLayer: true, PreferredManifestType: manifestType(req.Format),
+		SignaturePolicyPath: b.policyPath, SystemContext: sys,
+	})
+	if err != nil {
+		return err
+	}
+	out.Build.ImageID = id
 	return nil
 }
 

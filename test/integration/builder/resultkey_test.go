@@ -258,7 +258,8 @@ func TestResultPinsBaseDigest(t *testing.T) {
 // TestCachedResultTagRefused builds with a layer cache reached through a
 // proxy that refuses every result tag's manifest, as a registry keeping
 // tags immutable refuses a second write: the build warns that the result
-// is not kept and still pushes its labelled image to the output.
+// is not kept and still pushes its labelled image to the output, writing
+// the output's tag once (never with the image unlabelled).
 func TestCachedResultTagRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -288,7 +289,21 @@ func TestCachedResultTagRefused(t *testing.T) {
 	cacheRepo, err := platform.CacheRepository(proxyHost+"/it/refused-cache", "linux/amd64")
 	g.Expect(err).NotTo(HaveOccurred())
 	c := resultBuild{t: t, ctxDir: ctxDir, cache: cacheRepo, dest: reg.Host + "/it/refused:v1"}
+	before, err := reg.Requests()
+	g.Expect(err).NotTo(HaveOccurred())
 	out := c.build("linux/amd64", "refused", map[string]string{"BASE": base}, false)
+	after, err := reg.Requests()
+	g.Expect(err).NotTo(HaveOccurred())
+	puts := 0
+	for _, r := range after[len(before):] {
+		if r.Method == http.MethodPut && r.Path == "/v2/it/refused/manifests/v1" {
+			puts++
+		}
+	}
+	g.Expect(puts).To(Equal(1), "the output's tag is written once, labelled: it never names the image without its labels")
+	last := out.config.History[len(out.config.History)-1]
+	g.Expect(last.CreatedBy).To(HavePrefix("LABEL "))
+	g.Expect(last.EmptyLayer).To(BeTrue())
 	g.Expect(refused.Load()).To(BeNumerically(">", 0), "the result tag was refused")
 	g.Expect(out.log).To(ContainSubstring("Warning: the result is not kept in the layer cache"), out.log)
 	g.Expect(out.labels).To(HaveKeyWithValue("io.openshift.build.name", "refused"), "the output is pushed, labelled")
