@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -282,22 +283,39 @@ func TestPlatformBuildArgs(t *testing.T) {
 	}
 }
 
-// TestBuilderIdentity checks that the key names the executable's digest.
+// TestBuilderIdentity: the builder is identified by its Go build ID, as
+// the go command reads it (a digest of the build's inputs and of the linked
+// binary), and a binary without one by the sha256 of its bytes.
 func TestBuilderIdentity(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(exe)
+	out, err := exec.Command("go", "tool", "buildid", exe).Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("go tool buildid %s: %v", exe, err)
 	}
 	id, err := builderIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("sha256:%x", sha256.Sum256(raw)); !strings.HasSuffix(id, " "+want) {
-		t.Errorf("builder identity %q does not end with the executable's digest %s", id, want)
+	if want := "go-buildid:" + strings.TrimSpace(string(out)); !strings.HasSuffix(id, " "+want) {
+		t.Errorf("builder identity %q does not end with the executable's build ID %s", id, want)
+	}
+
+	// An ELF file that is not a Go program, and a file that is not ELF.
+	for _, path := range []string{"/bin/true", "/etc/passwd"} {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := executableIdentity(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("sha256:%x", sha256.Sum256(raw)); got != want {
+			t.Errorf("identity of %s (no Go build ID) = %q, want its digest %s", path, got, want)
+		}
 	}
 }
 
