@@ -2,9 +2,9 @@ package imagebuild
 
 import (
 	"bytes"
-	"debug/elf"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
