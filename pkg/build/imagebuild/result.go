@@ -215,11 +215,15 @@ func goBuildID(path string) string {
 	// namesz, descsz, type, then the name padded to 4 bytes, then the
 	// description: the build ID.
 	order := f.ByteOrder
-	nameSize, descSize, typ := order.Uint32(note[0:]), order.Uint32(note[4:]), order.Uint32(note[8:])
-	if nameSize != 4 || typ != goBuildIDNoteType || string(note[12:16]) != "Go\x00\x00" || uint64(descSize) > uint64(len(note)-16) {
+	nameSize, typ := order.Uint32(note[0:]), order.Uint32(note[8:])
+	if nameSize != 4 || typ != goBuildIDNoteType || string(note[12:16]) != "Go\x00\x00" {
 		return ""
 	}
-	return strings.TrimRight(string(note[16:16+descSize]), "\x00")
+	desc := note[16:]
+	if n := order.Uint32(note[4:]); uint64(n) < uint64(len(desc)) {
+		desc = desc[:n]
+	}
+	return strings.TrimRight(string(desc), "\x00")
 }
 
 // keyableDockerfile reports whether everything dockerfile builds from is
