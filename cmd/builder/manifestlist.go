@@ -26,6 +26,7 @@ type manifestListOptions struct {
 	insecureRegs   []string
 	waitTimeout    time.Duration
 	terminationLog string
+	removeTags     bool // the pod build-controller starts with --remove-tags (build.RemoveTagsArg)
 }
 
 func newManifestListCommand() *cobra.Command {
@@ -69,6 +70,7 @@ The exit code is 0 when the manifest list was pushed and 1 otherwise.`,
 	f.BoolVar(&opts.insecure, "insecure", false, "reach every registry over plain HTTP or without TLS verification")
 	f.StringSliceVar(&opts.insecureRegs, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are; registries.conf can also mark them)")
 	f.DurationVar(&opts.waitTimeout, "wait-timeout", 2*time.Hour, "how long to wait for the platforms to finish (bounded further by spec.completionDeadlineSeconds)")
+	f.BoolVar(&opts.removeTags, "remove-tags", false, "only remove the per-platform tags of a Build that ended without a manifest list (build-controller starts it so once every platform pod has ended)")
 	f.StringVar(&opts.terminationLog, "termination-log", "/dev/termination-log", "file to write the failure reason to, if it exists (the pod's termination message)")
 	return cmd
 }
@@ -106,6 +108,7 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 		TerminationLog: opts.terminationLog,
 		WaitTimeout:    opts.waitTimeout,
 		Platforms:      platforms,
+		RemoveTagsOnly: opts.removeTags,
 	}
 	return run.Do(ctx)
 }

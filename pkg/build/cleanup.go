@@ -10,25 +10,30 @@ import (
 
 // Cleanup is what a multi-platform Build that ended without a manifest list
 // (Failed, Error or Cancelled) still owes its output repository: the
-// per-platform tags its platform pods may have pushed are removed by the
-// manifest-list pod, which untags them when it finds the Build ended.
+// per-platform tags its platform pods may have pushed are removed by a
+// manifest-list pod started with RemoveTagsArg, which untags them.
 //
-// The pod is created only once every platform pod has ended (terminated, or
-// deleted and gone): a platform pod still running when the Build failed may
-// finish its push after any earlier removal, and nothing would remove its
-// tag then. Once no platform pod runs, nothing can push again.
+// That pod is created only once every platform pod has ended (terminated,
+// or deleted and gone): a platform pod still running when the Build failed
+// may finish its push after any earlier removal, and nothing would remove
+// its tag then. Once no platform pod runs, nothing can push again. The
+// manifest-list pod started with the platform pods, which removes nothing
+// when the Build ends without a manifest list, holds the name: it is
+// deleted, and the new pod made once it is gone.
 type Cleanup struct {
-	// Create asks for the manifest-list pod now.
+	// Create asks for the manifest-list pod that removes the tags now.
 	Create bool
-	// WaitingFor are the platform pods that have not ended yet, sorted.
+	// Replace is the manifest-list pod started with the platform pods, to
+	// delete (nil: none, or already being deleted).
+	Replace *corev1.Pod
+	// WaitingFor are the pods that have not ended (or gone) yet, sorted.
 	WaitingFor []string
 }
 
 // NeedsCleanup reports whether b is a Build that ended without a manifest
-// list after its platform pods were created, and whose manifest-list pod
-// has not been created: the only Builds DecideCleanup is asked about. It
-// looks at the Build alone, so that the controller reads no pods for the
-// many Builds that need nothing.
+// list after its platform pods were created: the only Builds DecideCleanup
+// is asked about. It looks at the Build alone, so that the controller reads
+// no pods for the many Builds that need nothing.
 func NeedsCleanup(b *buildv1.Build, manifestList bool) bool {
 	switch b.Status.Phase {
 	case buildv1.BuildPhaseFailed, buildv1.BuildPhaseError, buildv1.BuildPhaseCancelled:
@@ -40,21 +45,40 @@ func NeedsCleanup(b *buildv1.Build, manifestList bool) bool {
 	return manifestList && b.Annotations[buildv1.BuildPodNameAnnotation] == ManifestListPodName(b.Name)
 }
 
-// DecideCleanup says whether to create the manifest-list pod of an ended
-// Build that NeedsCleanup, given its platforms and its pods by name: not
-// when the manifest-list pod exists (it removes the tags itself, and runs
-// only after every platform ended), not while a platform pod has not ended,
-// else yes.
+// DecideCleanup says whether to create the manifest-list pod that removes
+// the tags of an ended Build that NeedsCleanup, given its platforms and its
+// pods by name: not when that pod exists (it removes the tags itself), not
+// while a platform pod has not ended, not while the manifest-list pod
+// started with the platform pods exists (Replace asks to delete it), else
+// yes.
 func DecideCleanup(b *buildv1.Build, platforms []string, pods map[string]*corev1.Pod) Cleanup {
-	if _, ok := pods[ManifestListPodName(b.Name)]; ok {
-		return Cleanup{}
+	var c Cleanup
+	if ml, ok := pods[ManifestListPodName(b.Name)]; ok {
+		if RemovesTags(ml) {
+			return Cleanup{}
+		}
+		if ml.DeletionTimestamp == nil {
+			c.Replace = ml
+		}
+		c.WaitingFor = append(c.WaitingFor, ml.Name)
 	}
-	var waiting []string
 	for _, p := range platforms {
 		if pod, ok := pods[PlatformPodName(b.Name, p)]; ok && !podTerminal(pod) {
-			waiting = append(waiting, pod.Name)
+			c.WaitingFor = append(c.WaitingFor, pod.Name)
 		}
 	}
-	slices.Sort(waiting)
-	return Cleanup{Create: len(waiting) == 0, WaitingFor: waiting}
+	slices.Sort(c.WaitingFor)
+	c.Create = len(c.WaitingFor) == 0
+	return c
+}
+
+// RemovesTags reports whether pod is a manifest-list pod started, after
+// its Build ended, to remove the per-platform tags (RemoveTagsArg).
+func RemovesTags(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		if slices.Contains(c.Command, RemoveTagsArg) || slices.Contains(c.Args, RemoveTagsArg) {
+			return true
+		}
+	}
+	return false
 }

@@ -43,6 +43,7 @@ func TestDecideCleanup(t *testing.T) {
 		name    string
 		pods    map[string]*corev1.Pod
 		create  bool
+		replace bool
 		waiting []string
 	}{
 		{
@@ -65,20 +66,47 @@ func TestDecideCleanup(t *testing.T) {
 			waiting: []string{podArm, podPpc},
 		},
 		{
-			name: "the manifest-list pod exists: it removes the tags itself",
-			pods: podsOf(makePod(podML).exited(1, "", "").obj()),
+			name: "the pod that removes the tags exists: it removes them itself",
+			pods: podsOf(removeTags(makePod(podML).exited(1, "", "").obj())),
 		},
 		{
-			name: "the manifest-list pod exists while a platform pod runs: nothing",
-			pods: podsOf(makePod(podML).running().obj(), makePod(podAmd).running().obj()),
+			name: "the pod that removes the tags exists while a platform pod runs: nothing",
+			pods: podsOf(removeTags(makePod(podML).running().obj()), makePod(podAmd).running().obj()),
+		},
+		{
+			name:    "the manifest-list pod started with the platforms still waits: replaced, once it and the platform pods are gone",
+			pods:    podsOf(makePod(podML).running().obj(), makePod(podAmd).running().obj()),
+			replace: true,
+			waiting: []string{podAmd, podML},
+		},
+		{
+			name:    "the manifest-list pod started with the platforms ended (it removed nothing): replaced",
+			pods:    podsOf(makePod(podML).exited(0, "", "").obj(), makePod(podAmd).exited(0, "", "").obj()),
+			replace: true,
+			waiting: []string{podML},
+		},
+		{
+			name:    "the manifest-list pod started with the platforms being deleted: wait until it is gone",
+			pods:    podsOf(makePod(podML).running().deleting().obj()),
+			waiting: []string{podML},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := DecideCleanup(b, four, tt.pods)
-			if got.Create != tt.create || !slices.Equal(got.WaitingFor, tt.waiting) {
-				t.Errorf("DecideCleanup = %+v, want create %v waiting %v", got, tt.create, tt.waiting)
+			if got.Create != tt.create || !slices.Equal(got.WaitingFor, tt.waiting) || (got.Replace != nil) != tt.replace {
+				t.Errorf("DecideCleanup = create %v replace %v waiting %v, want create %v replace %v waiting %v",
+					got.Create, got.Replace != nil, got.WaitingFor, tt.create, tt.replace, tt.waiting)
+			}
+			if got.Replace != nil && got.Replace.Name != podML {
+				t.Errorf("replace %s, want %s", got.Replace.Name, podML)
 			}
 		})
 	}
+}
+
+// removeTags makes pod the manifest-list pod started to remove the tags.
+func removeTags(pod *corev1.Pod) *corev1.Pod {
+	pod.Spec.Containers = []corev1.Container{{Name: ManifestListContainerName, Command: []string{"builder", "manifest-list", RemoveTagsArg}}}
+	return pod
 }

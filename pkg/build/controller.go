@@ -349,9 +349,10 @@ func (r *Reconciler) act(ctx context.Context, pl PodPlan, in *PlanInput, plan *P
 	return result, nil
 }
 
-// cleanup creates the manifest-list pod of a multi-platform Build that
-// ended without one, once every platform pod has ended, so that it removes
-// the per-platform tags (see Cleanup). The cache says when that may be; a
+// cleanup creates the manifest-list pod that removes the per-platform tags
+// of a multi-platform Build that ended without a manifest list, once every
+// platform pod has ended (see Cleanup); the manifest-list pod started with
+// the platform pods is deleted first. The cache says when that may be; a
 // read from the apiserver confirms it, since a pod created in the reconcile
 // that failed the Build may not be in the cache yet.
 func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result, error) {
@@ -371,6 +372,14 @@ func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result
 		}
 		c = DecideCleanup(b, platforms, pods)
 	}
+	if c.Replace != nil {
+		// It removes nothing from a Build that ended without a manifest
+		// list: the pod that does takes its name once it is gone.
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Replace.Namespace, Name: c.Replace.Name}}
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &c.Replace.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("deleting pod %s: %w", c.Replace.Name, err)
+		}
+	}
 	if !c.Create {
 		if len(c.WaitingFor) == 0 {
 			return ctrl.Result{}, nil
@@ -378,7 +387,7 @@ func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result
 		msg := fmt.Sprintf("The per-platform tags are removed once the pods %s have ended.", strings.Join(c.WaitingFor, ", "))
 		return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionFalse, buildv1.ReasonWaitingForBuildPods, msg)
 	}
-	pod, err := pl.ManifestListPod(b)
+	pod, err := pl.RemoveTagsPod(b)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("making the manifest-list pod: %w", err)
 	}

@@ -52,7 +52,9 @@ type Plan struct {
 	// CreatePods are the platforms whose pod to create ("" is the pod of a
 	// classic build).
 	CreatePods []string
-	// CreateManifestList asks for the manifest-list pod.
+	// CreateManifestList asks for the manifest-list pod: with the platform
+	// pods at the fan-out (it waits for them itself, so its start overlaps
+	// the builds), or once every platform has ended when it is gone.
 	CreateManifestList bool
 	// DeletePods are the pods to delete (cancel, or a required platform
 	// failed): every pod of the build that has not ended.
@@ -147,9 +149,14 @@ func entryOf(b *buildv1.Build, p string) buildv1.BuildStatusPlatform {
 //   - a platform not allowed to fail that fails fails the build at once
 //     (PlatformBuildFailed; phase Error when the platform's is Error): the
 //     other platforms' pods are deleted and those platforms Cancelled;
+//   - a build with a manifest list gets its manifest-list pod with the
+//     platform pods (same fan-out); the pod waits for the platforms itself.
+//     Nothing is decided from it until every platform has ended, so a pod
+//     the cache shows ended before the platforms do changes nothing yet;
 //   - once every platform has ended and at least one succeeded, a build
-//     with a manifest list gets its manifest-list pod and completes with
-//     it; one without completes at once. If none succeeded the build fails.
+//     with a manifest list completes (or fails) with its manifest-list pod,
+//     created again if it is gone; one without completes at once. If none
+//     succeeded the build fails.
 func Decide(in PlanInput) Plan {
 	b := in.Build
 	if len(in.Platforms) == 0 {
@@ -218,19 +225,27 @@ func Decide(in PlanInput) Plan {
 			}
 		}
 	}
-	for _, pod := range in.Pods {
-		if pod.Status.Phase == corev1.PodRunning {
+	// Only the platforms' pods start a build: the manifest-list pod runs
+	// from the fan-out on, waiting for them.
+	for _, p := range in.Platforms {
+		if pod := in.Pods[PlatformPodName(b.Name, p)]; pod != nil && pod.Status.Phase == corev1.PodRunning {
 			started = true
 		}
+	}
+	if mlName := ManifestListPodName(b.Name); in.ManifestList && len(plan.CreatePods) > 0 && in.Pods[mlName] == nil && in.CreateErrors[mlName] == "" {
+		plan.CreateManifestList = true
 	}
 
 	switch {
 	case cancelled:
 		plan.DeletePods = livePods(in.Pods)
-		plan.CreatePods = nil
+		plan.CreatePods, plan.CreateManifestList = nil, false
 		plan.Phase, plan.Reason, plan.Message = buildv1.BuildPhaseCancelled, buildv1.StatusReasonCancelledBuild, "The build was cancelled by the user."
 	case len(failed) > 0:
-		plan.CreatePods = nil
+		// The manifest-list pod is left alone: it sees the Build end and
+		// exits; the pod that removes the per-platform tags comes once
+		// every platform pod has ended (cleanup).
+		plan.CreatePods, plan.CreateManifestList = nil, false
 		// Only the platforms still running are stopped: a platform that
 		// ended keeps its pod (and its logs), even when the cache does not
 		// show that pod ended yet.
@@ -281,7 +296,11 @@ func Decide(in PlanInput) Plan {
 }
 
 // decideManifestList follows the manifest-list pod once every platform has
-// ended.
+// ended. A pod gone by then (deleted or evicted and removed while it
+// waited) is created again: its job is idempotent. One that exists and
+// failed, even before the platforms ended, fails the build as it says
+// (ManifestListFailed, BuildPodEvicted...): its termination message is the
+// reason a user reads, and a second run would wait for the same Build.
 func decideManifestList(in PlanInput, plan *Plan) {
 	name := ManifestListPodName(in.Build.Name)
 	pod := in.Pods[name]

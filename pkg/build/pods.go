@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -503,10 +504,31 @@ func (pl PodPlan) secureBuildPod(pod *corev1.Pod) {
 	}
 }
 
-// ManifestListPod is the last pod of a multi-platform build with an
-// output: it runs `builder manifest-list`, which waits for the platforms'
-// entries, pushes the manifest list to spec.output.to and untags the
-// per-platform images. It runs on any linux node.
+// RemoveTagsArg starts `builder manifest-list` in the pod that removes the
+// per-platform tags of a Build that ended without a manifest list, once
+// every platform pod has ended; without it the pod removes nothing from
+// such a Build.
+const RemoveTagsArg = "--remove-tags"
+
+// RemoveTagsPod is the manifest-list pod that removes the per-platform tags
+// of a Build that ended without a manifest list (see Cleanup).
+func (pl PodPlan) RemoveTagsPod(b *buildv1.Build) (*corev1.Pod, error) {
+	pod, err := pl.ManifestListPod(b)
+	if err != nil {
+		return nil, err
+	}
+	c := &pod.Spec.Containers[0]
+	c.Command = append(c.Command, RemoveTagsArg)
+	return pod, nil
+}
+
+// ManifestListPod is the pod of a multi-platform build with an output that
+// pushes its manifest list. It is created with the platform pods and runs
+// `builder manifest-list`, which waits for the platforms' entries, pushes
+// the manifest list to spec.output.to and untags the per-platform images:
+// its start overlaps the builds. Its wait is bounded as the platform pods
+// are, by spec.completionDeadlineSeconds or else build.activeDeadlineSeconds.
+// It runs on any linux node.
 func (pl PodPlan) ManifestListPod(b *buildv1.Build) (*corev1.Pod, error) {
 	podBuild, err := pl.PodBuild(b, buildv1.PodRoleManifestList, "")
 	if err != nil {
@@ -526,6 +548,9 @@ func (pl PodPlan) ManifestListPod(b *buildv1.Build) (*corev1.Pod, error) {
 	c.Name = ManifestListContainerName
 	c.Image = pl.Config.BuilderImage
 	c.Command = []string{"builder", "manifest-list"}
+	if d := cmp.Or(b.Spec.CompletionDeadlineSeconds, pl.Config.ActiveDeadlineSeconds); d != nil && *d > 0 {
+		c.Command = append(c.Command, fmt.Sprintf("--wait-timeout=%ds", *d))
+	}
 	// The manifest-list pod only talks to the registry and the apiserver:
 	// no capability at all, whatever build.podSecurity says.
 	pod.Spec.HostUsers = ptr.To(false)

@@ -316,9 +316,18 @@ func TestManifestListPod(t *testing.T) {
 	if pod.Name != "app-manifest-list" || pod.Labels[buildv1.PodRoleLabel] != "manifest-list" || pod.Labels[buildv1.PlatformLabel] != "" {
 		t.Errorf("pod %s labels %v", pod.Name, pod.Labels)
 	}
-	if strings.Join(pod.Spec.Containers[0].Command, " ") != "builder manifest-list" {
+	// Its wait is bounded as the platform pods are: build.activeDeadlineSeconds here.
+	if strings.Join(pod.Spec.Containers[0].Command, " ") != "builder manifest-list --wait-timeout=14400s" || RemovesTags(pod) {
 		t.Errorf("command %v", pod.Spec.Containers[0].Command)
 	}
+	b.Spec.CompletionDeadlineSeconds = ptr.To[int64](600)
+	if pod, err := pl.ManifestListPod(b); err != nil || strings.Join(pod.Spec.Containers[0].Command, " ") != "builder manifest-list --wait-timeout=600s" {
+		t.Errorf("with completionDeadlineSeconds 600: command %v (%v)", pod.Spec.Containers[0].Command, err)
+	}
+	if pod, err := pl.RemoveTagsPod(b); err != nil || !RemovesTags(pod) || pod.Name != "app-manifest-list" {
+		t.Errorf("the pod that removes the tags: %s command %v (%v)", pod.Name, pod.Spec.Containers[0].Command, err)
+	}
+	b.Spec.CompletionDeadlineSeconds = nil
 	if diff := cmp.Diff(map[string]string{"pool": "b", "kubernetes.io/os": "linux"}, pod.Spec.NodeSelector); diff != "" {
 		t.Errorf("node selector (-want +got):\n%s", diff)
 	}

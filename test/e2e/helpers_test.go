@@ -192,15 +192,18 @@ func (h *harness) events() []string {
 	return out
 }
 
-// waitCleanup waits until the manifest-list pod of a Build that ended
-// without a manifest list (created once every platform pod has ended) has
-// removed the per-platform tags and succeeded.
+// waitCleanup waits until the manifest-list pod has removed the
+// per-platform tags and succeeded: of a Build that ended without a
+// manifest list, the one started with --remove-tags once every platform
+// pod has ended (in place of the one made with the platform pods, which
+// removes nothing then).
 func (h *harness) waitCleanup() {
 	h.t.Helper()
 	name := build.ManifestListPodName(h.b.Name)
 	pod := &corev1.Pod{}
+	complete := h.get().Status.Phase == buildv1.BuildPhaseComplete
 	err := bed.WaitFor(h.ctx, env.Bed.Client, client.ObjectKey{Namespace: h.ns, Name: name}, pod, func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		return (complete || build.RemovesTags(p)) && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
 	})
 	if err != nil {
 		h.t.Fatalf("waiting for the manifest-list pod to remove the per-platform tags: %v", err)

@@ -2,9 +2,12 @@
 // does (`builder manifest-list`): it waits until every entry of the Build's
 // status.platforms has finished, checks the platforms' images, pushes the
 // manifest list (OCI index) to spec.output.to, records its digest and
-// removes the per-platform tags. For a Build that ended without a manifest
-// list (the controller starts the pod then, once every platform pod has
-// ended) it only removes the tags.
+// removes the per-platform tags. The controller starts it with the
+// platform pods, so it waits for the length of the build. When the Build
+// ends without a manifest list meanwhile (a required platform failed, it
+// was cancelled) it exits touching nothing: platform pods being stopped may
+// still push. The controller then starts it again with RemoveTagsOnly,
+// once every platform pod has ended, and that run removes the tags.
 //
 // The flow talks to the apiserver and the registry through two small
 // interfaces (Builds, Registry), so that its decisions are tested without
@@ -93,6 +96,11 @@ type Run struct {
 	// (spec.platforms of the Build in the pod's $BUILD); the per-platform
 	// tags removed are theirs. Empty: the Build's own spec.platforms.
 	Platforms []string
+	// RemoveTagsOnly is the run the controller starts once every platform
+	// pod of a Build that ended without a manifest list has ended: it only
+	// removes the per-platform tags. Without it, such a Build is left as
+	// it is.
+	RemoveTagsOnly bool
 }
 
 func (r *Run) logf(format string, args ...any) {
@@ -105,8 +113,31 @@ func (r *Run) logf(format string, args ...any) {
 func (r *Run) Do(ctx context.Context) error {
 	build, waitErr := r.wait(ctx)
 	start := time.Now()
+	if ctx.Err() != nil {
+		// Stopped (the pod is being deleted): whoever stopped it decides;
+		// nothing is written and nothing removed.
+		r.logf("Stopped before the platforms finished: %v", context.Cause(ctx))
+		return fmt.Errorf("stopped: %w", context.Cause(ctx))
+	}
 	if build == nil {
 		return r.fail(ctx, nil, buildv1.StatusReasonManifestListFailed, waitErr)
+	}
+	ended := build.Status.Phase.IsTerminal() && build.Status.Phase != buildv1.BuildPhaseComplete
+	if r.RemoveTagsOnly && (waitErr != nil || !ended) {
+		return r.fail(ctx, nil, buildv1.StatusReasonManifestListFailed,
+			fmt.Errorf("%s: the Build %s has not ended without a manifest list (phase %s)", "--remove-tags", r.Key, describePhase(build)))
+	}
+	if waitErr == nil && !r.RemoveTagsOnly && (ended || build.Status.Cancelled) {
+		// Started with the platform pods: a pod being stopped may still
+		// push, so the tags are removed by the run the controller starts
+		// once every platform pod has ended.
+		how := "ended (" + describePhase(build) + ")"
+		if !ended {
+			how = "was cancelled"
+		}
+		r.logf("The build %s before its platforms all finished: no manifest list to push. "+
+			"build-controller removes the per-platform tags once every platform pod has ended.", how)
+		return nil
 	}
 	output := ""
 	if build.Spec.Output.To != nil {
@@ -121,8 +152,8 @@ func (r *Run) Do(ctx context.Context) error {
 			fmt.Errorf("output kind %s is not supported: use DockerImage", kind))
 	}
 	tags := r.platformTags(build, output)
-	if waitErr == nil && build.Status.Phase.IsTerminal() && build.Status.Phase != buildv1.BuildPhaseComplete {
-		// The controller starts this pod for a Build that ended without a
+	if r.RemoveTagsOnly {
+		// The controller starts this run for a Build that ended without a
 		// manifest list once every platform pod has ended: removing the
 		// tags is all there is to do, and nothing can tag again after it.
 		r.logf("The build ended (%s) without a manifest list: removing the per-platform tags.", describePhase(build))
@@ -156,9 +187,6 @@ func (r *Run) Do(ctx context.Context) error {
 
 	if waitErr != nil {
 		return r.fail(ctx, build, buildv1.StatusReasonManifestListFailed, waitErr)
-	}
-	if build.Status.Cancelled {
-		return r.fail(ctx, nil, buildv1.StatusReasonCancelledBuild, errors.New("the build was cancelled"))
 	}
 	sel, err := manifestlist.Select(build.Status.Platforms, build.Spec.PlatformsAllowedToFail)
 	if err != nil {
@@ -305,8 +333,8 @@ func (r *Run) platformTags(b *buildv1.Build, output string) []string {
 
 // binaryTag is the tag that kept the Build's binary input (its artifact,
 // stored by build-controller in the output's repository) until every
-// platform's pod had read it, "" for none. This pod runs once they have
-// all ended, so the tag is done with. Only an artifact in the output's
+// platform's pod had read it, "" for none. This pod removes it once every
+// platform has finished (or ended), so the tag is done with. Only an artifact in the output's
 // repository is untagged, by the tag its digest names.
 func binaryTag(b *buildv1.Build, output string) string {
 	src := b.Spec.Source.Binary

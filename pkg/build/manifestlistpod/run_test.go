@@ -212,6 +212,7 @@ func TestEndedBuildOnlyUntags(t *testing.T) {
 				"linux/arm64": buildv1.BuildPhaseCancelled, "linux/ppc64le": buildv1.BuildPhaseCancelled, "linux/s390x": buildv1.BuildPhaseFailed})
 			b, reg := newBuilds(ended), &fakeRegistry{untagErr: tt.untagErr}
 			run, out := newRun(b, reg)
+			run.RemoveTagsOnly = true
 			err := run.Do(context.Background())
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Do: %v, want error %v\n%s", err, tt.wantErr, out)
@@ -247,18 +248,6 @@ func TestFailsWithoutPushing(t *testing.T) {
 			event:      watch.Modified,
 			wantReason: buildv1.StatusReasonPlatformBuildFailed,
 			wantMsg:    "linux/s390x",
-		},
-		{
-			name:  "the build was cancelled",
-			first: build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)),
-			then: func() *buildv1.Build {
-				b := build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))
-				b.Status.Cancelled = true
-				return b
-			}(),
-			event:      watch.Modified,
-			wantReason: buildv1.StatusReasonCancelledBuild,
-			wantMsg:    "cancelled",
 		},
 		{
 			name:       "the build was deleted",
@@ -298,6 +287,7 @@ func TestFailsWithoutPushing(t *testing.T) {
 			if len(reg.untagged) != 1 {
 				t.Errorf("untagged %v, want the per-platform tags removed once", reg.untagged)
 			}
+
 		})
 	}
 }
@@ -347,6 +337,7 @@ func TestUntagsOnlySpecTags(t *testing.T) {
 			b, reg := newBuilds(tt.build), &fakeRegistry{}
 			run, out := newRun(b, reg)
 			run.Platforms = tt.platforms
+			run.RemoveTagsOnly = tt.build.Status.Phase == buildv1.BuildPhaseFailed
 			_ = run.Do(context.Background())
 			var untagged []string
 			for _, refs := range reg.untagged {
@@ -356,5 +347,78 @@ func TestUntagsOnlySpecTags(t *testing.T) {
 				t.Errorf("untagged %v, want %v\n%s", untagged, tt.want, out)
 			}
 		})
+	}
+}
+
+// TestLeavesAnEndedBuild: the pod starts with the platform pods, so a Build
+// that ends without a manifest list while it waits (a required platform
+// failed, or it was cancelled) may still have platform pods being stopped,
+// which may push after any removal: the pod exits touching nothing, and
+// the run started with RemoveTagsOnly once they have all ended removes the
+// tags. A pod stopped while it waits (deleted) writes nothing either.
+func TestLeavesAnEndedBuild(t *testing.T) {
+	cancelled := build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))
+	cancelled.Status.Cancelled = true
+	failed := build(buildv1.BuildPhaseFailed, map[string]buildv1.BuildPhase{"linux/amd64": "Complete",
+		"linux/arm64": "Cancelled", "linux/ppc64le": "Cancelled", "linux/s390x": "Failed"})
+	for _, tt := range []struct {
+		name    string
+		first   *buildv1.Build
+		then    *buildv1.Build
+		stop    bool
+		wantErr string
+		wantLog string
+	}{
+		{name: "cancelled while it waits", first: build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), then: cancelled,
+			wantLog: "was cancelled before its platforms all finished"},
+		{name: "failed while it waits", first: build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), then: failed,
+			wantLog: "ended (Failed) before its platforms all finished"},
+		{name: "already failed when it starts", first: failed, wantLog: "ended (Failed) before its platforms all finished"},
+		{name: "stopped while it waits", first: build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), stop: true,
+			wantErr: "stopped", wantLog: "Stopped before the platforms finished"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, reg := newBuilds(tt.first), &fakeRegistry{}
+			run, out := newRun(b, reg)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.stop {
+				// SIGTERM: the pod is being deleted.
+				cancel()
+			}
+			done := make(chan error, 1)
+			go func() { done <- run.Do(ctx) }()
+			if tt.then != nil {
+				b.send(t, watch.Modified, tt.then)
+			}
+			err := <-done
+			if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Do: %v, want error %q\n%s", err, tt.wantErr, out)
+			}
+			if len(reg.assembled) != 0 || len(reg.untagged) != 0 {
+				t.Errorf("assembled %v, untagged %v: want nothing done\n%s", reg.assembled, reg.untagged, out)
+			}
+			if len(b.applied) != 0 {
+				t.Errorf("applied %v to the Build, want nothing", b.applied)
+			}
+			if !strings.Contains(out.String(), tt.wantLog) {
+				t.Errorf("log does not say %q:\n%s", tt.wantLog, out)
+			}
+		})
+	}
+}
+
+// TestRemoveTagsOnlyNeedsAnEndedBuild: the run started to remove the tags
+// removes nothing from a Build that has not ended.
+func TestRemoveTagsOnlyNeedsAnEndedBuild(t *testing.T) {
+	b, reg := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete))), &fakeRegistry{}
+	run, out := newRun(b, reg)
+	run.RemoveTagsOnly = true
+	err := run.Do(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "has not ended without a manifest list") {
+		t.Fatalf("Do: %v, want an error saying the Build has not ended\n%s", err, out)
+	}
+	if len(reg.assembled) != 0 || len(reg.untagged) != 0 {
+		t.Errorf("assembled %v, untagged %v: want nothing done", reg.assembled, reg.untagged)
 	}
 }

@@ -173,11 +173,14 @@ type Overhead struct {
 	// and the watch's delivery.
 	Created time.Duration
 	// FanOut is creation to all platform pods created; Scheduling to all
-	// bound; PodStart to all running; Noticed is the last platform pod
-	// finishing to the manifest-list pod's creation; ManifestList that pod's
-	// creation to the Build Complete. A platform is finished when its
-	// builder reports it in the Build's status or its pod ends, whichever
-	// is seen first.
+	// bound; PodStart to all running; ManifestList is the last platform
+	// finishing to the Build Complete: the manifest-list pod, created with
+	// the platform pods and waiting, sees the last entry, pushes the list
+	// and ends, and the controller sees it end. Noticed is the last
+	// platform finishing to the manifest-list pod's creation, when that pod
+	// was created after it (a pod deleted and made again at the end), else
+	// 0. A platform is finished when its builder reports it in the Build's
+	// status or its pod ends, whichever is seen first.
 	FanOut, Scheduling, PodStart, Noticed, ManifestList time.Duration
 }
 
@@ -218,8 +221,11 @@ func (tl *Timeline) Overhead(buildName string, platforms []string) (Overhead, er
 	}
 	o.Scheduling = bound.Sub(created)
 	o.PodStart = running.Sub(bound)
-	o.Noticed = ml.Created.Sub(finished)
-	o.ManifestList = tl.terminal.Sub(ml.Created)
+	mlFrom := finished
+	if ml.Created.After(finished) {
+		o.Noticed, mlFrom = ml.Created.Sub(finished), ml.Created
+	}
+	o.ManifestList = tl.terminal.Sub(mlFrom)
 	return o, nil
 }
 

@@ -72,12 +72,7 @@ import (
 // keptWithoutCase are the rules no quick case shows needed on the bed,
 // each with the reason it is kept: removing one and seeing every case
 // complete reports it as kept instead of failing. Keep this list short.
-var keptWithoutCase = map[string]string{
-	"ClusterRole archway-builder [builds] [] [list watch]": "the manifest-list pod follows its Build until every " +
-		"platform's entry has ended (pkg/build/manifestlistpod); build-controller starts it only once every " +
-		"platform pod has ended, and each pod writes its entry before it ends, so the pod waits only for an " +
-		"entry its pod could not write (a pod killed or evicted), which build-controller writes a moment later",
-}
+var keptWithoutCase = map[string]string{}
 
 // key names a rule in keptWithoutCase.
 func (r roleRule) key() string {

@@ -35,7 +35,7 @@ func TestBuilderAccount(t *testing.T) {
 	h2 := newHarness(t, "account")
 	h2.cfg, h2.ctrl = h.cfg, startController(t, h2.ns, h.cfg)
 	createBuild(nil, amd64, arm64).do(h2)
-	pods := h2.waitPodNames(h2.platformPod(amd64), h2.platformPod(arm64))
+	pods := h2.waitPodNames(h2.platformPod(amd64), h2.platformPod(arm64), build.ManifestListPodName(h2.build))
 	for name, pod := range pods {
 		if pod.Spec.ServiceAccountName != "builder" {
 			t.Errorf("pod %s runs as %q, want builder", name, pod.Spec.ServiceAccountName)

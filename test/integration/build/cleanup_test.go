@@ -29,10 +29,11 @@ var builderBinary = sync.OnceValues(func() (string, error) {
 // TestLatePushIsUntagged forces the order that used to leave a tag behind:
 // a required platform fails, and a platform whose pod the controller is
 // stopping pushes its image after the failure was recorded, before its pod
-// ends. The controller must not start the manifest-list pod (which removes
-// the per-platform tags of a build that ended) until that pod has ended;
-// then the real `builder manifest-list` removes every per-platform tag,
-// the late one included, and pushes no index.
+// ends. The manifest-list pod made with the platform pods (the real
+// builder) must remove nothing; the controller must not start the one
+// that removes the per-platform tags of a build that ended until that pod
+// has ended; then the real `builder manifest-list --remove-tags` removes
+// every per-platform tag, the late one included, and pushes no index.
 func TestLatePushIsUntagged(t *testing.T) {
 	h := newHarness(t, "late")
 	h.cfg = testConfig(nil)
@@ -44,6 +45,21 @@ func TestLatePushIsUntagged(t *testing.T) {
 	h.create(b)
 	wantPlatformPods(fourPlatforms...).do(h)
 	startPlatforms(fourPlatforms...).do(h)
+	// The manifest-list pod made with the platform pods runs the real
+	// builder: it waits for the platforms.
+	early := h.pod(build.ManifestListPodName(h.build))
+	if err := testBed.SetPodRunning(h.ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out []byte
+		err error
+	}
+	earlyDone := make(chan result, 1)
+	go func() {
+		out, err := runPodBuilder(h, early)
+		earlyDone <- result{out, err}
+	}()
 
 	push := func(p string) {
 		t.Helper()
@@ -60,6 +76,21 @@ func TestLatePushIsUntagged(t *testing.T) {
 	h.succeedPlatform(amd64)
 	h.failPlatform(s390x)
 	h.waitPhase(buildv1.BuildPhaseFailed, buildv1.StatusReasonPlatformBuildFailed)
+	// It sees the Build end and exits touching nothing (amd64's tag stays:
+	// arm64's pod may still push); the controller deletes it.
+	r := <-earlyDone
+	t.Logf("builder manifest-list (made with the platform pods):\n%s", r.out)
+	if r.err != nil || !strings.Contains(string(r.out), "before its platforms all finished") {
+		t.Fatalf("the manifest-list pod made with the platform pods: %v, want exit 0 saying the build ended", r.err)
+	}
+	if err := bed.WaitFor(h.ctx, k8s, client.ObjectKeyFromObject(early), &corev1.Pod{},
+		func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }); err != nil {
+		t.Fatalf("the controller deletes the manifest-list pod made with the platform pods: %v", err)
+	}
+	h.finishPod(early.Name, 0, "")
+	if err := bed.WaitGone(h.ctx, k8s, client.ObjectKeyFromObject(early), &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{arm64, ppc64le} {
 		pod := &corev1.Pod{}
 		if err := bed.WaitFor(h.ctx, k8s, client.ObjectKey{Namespace: h.ns, Name: h.platformPod(p)}, pod,
@@ -82,7 +113,7 @@ func TestLatePushIsUntagged(t *testing.T) {
 		return strings.Contains(msg, h.platformPod(arm64)) && !strings.Contains(msg, h.platformPod(ppc64le))
 	})
 	if _, ok := h.pods()[build.ManifestListPodName(h.build)]; ok {
-		t.Fatal("the manifest-list pod was created while the arm64 pod could still push")
+		t.Fatal("the manifest-list pod that removes the tags was created while the arm64 pod could still push")
 	}
 
 	before, err := testBed.Registry.Tags(h.ctx, repo)
@@ -96,6 +127,9 @@ func TestLatePushIsUntagged(t *testing.T) {
 
 	h.finishPod(h.platformPod(arm64), 137, "killed")
 	ml := h.waitPodNames(h.platformPod(amd64), h.platformPod(s390x), build.ManifestListPodName(h.build))[build.ManifestListPodName(h.build)]
+	if !build.RemovesTags(ml) || ml.UID == early.UID {
+		t.Fatalf("manifest-list pod %s command %v: want a new one started with %s", ml.UID, ml.Spec.Containers[0].Command, build.RemoveTagsArg)
+	}
 	if err := testBed.SetPodRunning(h.ctx, ml); err != nil {
 		t.Fatal(err)
 	}

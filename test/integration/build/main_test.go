@@ -299,6 +299,19 @@ func (h *harness) waitHandled() {
 	}
 }
 
+// withManifestListPod returns names and, when the Build's pod-name
+// annotation names its manifest-list pod (written with the platform pods,
+// beside which that pod is created), that pod.
+func (h *harness) withManifestListPod(names []string) []string {
+	h.t.Helper()
+	ml := build.ManifestListPodName(h.build)
+	b := h.waitBuild("pod-name annotation", func(b *buildv1.Build) bool { return b.Annotations[buildv1.BuildPodNameAnnotation] != "" })
+	if b.Annotations[buildv1.BuildPodNameAnnotation] == ml && !slices.Contains(names, ml) {
+		return append(slices.Clone(names), ml)
+	}
+	return names
+}
+
 // pods lists the case's pods of the Build, by name.
 func (h *harness) pods() map[string]*corev1.Pod {
 	h.t.Helper()

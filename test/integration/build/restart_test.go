@@ -68,7 +68,7 @@ func TestControllerRestartMidFanOut(t *testing.T) {
 	for _, p := range before {
 		uids[p.Name] = p.UID
 	}
-	t.Logf("controller stopped with %d of %d pods created", len(before), 4*n)
+	t.Logf("controller stopped with %d of %d pods created", len(before), 5*n)
 
 	startController(t, h.ns, cfg)
 	for i := range n {
@@ -77,7 +77,7 @@ func TestControllerRestartMidFanOut(t *testing.T) {
 		for _, p := range fourPlatforms {
 			want = append(want, h.platformPod(p))
 		}
-		pods := h.waitPodNames(want...)
+		pods := h.waitPodNames(append(want, build.ManifestListPodName(h.build))...)
 		for name, uid := range uids {
 			if p, ok := pods[name]; ok && p.UID != uid {
 				t.Errorf("pod %s was made again after the restart", name)
@@ -88,8 +88,8 @@ func TestControllerRestartMidFanOut(t *testing.T) {
 	if err := k8s.List(h.ctx, &all, client.InNamespace(h.ns)); err != nil {
 		t.Fatal(err)
 	}
-	if len(all.Items) != 4*n {
-		t.Errorf("%d pods, want %d", len(all.Items), 4*n)
+	if len(all.Items) != 5*n {
+		t.Errorf("%d pods, want %d (four platforms and the manifest-list pod each)", len(all.Items), 5*n)
 	}
 	for i := range n {
 		h.build = fmt.Sprintf("app-%d", i)

@@ -465,8 +465,8 @@ func TestCommandPushSecret(t *testing.T) {
 }
 
 // TestCommandBuildEnded: for a Build that already ended without a manifest
-// list (the controller starts the pod then, once every platform pod has
-// ended), the command only removes the per-platform tags: no index, the
+// list (the controller starts the pod then with --remove-tags, once every
+// platform pod has ended), the command only removes the per-platform tags: no index, the
 // status untouched, exit 0; and exit 1 when the tags cannot be removed.
 func TestCommandBuildEnded(t *testing.T) {
 	for _, tt := range []struct {
@@ -508,7 +508,7 @@ func TestCommandBuildEnded(t *testing.T) {
 				}
 				env = append(env, buildv1.PushDockerConfigPathEnv+"="+secretDir)
 			}
-			proc := startManifestList(t, build, env)
+			proc := startManifestList(t, build, env, "--remove-tags")
 			if code := proc.waitExit(t); code != tt.wantExit {
 				t.Fatalf("exit code %d, want %d:\n%s", code, tt.wantExit, proc.out)
 			}
