@@ -1,10 +1,10 @@
 package build
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
