@@ -135,7 +135,7 @@ func (r *Run) Do(ctx context.Context) error {
 		if !ended {
 			how = "was cancelled"
 		}
-		r.logf("The build %s before its platforms all finished: no manifest list to push. "+
+		r.logf("The build %s: no manifest list to push. "+
 			"build-controller removes the per-platform tags once every platform pod has ended.", how)
 		return nil
 	}

@@ -370,10 +370,10 @@ func TestLeavesAnEndedBuild(t *testing.T) {
 		wantLog string
 	}{
 		{name: "cancelled while it waits", first: build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), then: cancelled,
-			wantLog: "was cancelled before its platforms all finished"},
+			wantLog: "The build was cancelled: no manifest list to push"},
 		{name: "failed while it waits", first: build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), then: failed,
-			wantLog: "ended (Failed) before its platforms all finished"},
-		{name: "already failed when it starts", first: failed, wantLog: "ended (Failed) before its platforms all finished"},
+			wantLog: "The build ended (Failed): no manifest list to push"},
+		{name: "already failed when it starts", first: failed, wantLog: "The build ended (Failed): no manifest list to push"},
 		{name: "stopped while it waits", first: build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), stop: true,
 			wantErr: "stopped", wantLog: "Stopped before the platforms finished"},
 	} {

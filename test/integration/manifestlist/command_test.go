@@ -568,7 +568,11 @@ func TestCommandKeepsTagsStatusNames(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			proc := startManifestList(t, build, nil)
+			var args []string
+			if phase != buildv1.BuildPhaseRunning {
+				args = append(args, "--remove-tags") // as build-controller starts it for an ended Build
+			}
+			proc := startManifestList(t, build, nil, args...)
 			if code := proc.waitExit(t); code != 0 {
 				t.Fatalf("exit code %d, want 0:\n%s", code, proc.out)
 			}
@@ -580,5 +584,36 @@ func TestCommandKeepsTagsStatusNames(t *testing.T) {
 				t.Errorf("tags %v, want %v: :prod kept, every per-platform tag removed", tags, want)
 			}
 		})
+	}
+}
+
+// TestCommandLeavesAnEndedBuild: without --remove-tags (the pod made with
+// the platform pods), the command removes nothing from a Build that ended
+// without a manifest list: a platform pod being stopped may still push, so
+// build-controller starts the one that removes the tags once every
+// platform pod has ended. Exit 0, tags and status untouched.
+func TestCommandLeavesAnEndedBuild(t *testing.T) {
+	reg := theBed.Registry
+	repo := repoName(t)
+	output := reg.Host + "/" + repo + ":v1"
+	build := createBuild(t, output, fourPlatforms, nil)
+	digests := pushPlatforms(t, reg, output, fourPlatforms[:2], pushOptions{})
+	for _, p := range fourPlatforms[:2] {
+		platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: digests[p], output: output}.apply(t, build)
+	}
+	proc := startManifestList(t, build, nil)
+	patch := []byte(`{"status":{"phase":"Failed","reason":"PlatformBuildFailed","message":"ended"}}`)
+	if err := theBed.Client.Status().Patch(context.Background(), build, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	if code := proc.waitExit(t); code != 0 {
+		t.Fatalf("exit code %d, want 0:\n%s", code, proc.out)
+	}
+	if tags := tagsOf(t, reg, repo); len(tags) != 2 {
+		t.Errorf("tags %v, want the 2 pushed: removed only once every platform pod has ended", tags)
+	}
+	got := getBuild(t, build)
+	if got.Status.Reason != buildv1.StatusReasonPlatformBuildFailed || got.Status.Message != "ended" || len(got.Status.Conditions) != 0 {
+		t.Errorf("status changed: reason %s message %q conditions %+v", got.Status.Reason, got.Status.Message, got.Status.Conditions)
 	}
 }
