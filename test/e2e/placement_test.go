@@ -159,11 +159,14 @@ func startPlacementController(t *testing.T, ctx context.Context) {
 			t.Logf("placement controller's log ends:\n%s", tail(logPath, 30))
 		}
 	})
+	// Ready, and its registry configuration applied: applying it forgets
+	// every cached answer, so a tag resolved before would be resolved
+	// again (a second HEAD the registry count would show).
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)); err == nil {
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if log, _ := os.ReadFile(logPath); resp.StatusCode == http.StatusOK && strings.Contains(string(log), "applied the registry configuration") {
 				return
 			}
 		}
