@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"sync"
 
@@ -139,14 +140,23 @@ func (s *Store) Current(ctx context.Context) (*Settings, error) {
 }
 
 // Update writes gen as the next Settings, checks that containers/image
-// loads it, and makes it current; on any error nothing changes.
+// loads it, and makes it current; on any error nothing changes. A gen equal
+// to the current configuration changes nothing either: the current Settings
+// are returned and the subscribers are not called.
 func (s *Store) Update(gen *Generated) (*Settings, error) {
 	s.mu.Lock()
-	next := uint64(1)
-	if s.cur != nil {
-		next = s.cur.Generation + 1
-	}
+	cur := s.cur
 	s.mu.Unlock()
+	if cur != nil && reflect.DeepEqual(*cur.Conf, *gen) {
+		// The same configuration again (a restart's first reconcile, an
+		// unrelated change of a source): no new generation, so nothing
+		// cached under the current one is forgotten.
+		return cur, nil
+	}
+	next := uint64(1)
+	if cur != nil {
+		next = cur.Generation + 1
+	}
 	set, err := materialize(filepath.Join(s.root, strconv.FormatUint(next, 10)), next, gen)
 	if err != nil {
 		return nil, err
@@ -157,14 +167,17 @@ func (s *Store) Update(gen *Generated) (*Settings, error) {
 	subs := append([]func(*Settings){}, s.subscribers...)
 	first := s.prev == nil
 	s.mu.Unlock()
-	if first {
-		close(s.ready)
-	}
 	if old != nil {
 		_ = os.RemoveAll(filepath.Dir(old.ConfPath))
 	}
+	// The first Settings are made ready after the subscribers ran, so no
+	// inspection can begin with them and have its answer forgotten by a
+	// subscriber's purge.
 	for _, fn := range subs {
 		fn(set)
+	}
+	if first {
+		close(s.ready)
 	}
 	return set, nil
 }
