@@ -162,15 +162,7 @@ func TestRegistryLayerCache(t *testing.T) {
 
 	// The base tag moves to another image (the base with a file added):
 	// every step runs again.
-	nb, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = nb.Close() }()
-	amd64, _ := platform.Parse("linux/amd64")
-	var log strings.Builder
-	_, err = nb.BuildAndPush(ctx, imagebuild.Request{
-		ContextDir: writeContext(t, "FROM "+base+"\nRUN echo 2 > /base-version\n"), Platform: amd64, Out: &log,
-	}, base, noAuth)
-	g.Expect(err).NotTo(HaveOccurred(), log.String())
+	moveBaseTag(t, base)
 	moved := c.build(args, false)
 	g.Expect(moved.runs).To(Equal([]string{"a", "b", "greeting"}), "a moved base runs every step\n%s", moved.log)
 	g.Expect(moved.diffIDs).To(HaveLen(8))
@@ -367,6 +359,25 @@ func resultTags(t *testing.T, reg *bed.Registry, repo string) []string {
 	return out
 }
 
+// moveBaseTag points the tag base (an amd64 image in the bed's registry)
+// at another image: the base with a layer added, built and pushed by a
+// builder of its own.
+func moveBaseTag(t *testing.T, base string) {
+	t.Helper()
+	b, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Close() }()
+	amd64, _ := platform.Parse("linux/amd64")
+	var log strings.Builder
+	if _, err := b.BuildAndPush(t.Context(), imagebuild.Request{
+		ContextDir: writeContext(t, "FROM "+base+"\nRUN echo 2 > /base-version\n"), Platform: amd64, Out: &log,
+	}, base, noAuth); err != nil {
+		t.Fatalf("moving the tag %s: %v\n%s", base, err, log.String())
+	}
+}
+
 // builtSteps says whether a build's log shows buildah running steps.
 func builtSteps(log string) bool { return strings.Contains(log, "STEP 1/") }
 
@@ -470,15 +481,7 @@ func TestCachedResults(t *testing.T) {
 	g.Expect(noCache.log).To(ContainSubstring("Kept the result as "+cacheRepo+":"+tags[0]), "and refreshes the cached result")
 
 	// The base tag moves to another image (the base with a file added).
-	nb, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = nb.Close() }()
-	amd64, _ := platform.Parse("linux/amd64")
-	var log strings.Builder
-	_, err = nb.BuildAndPush(ctx, imagebuild.Request{
-		ContextDir: writeContext(t, "FROM "+base+"\nRUN echo 2 > /base-version\n"), Platform: amd64, Out: &log,
-	}, base, noAuth)
-	g.Expect(err).NotTo(HaveOccurred(), log.String())
+	moveBaseTag(t, base)
 	moved := c.build("linux/amd64", "moved", args, false)
 	g.Expect(builtSteps(moved.log)).To(BeTrue(), "a moved base builds again\n%s", moved.log)
 	g.Expect(moved.layers).To(HaveLen(4))

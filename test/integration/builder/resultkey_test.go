@@ -218,14 +218,7 @@ func TestResultPinsBaseDigest(t *testing.T) {
 	g.Expect(firstLayers).To(HaveLen(2))
 
 	// The tag moves to the base with a layer added.
-	nb, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = nb.Close() }()
-	var log strings.Builder
-	_, err = nb.BuildAndPush(ctx, imagebuild.Request{
-		ContextDir: writeContext(t, "FROM "+base+"\nRUN echo 2 > /base-version\n"), Platform: amd64, Out: &log,
-	}, base, noAuth)
-	g.Expect(err).NotTo(HaveOccurred(), log.String())
+	moveBaseTag(t, base)
 
 	second, secondLog := build(work, dest+":2", nil)
 	g.Expect(second.Build.Reused).To(BeFalse(), secondLog)
