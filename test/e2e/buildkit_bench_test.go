@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,14 @@ type archwayRun struct {
 	pods   map[string]time.Duration
 	logs   map[string]string
 	phases map[string][]phase
+	// busyCPU is the CPU time the whole machine spent from the Build's
+	// creation to Complete (every process, the bed's included): when it
+	// is near twice the wall time, both cores were busy and any work left
+	// out shortens the build. requests are the apiserver's requests and
+	// registryRequests the registry's over the same stretch.
+	busyCPU          time.Duration
+	requests         bed.Counts
+	registryRequests int
 }
 
 // buildVsBuildKit are the figures of one comparison.
@@ -156,6 +165,18 @@ func stopBuildKit(tb testing.TB, k *bed.BuildKit) {
 func (h *harness) timedBuild(n int64) archwayRun {
 	h.t.Helper()
 	h.watchBuild(instantiate.Name(h.bc.Name, n))
+	requestsBefore, err := env.Bed.APIRequests(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	registryBefore, err := env.Bed.Registry.Requests()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	busyBefore, err := machineBusy()
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	start := time.Now()
 	h.tl.Created = start
 	b, err := framework.StartBuild(h.ctx, env.Bed.Client, h.bc)
@@ -172,6 +193,21 @@ func (h *harness) timedBuild(n int64) archwayRun {
 	}
 	_, terminal := h.tl.Build()
 	r.wall = terminal.Sub(start)
+	busyAfter, err := machineBusy()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	r.busyCPU = busyAfter - busyBefore
+	requestsAfter, err := env.Bed.APIRequests(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	r.requests = requestsAfter.Sub(requestsBefore)
+	registryAfter, err := env.Bed.Registry.Requests()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	r.registryRequests = len(registryAfter) - len(registryBefore)
 	if r.overhead, err = h.tl.Overhead(b.Name, framework.Platforms); err != nil {
 		h.t.Fatal(err)
 	}
@@ -253,6 +289,33 @@ func phases(logs string, running, finished time.Time) []phase {
 	return out
 }
 
+// machineBusy is the CPU time all of the machine's cores have spent busy
+// since boot (/proc/stat's first line, less idle and iowait).
+func machineBusy() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 8 || fields[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var ticks int64
+	for i, f := range fields[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
+		}
+		ticks += n
+	}
+	// USER_HZ is 100 on every Linux this runs on.
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
 // loadAverage is the machine's 1-, 5- and 15-minute load averages.
 func loadAverage() string {
 	raw, err := os.ReadFile("/proc/loadavg")
@@ -305,6 +368,17 @@ func (r buildVsBuildKit) print(w io.Writer) {
 			}
 			sb.WriteString("\n")
 		}
+		var requests []string
+		for line := range strings.Lines(run.r.requests.String()) {
+			requests = append(requests, strings.Join(strings.Fields(line), " "))
+		}
+		fmt.Fprintf(&sb, "  machine busy %s of CPU over %s; registry requests %d; apiserver requests: %s\n",
+			s(run.r.busyCPU), s(run.r.wall), run.r.registryRequests, strings.Join(requests, ", "))
+		if os.Getenv("ARCHWAY_BENCH_LOGS") != "" {
+			for _, p := range framework.Platforms {
+				fmt.Fprintf(&sb, "--- %s build pod of the %s build:\n%s", p, run.name, run.r.logs[p])
+			}
+		}
 	}
 	_, _ = io.WriteString(w, sb.String())
 }
@@ -317,6 +391,7 @@ func (r buildVsBuildKit) print(w io.Writer) {
 //	go test -tags "..." -run '^$' -bench BuildVsBuildKit -benchtime 3x ./test/e2e/
 //
 // The two alternate which goes first from one iteration to the next.
+// ARCHWAY_BENCH_LOGS=1 prints each build pod's log with its timestamps.
 func BenchmarkBuildVsBuildKit(b *testing.B) {
 	var sum buildVsBuildKit
 	n := 0
