@@ -56,6 +56,10 @@ type Options struct {
 	// before any pod (see BaseImages) so that a platform they lack fails
 	// before the fan-out. Nil: each platform's pod checks its base alone.
 	BaseInspector BaseInspector
+	// ProgressInterval batches writes of a Build's progress alone
+	// (status.platformsSummary): at most one per interval. Default
+	// ProgressInterval; negative: every change is written at once.
+	ProgressInterval time.Duration
 }
 
 // Reconciler runs Builds: it resolves their platforms, creates their pods
@@ -74,6 +78,9 @@ type Reconciler struct {
 	// self remembers the controller's own writes (nil: nothing is
 	// remembered, no reconcile is skipped).
 	self *selfWrites
+	// progress remembers when each running Build's status was last
+	// written, to batch writes of its progress alone (nil: none batched).
+	progress *progressWrites
 	// accounts remembers the namespaces whose builder service account
 	// and RoleBinding exist.
 	accounts builderAccounts
@@ -115,6 +122,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		Now:       time.Now,
 		Nodes:     NewNodeGroups(),
 		self:      newSelfWrites(),
+		progress:  newProgressWrites(opts.ProgressInterval),
 		Bases:     opts.BaseInspector,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -139,15 +147,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.self.forget(req.NamespacedName)
+			r.progress.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.DeletionTimestamp != nil {
 		r.self.forget(req.NamespacedName)
+		r.progress.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if b.Status.Phase.IsTerminal() {
 		r.self.forget(req.NamespacedName)
+		r.progress.forget(req.NamespacedName)
 		return r.cleanup(ctx, b)
 	}
 	if r.self.stale(req.NamespacedName, b.ResourceVersion) {
@@ -648,6 +659,12 @@ func (r *Reconciler) write(ctx context.Context, b *buildv1.Build, platforms []st
 	if equality.Semantic.DeepEqual(next, b.Status) {
 		return ctrl.Result{}, nil
 	}
+	key := client.ObjectKeyFromObject(b)
+	if progressOnly(b.Status, next) && len(plan.Events) == 0 {
+		if wait := r.progress.wait(key, now.Time); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
 	body, err := StatusApply(b, next, plan)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -662,6 +679,7 @@ func (r *Reconciler) write(ctx context.Context, b *buildv1.Build, platforms []st
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the build's status: %w", err)
 	}
+	r.progress.wrote(key, now.Time, next.Phase.IsTerminal())
 	if m := body.ObjectMetaApplyConfiguration; m != nil && m.ResourceVersion != nil {
 		b.ResourceVersion = *m.ResourceVersion
 	}

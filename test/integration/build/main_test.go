@@ -119,6 +119,13 @@ func startController(t testing.TB, ns string, cfg *configv1alpha1.BuildControlle
 // wrapped by funcs (nil: not wrapped), to inject failures.
 func startControllerWith(t testing.TB, ns string, cfg *configv1alpha1.BuildControllerConfig, funcs *interceptor.Funcs) *controller {
 	t.Helper()
+	return startControllerOptions(t, ns, cfg, funcs, build.Options{})
+}
+
+// startControllerOptions is startControllerWith with the controller's
+// options (its metrics registry and name validation are the test's).
+func startControllerOptions(t testing.TB, ns string, cfg *configv1alpha1.BuildControllerConfig, funcs *interceptor.Funcs, bopts build.Options) *controller {
+	t.Helper()
 	opts := ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -161,7 +168,8 @@ func startControllerWith(t testing.TB, ns string, cfg *configv1alpha1.BuildContr
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	if err := build.Setup(ctx, mgr, cfg, build.Options{Registry: c.registry, SkipNameValidation: true}); err != nil {
+	bopts.Registry, bopts.SkipNameValidation = c.registry, true
+	if err := build.Setup(ctx, mgr, cfg, bopts); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
