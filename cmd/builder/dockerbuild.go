@@ -69,8 +69,9 @@ $PULL_DOCKERCFG_PATH).
 
 With one target platform in spec.platforms (a platform's pod of a multi-platform Build) it builds
 for that platform and records the outcome in that platform's entry of status.platforms with
-server-side apply, under a field manager of its own: phase Running when it starts, then Complete
-with the pushed image's digest and the platform read back from the image's config, or Failed with
+server-side apply, under a field manager of its own: phase Running when the Dockerfile's steps
+begin (or after a second without a step, e.g. a slow fetch; a result reused from the layer cache
+sooner is written once, with its outcome), then Complete with the pushed image's digest and the platform read back from the image's config, or Failed with
 a reason (FetchSourceFailed, InvalidContextDirectory, ManageDockerfileFailed, DockerBuildFailed,
 PushImageToRegistryFailed, ...) and message. Without target platforms (a classic build) it builds
 for this machine's platform and records the output as OpenShift's builder does.

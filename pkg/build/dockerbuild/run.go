@@ -2,8 +2,10 @@
 // it fetches the Build's source, builds its Dockerfile for the pod's one
 // platform (or this machine's, for a classic build) with the buildah
 // library, pushes the image, and records the outcome in the Build's status
-// through a report.Reporter: Running when it starts, then Complete with the
-// pushed image or Failed with a reason and message. A build stopped by a
+// through a report.Reporter: Running when the Dockerfile's steps begin (or
+// after Options.RunningAfter without a step), then Complete with the pushed
+// image or Failed with a reason and message; a platform that ends sooner is
+// written once, with its outcome. A build stopped by a
 // signal records nothing: the controller says what became of the platform.
 //
 // The flow reaches the image builder and the source through small seams
@@ -68,7 +70,17 @@ type Options struct {
 	// AllowFileGitURIs lets a Git source name a local repository
 	// (source.Options.AllowFileGitURIs).
 	AllowFileGitURIs bool
+	// RunningAfter is how long the pod works before it reports Running
+	// when no step has begun by then (default DefaultRunningAfter).
+	RunningAfter time.Duration
 }
+
+// DefaultRunningAfter is Options.RunningAfter's default. A build pod
+// reports Running when its Dockerfile's steps begin, or once it has worked
+// this long (a slow fetch), whichever comes first: a platform whose result
+// is reused from the layer cache, or that fails before its steps, within
+// that time is written once, with its outcome, rather than twice.
+const DefaultRunningAfter = time.Second
 
 // ImageBuilder builds and pushes one image; *imagebuild.Builder is one.
 type ImageBuilder interface {
@@ -101,9 +113,10 @@ type Run struct {
 	// Untag removes a tag from its registry (default: manifestlist.Untag).
 	Untag func(ctx context.Context, access registry.Access, refs ...string) error
 
-	log    io.Writer
-	tail   *tailBuffer
-	stages []buildv1.StageInfo
+	log     io.Writer
+	tail    *tailBuffer
+	stages  []buildv1.StageInfo
+	running *runningReport
 }
 
 // Do builds: it records Running, fetches, builds and pushes, then records
@@ -112,14 +125,16 @@ type Run struct {
 func (d *Run) Do(ctx context.Context) error {
 	d.tail = &tailBuffer{max: logTailBytes}
 	d.log = io.MultiWriter(d.Out, d.tail)
-	// Running is recorded while the build starts (it waits on nothing the
-	// build does), and before the outcome: Complete or Failed is only
-	// applied once Running was.
-	running := make(chan error, 1)
-	go func() { running <- d.Reporter.Running(ctx) }()
+	after := d.Options.RunningAfter
+	if after <= 0 {
+		after = DefaultRunningAfter
+	}
+	d.running = startRunningReport(ctx, d.Reporter.Running, after)
 	res, buildErr := d.run(ctx)
 	d.removeBinaryInput(ctx)
-	if err := <-running; err != nil {
+	// The outcome is applied after a Running report that began, never
+	// before it.
+	if err := d.running.end(); err != nil {
 		printf(d.log, "Warning: %v\n", err)
 	}
 	if buildErr != nil {
@@ -315,6 +330,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		Format:     d.Options.Format,
 		PullAuth:   pullAuth,
 		Out:        d.log,
+		Steps:      d.running.begin,
 	}
 	if strategy.From != nil {
 		req.From = strategy.From.Name

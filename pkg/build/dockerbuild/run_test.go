@@ -35,9 +35,14 @@ type reporter struct {
 	// runningWait, when set, holds Running until it is closed, or for
 	// 10 s, after which Running is recorded as "Running (waited)".
 	runningWait chan struct{}
+	// runningBegan, when set, is closed when Running is called.
+	runningBegan chan struct{}
 }
 
 func (r *reporter) Running(context.Context) error {
+	if r.runningBegan != nil {
+		close(r.runningBegan)
+	}
 	if r.runningWait != nil {
 		select {
 		case <-r.runningWait:
@@ -79,11 +84,18 @@ type builder struct {
 	// block makes BuildAndPush wait until ctx ends (a build a signal
 	// stops).
 	block bool
+	// reused plays a result reused from the layer cache: no step runs.
+	reused bool
 }
 
 func (b *builder) BuildAndPush(ctx context.Context, req imagebuild.Request, dest string, _ registry.AuthFile) (imagebuild.Output, error) {
 	b.req, b.dest = req, dest
-	_, _ = req.Out.Write([]byte("STEP 1/2: FROM busybox\nSTEP 2/2: RUN make\n"))
+	if !b.reused {
+		if req.Steps != nil {
+			req.Steps()
+		}
+		_, _ = req.Out.Write([]byte("STEP 1/2: FROM busybox\nSTEP 2/2: RUN make\n"))
+	}
 	if b.block {
 		<-ctx.Done()
 		return imagebuild.Output{}, &imagebuild.StageError{Stage: imagebuild.StageBuild, Err: ctx.Err()}
@@ -388,10 +400,10 @@ func TestRunRemovesBinaryInput(t *testing.T) {
 }
 
 // TestRunStartsConcurrently checks that a build pod does not wait for one
-// start-up step to begin the next: the Running report, the opening of the
-// image builder (its container store) and the source fetch run at once
-// (each of the three is held here until the others have begun), and the
-// outcome is still reported after Running, the builder closed.
+// start-up step to begin the next: the opening of the image builder (its
+// container store) and the source fetch run at once (each is held here
+// until the other has begun), and the outcome is still reported after
+// Running (reported when the steps begin), the builder closed.
 func TestRunStartsConcurrently(t *testing.T) {
 	ib := &builder{}
 	run, rep, out := newRun(t, dockerfileBuild(), ib)
@@ -432,19 +444,72 @@ func TestRunStartsConcurrently(t *testing.T) {
 
 // TestRunFetchFailsBuilderClosed checks that a failed fetch still waits for
 // the image builder opened beside it and closes it (its store holds
-// mounts), and reports Failed after Running.
+// mounts), and reports Failed alone: no step began.
 func TestRunFetchFailsBuilderClosed(t *testing.T) {
 	ib := &builder{}
 	b := dockerfileBuild()
 	b.Spec.Source.Dockerfile = nil
 	run, rep, out := newRun(t, b, ib)
+	run.Options.RunningAfter = time.Hour
 	if err := run.Do(context.Background()); err == nil {
 		t.Fatalf("Do succeeded without a source:\n%s", out)
 	}
-	if strings.Join(rep.calls, ",") != "Running,Failed" {
-		t.Fatalf("reported %v, want Running then Failed", rep.calls)
+	if strings.Join(rep.calls, ",") != "Failed" {
+		t.Fatalf("reported %v, want Failed alone", rep.calls)
 	}
 	if !ib.closed {
 		t.Error("the image builder opened beside the failed fetch was not closed")
+	}
+}
+
+// TestRunReusedResultReportedOnce checks that a platform whose result is
+// reused from the layer cache (no step runs) before Running is due writes
+// its entry once, Complete, rather than Running then Complete.
+func TestRunReusedResultReportedOnce(t *testing.T) {
+	ib := &builder{reused: true}
+	run, rep, out := newRun(t, dockerfileBuild(), ib)
+	run.Options.RunningAfter = time.Hour
+	if err := run.Do(context.Background()); err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+	if strings.Join(rep.calls, ",") != "Complete" {
+		t.Fatalf("reported %v, want Complete alone", rep.calls)
+	}
+}
+
+// TestRunSlowStartReportsRunning checks that a pod that has worked for
+// RunningAfter without beginning a step (a slow fetch) reports Running
+// then, and that the outcome waits for that report: Complete comes after
+// Running even while Running is slow to be applied.
+func TestRunSlowStartReportsRunning(t *testing.T) {
+	ib := &builder{reused: true}
+	run, rep, out := newRun(t, dockerfileBuild(), ib)
+	run.Options.RunningAfter = 10 * time.Millisecond
+	began, release := make(chan struct{}), make(chan struct{})
+	rep.runningBegan, rep.runningWait = began, release
+	run.Fetch = func(ctx context.Context, opts source.Options, dir string) (source.Fetched, error) {
+		select {
+		case <-began:
+		case <-time.After(10 * time.Second):
+			return source.Fetched{}, errors.New("Running was not reported while the fetch took longer than RunningAfter")
+		}
+		return fetched(ctx, opts, dir)
+	}
+	run.NewBuilder = func(imagebuild.Config) (ImageBuilder, error) { return ib, nil }
+	done := make(chan error, 1)
+	go func() { done <- run.Do(context.Background()) }()
+	// Running is held: Do must not end (nor report Complete) before it
+	// is released.
+	select {
+	case err := <-done:
+		t.Fatalf("Do ended (%v) while Running was still being applied; reported %v\n%s", err, rep.calls, out)
+	case <-began:
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+	if strings.Join(rep.calls, ",") != "Running,Complete" {
+		t.Fatalf("reported %v, want Running then Complete", rep.calls)
 	}
 }

@@ -86,6 +86,10 @@ type Request struct {
 	PullAuth registry.AuthFile
 	// Out receives the build's step output. Default: discarded.
 	Out io.Writer
+	// Steps, when set, is called once the build is about to run the
+	// Dockerfile's steps: not when its result is reused, nor when it
+	// fails before (a base image missing the platform, say).
+	Steps func()
 }
 
 // Result is a built image in the builder's store.
@@ -320,6 +324,9 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		if !req.NoCache {
 			opts.CacheFrom = []reference.Named{cacheRepo}
 		}
+	}
+	if req.Steps != nil {
+		req.Steps()
 	}
 	watch := newWatchWriter(out, reexecSealBusy)
 	opts.Out, opts.Err, opts.ReportWriter = watch, watch, watch

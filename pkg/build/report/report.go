@@ -111,15 +111,18 @@ type PlatformReporter struct {
 }
 
 // NewPlatformReporter returns a Reporter for the entry of platform (spelled
-// as the Build's spec.platforms spells it) written by pod podName.
+// as the Build's spec.platforms spells it) written by pod podName. The
+// entry's start time is now, when the pod's builder starts, whether or not
+// Running is reported before the outcome.
 func NewPlatformReporter(c StatusApplier, build types.NamespacedName, platform, podName string) *PlatformReporter {
-	return &PlatformReporter{client: c, build: build, platform: platform, podName: podName, now: time.Now}
+	r := &PlatformReporter{client: c, build: build, platform: platform, podName: podName, now: time.Now}
+	t := metav1.NewTime(r.now().Truncate(time.Second))
+	r.started = &t
+	return r
 }
 
 // Running records phase Running, the pod and the start time.
 func (r *PlatformReporter) Running(ctx context.Context) error {
-	t := metav1.NewTime(r.now().Truncate(time.Second))
-	r.started = &t
 	return r.apply(ctx, r.entry(buildv1.BuildPhaseRunning))
 }
 
