@@ -74,7 +74,10 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 			"is accepted without being checked. Add the server's known_hosts line to the secret to have it checked.")
 	}
 	env := append(cfg.env, "GIT_ALLOW_PROTOCOL="+GitProtocols(opts.AllowFileGitURIs))
-	args := append(cfg.args, "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+	// maintenance.auto=false: a fetch would start "git maintenance run
+	// --auto" afterwards, a process more that a new clone never needs.
+	args := append(cfg.args, "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+		"-c", "maintenance.auto=false")
 	if !opts.AllowFileGitURIs {
 		args = append(args, "-c", "protocol.file.allow=never")
 	}
@@ -86,60 +89,74 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 	}
 	_, _ = fmt.Fprintf(out, "Cloning %q%s\n", shown, at)
 
-	if _, err := g.run(ctx, "init", "-q"); err != nil {
+	// Every git process costs CPU that the other platforms' pods of the
+	// build share: a fetch runs four (init, fetch, log, checkout), two more
+	// for submodules. No template: its sample hooks never run here
+	// (core.hooksPath).
+	if _, err := g.run(ctx, "init", "-q", "--template="); err != nil {
 		return nil, fetchFailed("git init: %w", err)
-	}
-	if _, err := g.run(ctx, "remote", "add", "--", "origin", uri); err != nil {
-		return nil, fetchFailed("git remote add: %w", err)
 	}
 	want := ref
 	if want == "" {
 		want = "HEAD"
 	}
-	checkout := "FETCH_HEAD"
-	if _, err := g.run(ctx, "fetch", "-q", "--depth=1", "--recurse-submodules=no", "--", "origin", want); err != nil {
+	// Fetched from the URI itself: a remote is configured only for
+	// submodules, below.
+	commit := "FETCH_HEAD"
+	if _, err := g.run(ctx, "fetch", "-q", "--depth=1", "--recurse-submodules=no", "--", uri, want); err != nil {
 		if !commitPattern.MatchString(ref) {
 			return nil, fetchFailed("fetching %s from %s: %w", want, shown, err)
 		}
 		// Servers may refuse a commit that is not a branch or tag tip,
 		// and an abbreviated hash is no ref at all: fetch everything.
-		if _, ferr := g.run(ctx, "fetch", "-q", "--recurse-submodules=no", "--tags", "--", "origin", "+refs/heads/*:refs/remotes/origin/*"); ferr != nil {
+		if _, ferr := g.run(ctx, "fetch", "-q", "--recurse-submodules=no", "--tags", "--", uri, "+refs/heads/*:refs/remotes/origin/*"); ferr != nil {
 			return nil, fetchFailed("fetching %s from %s: %w", want, shown, ferr)
 		}
-		checkout = ref
+		commit = ref
 	}
-	// checkout takes no "--" before a commit (it would start paths): the
-	// commit is resolved to its hash first, which no option looks like.
-	commit, err := g.run(ctx, "rev-parse", "--verify", "--end-of-options", checkout+"^{commit}")
+	revision, err := g.revision(ctx, commit)
 	if err != nil {
 		return nil, fetchFailed("checking out %s of %s: %w", want, shown, err)
 	}
-	if _, err := g.run(ctx, "checkout", "-q", "--detach", strings.TrimSpace(commit)); err != nil {
+	// checkout takes no "--" before a commit (it would start paths): it is
+	// given the commit's full hash, which no option looks like.
+	if _, err := g.run(ctx, "checkout", "-q", "--detach", revision.Git.Commit); err != nil {
 		return nil, fetchFailed("checking out %s of %s: %w", want, shown, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".gitmodules")); err == nil {
+		// Relative submodule URLs resolve against remote.origin.url. It is
+		// written to the configuration, not given with -c: git passes -c
+		// settings on to the submodules' own git processes, where it would
+		// replace their origin for their nested submodules.
+		if _, err := g.run(ctx, "remote", "add", "--", "origin", uri); err != nil {
+			return nil, fetchFailed("git remote add: %w", err)
+		}
 		if _, err := g.run(ctx, "submodule", "update", "-q", "--init", "--recursive", "--depth=1", "--"); err != nil {
 			return nil, fetchFailed("fetching the submodules of %s: %w", shown, err)
 		}
 	}
-	return g.revision(ctx)
+	return revision, nil
 }
 
-// revision reads the commit checked out.
-func (g *gitRun) revision(ctx context.Context) (*buildv1.SourceRevision, error) {
+// fullHash matches a full SHA-1 or SHA-256 commit hash.
+var fullHash = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// revision reads commit (a fixed name or a hash: nothing option-like) and
+// its author, committer and message in one git process.
+func (g *gitRun) revision(ctx context.Context, commit string) (*buildv1.SourceRevision, error) {
 	const sep = "\x1f"
-	info, err := g.run(ctx, "log", "-1", "--format=%H"+sep+"%an"+sep+"%ae"+sep+"%cn"+sep+"%ce"+sep+"%B")
+	info, err := g.run(ctx, "log", "-1", "--format=%H"+sep+"%an"+sep+"%ae"+sep+"%cn"+sep+"%ce"+sep+"%B", "--end-of-options", commit+"^{commit}", "--")
 	if err != nil {
-		return nil, fetchFailed("reading the commit checked out: %w", err)
+		return nil, err
 	}
 	f := strings.SplitN(info, sep, 6)
-	if len(f) != 6 {
-		return nil, fetchFailed("reading the commit checked out: unexpected git log output %q", info)
+	if len(f) != 6 || !fullHash.MatchString(f[0]) {
+		return nil, fmt.Errorf("unexpected git log output %q", info)
 	}
 	return &buildv1.SourceRevision{
 		Type: buildv1.BuildSourceGit,
 		Git: &buildv1.GitSourceRevision{
-			Commit:    strings.TrimSpace(f[0]),
+			Commit:    f[0],
 			Author:    buildv1.SourceControlUser{Name: f[1], Email: f[2]},
 			Committer: buildv1.SourceControlUser{Name: f[3], Email: f[4]},
 			Message:   strings.TrimSpace(f[5]),

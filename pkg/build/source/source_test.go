@@ -24,7 +24,7 @@ import (
 
 // gitRepo makes a repository with two commits on main (a tag v1 on the
 // first) and a branch "other"; it returns its path and the commits.
-func gitRepo(t *testing.T) (dir string, first, second string) {
+func gitRepo(t testing.TB) (dir string, first, second string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("git is not installed: %v (make tools installs it)", err)

@@ -1,0 +1,237 @@
+package source
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+)
+
+// TestFetchGitProcesses counts the git processes a fetch runs: each one
+// costs CPU that a build's platform pods share. git on PATH is a script
+// that logs the command before running the real git; GIT_TRACE2_EVENT
+// logs every git process, the ones git starts itself included.
+func TestFetchGitProcesses(t *testing.T) {
+	repo, first, _ := gitRepo(t)
+	withSub, _, _ := gitRepo(t)
+	gitIn(t, withSub, "-c", "protocol.file.allow=always", "submodule", "add", "-q", repo, "vendored")
+	gitIn(t, withSub, "commit", "-q", "-m", "add a submodule")
+
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >>" + shellQuote(calls) + "\nexec " + shellQuote(real) + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	trace := filepath.Join(t.TempDir(), "trace2")
+	t.Setenv("GIT_TRACE2_EVENT", trace)
+
+	for _, tt := range []struct {
+		name, uri, ref string
+		want           []string
+	}{
+		{name: "branch", uri: "file://" + repo, ref: "main", want: []string{"init", "fetch", "log", "checkout"}},
+		{name: "default branch", uri: "file://" + repo, want: []string{"init", "fetch", "log", "checkout"}},
+		// An abbreviated hash is no ref: the shallow fetch of it fails
+		// and everything is fetched.
+		{name: "abbreviated commit", uri: "file://" + repo, ref: first[:12], want: []string{"init", "fetch", "fetch", "log", "checkout"}},
+		{name: "submodules", uri: "file://" + withSub, want: []string{"init", "fetch", "log", "checkout", "remote", "submodule"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, f := range []string{calls, trace} {
+				if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+					t.Fatal(err)
+				}
+			}
+			opts := Options{AllowFileGitURIs: true, Source: buildv1.BuildSource{Git: &buildv1.GitBuildSource{URI: tt.uri, Ref: tt.ref}}}
+			if _, err := Fetch(context.Background(), opts, t.TempDir()); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(readFile(t, calls)), "\n") {
+				got = append(got, gitCommand(strings.Fields(line)))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("git commands %q, want %q", got, tt.want)
+			}
+			all := traceStarts(t, trace)
+			for _, argv := range all {
+				if slices.Contains(argv, "maintenance") || slices.Contains(argv, "gc") {
+					t.Errorf("git ran %q after the fetch", argv)
+				}
+			}
+			t.Logf("%d git commands, %d git processes in all (the local repository's upload-pack included)", len(got), len(all))
+		})
+	}
+}
+
+// gitCommand returns the git command args run: the first argument after
+// git's -c options.
+func gitCommand(args []string) string {
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-c" {
+			i++
+			continue
+		}
+		return args[i]
+	}
+	return ""
+}
+
+// traceStarts returns the argv of every git process a GIT_TRACE2_EVENT
+// file records.
+func traceStarts(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var starts [][]string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Event string   `json:"event"`
+			Argv  []string `json:"argv"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("trace2 line %q: %v", sc.Text(), err)
+		}
+		if ev.Event == "start" {
+			starts = append(starts, ev.Argv)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return starts
+}
+
+// TestFetchGitRelativeSubmodules: submodule URLs relative to the
+// superproject's (OpenShift's builder clones them so) resolve against the
+// Build's URI, at every level: a nested submodule's relative URL resolves
+// against its own parent's URL. The repositories are served over HTTP with
+// basic auth, the credentials given in the Build's URI: they reach the
+// submodules through the askpass program and stay out of .git/config.
+func TestFetchGitRelativeSubmodules(t *testing.T) {
+	root := t.TempDir()
+	// root/top (superproject), root/deep/mid (its submodule, "../deep/mid"),
+	// root/deep/inner (mid's submodule, "../inner"): resolved against
+	// top's URL instead of mid's, inner's URL names root/inner, which does
+	// not exist.
+	inner := filepath.Join(root, "deep", "inner")
+	mid := filepath.Join(root, "deep", "mid")
+	top := filepath.Join(root, "top")
+	commitFiles(t, inner, map[string]string{"inner.txt": "inner\n"})
+	commitFiles(t, mid, map[string]string{"mid.txt": "mid\n"})
+	addSubmodule(t, mid, inner, "inner", "../inner")
+	commitFiles(t, top, map[string]string{"Dockerfile": "FROM top\n"})
+	addSubmodule(t, top, mid, "mid", "../deep/mid")
+
+	server := gitHTTPServer(t, root, "ada", "s3cret-pw")
+	uri := strings.Replace(server, "http://", "http://ada:s3cret-pw@", 1) + "/top"
+	var out strings.Builder
+	dir := t.TempDir()
+	got, err := Fetch(context.Background(), Options{Source: buildv1.BuildSource{Git: &buildv1.GitBuildSource{URI: uri}}, Out: &out}, dir)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if got.Revision == nil || !fullHash.MatchString(got.Revision.Git.Commit) {
+		t.Errorf("revision %+v", got.Revision)
+	}
+	for name, want := range map[string]string{"mid/mid.txt": "mid\n", "mid/inner/inner.txt": "inner\n"} {
+		if data := readFile(t, filepath.Join(dir, name)); data != want {
+			t.Errorf("%s says %q, want %q", name, data, want)
+		}
+	}
+	if cfg := readFile(t, filepath.Join(dir, ".git", "config")); strings.Contains(cfg, "s3cret-pw") || !strings.Contains(cfg, server+"/top") {
+		t.Errorf(".git/config holds the password or not the URI without it:\n%s", cfg)
+	}
+	if strings.Contains(out.String(), "s3cret-pw") {
+		t.Errorf("the log shows the password:\n%s", out.String())
+	}
+}
+
+// commitFiles makes dir a repository with one commit on main holding
+// files.
+func commitFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, dir, "init", "-q", "-b", "main")
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn(t, dir, "add", ".")
+	gitIn(t, dir, "commit", "-q", "-m", "files")
+}
+
+// addSubmodule adds the repository sub to dir at path, recorded with the
+// relative URL url, and commits it.
+func addSubmodule(t *testing.T, dir, sub, path, url string) {
+	t.Helper()
+	gitIn(t, dir, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, path)
+	gitIn(t, dir, "config", "-f", ".gitmodules", "submodule."+path+".url", url)
+	gitIn(t, dir, "add", ".gitmodules")
+	gitIn(t, dir, "commit", "-q", "-m", "add "+path)
+}
+
+// BenchmarkFetchGit fetches a local repository (two commits, three files)
+// as a build pod does, by branch, and prints the CPU time of the git
+// processes a fetch runs (the server side of a local repository, git
+// upload-pack, included) and of the fetch's own Go code.
+func BenchmarkFetchGit(b *testing.B) {
+	repo, _, _ := gitRepo(b)
+	for _, ref := range []string{"main", ""} {
+		name := "ref=" + ref
+		if ref == "" {
+			name = "default-branch"
+		}
+		b.Run(name, func(b *testing.B) {
+			opts := Options{AllowFileGitURIs: true, Source: buildv1.BuildSource{Git: &buildv1.GitBuildSource{URI: "file://" + repo, Ref: ref}}}
+			dirs := make([]string, b.N)
+			for i := range dirs {
+				dirs[i] = b.TempDir()
+			}
+			children, self := rusage(b, syscall.RUSAGE_CHILDREN), rusage(b, syscall.RUSAGE_SELF)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := Fetch(context.Background(), opts, dirs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			n := float64(b.N)
+			b.ReportMetric(float64((rusage(b, syscall.RUSAGE_CHILDREN)-children).Microseconds())/1000/n, "git-cpu-ms/op")
+			b.ReportMetric(float64((rusage(b, syscall.RUSAGE_SELF)-self).Microseconds())/1000/n, "go-cpu-ms/op")
+		})
+	}
+}
+
+// rusage returns the user and system CPU time of who.
+func rusage(tb testing.TB, who int) time.Duration {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
