@@ -63,7 +63,13 @@ func TestFetchGitProcesses(t *testing.T) {
 			}
 			var got []string
 			for _, line := range strings.Split(strings.TrimSpace(readFile(t, calls)), "\n") {
-				got = append(got, gitCommand(strings.Fields(line)))
+				args := strings.Fields(line)
+				got = append(got, gitCommand(args))
+				// checkout takes no "--" before its commit: it must be
+				// given a full hash, never a name git could read otherwise.
+				if gitCommand(args) == "checkout" && !fullHash.MatchString(args[len(args)-1]) {
+					t.Errorf("git checkout was given %q, not a commit's full hash", args[len(args)-1])
+				}
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("git commands %q, want %q", got, tt.want)
