@@ -90,26 +90,30 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 	_, _ = fmt.Fprintf(out, "Cloning %q%s\n", shown, at)
 
 	// Every git process costs CPU that the other platforms' pods of the
-	// build share: a fetch runs four (init, fetch, log, checkout), two more
+	// build share: a fetch runs four (init, fetch, log, checkout), one more
 	// for submodules. No template: its sample hooks never run here
 	// (core.hooksPath).
 	if _, err := g.run(ctx, "init", "-q", "--template="); err != nil {
 		return nil, fetchFailed("git init: %w", err)
 	}
+	// The remote origin is what `git remote add` would write, written
+	// here without a process: the context's .git has it as a clone's does,
+	// and relative submodule URLs resolve against it.
+	if err := addOrigin(dir, uri); err != nil {
+		return nil, fetchFailed("configuring the remote origin: %w", err)
+	}
 	want := ref
 	if want == "" {
 		want = "HEAD"
 	}
-	// Fetched from the URI itself: a remote is configured only for
-	// submodules, below.
 	commit := "FETCH_HEAD"
-	if _, err := g.run(ctx, "fetch", "-q", "--depth=1", "--recurse-submodules=no", "--", uri, want); err != nil {
+	if _, err := g.run(ctx, "fetch", "-q", "--depth=1", "--recurse-submodules=no", "--", "origin", want); err != nil {
 		if !commitPattern.MatchString(ref) {
 			return nil, fetchFailed("fetching %s from %s: %w", want, shown, err)
 		}
 		// Servers may refuse a commit that is not a branch or tag tip,
 		// and an abbreviated hash is no ref at all: fetch everything.
-		if _, ferr := g.run(ctx, "fetch", "-q", "--recurse-submodules=no", "--tags", "--", uri, "+refs/heads/*:refs/remotes/origin/*"); ferr != nil {
+		if _, ferr := g.run(ctx, "fetch", "-q", "--recurse-submodules=no", "--tags", "--", "origin", "+refs/heads/*:refs/remotes/origin/*"); ferr != nil {
 			return nil, fetchFailed("fetching %s from %s: %w", want, shown, ferr)
 		}
 		commit = ref
@@ -124,13 +128,6 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 		return nil, fetchFailed("checking out %s of %s: %w", want, shown, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".gitmodules")); err == nil {
-		// Relative submodule URLs resolve against remote.origin.url. It is
-		// written to the configuration, not given with -c: git passes -c
-		// settings on to the submodules' own git processes, where it would
-		// replace their origin for their nested submodules.
-		if _, err := g.run(ctx, "remote", "add", "--", "origin", uri); err != nil {
-			return nil, fetchFailed("git remote add: %w", err)
-		}
 		if _, err := g.run(ctx, "submodule", "update", "-q", "--init", "--recursive", "--depth=1", "--"); err != nil {
 			return nil, fetchFailed("fetching the submodules of %s: %w", shown, err)
 		}
@@ -341,4 +338,27 @@ func (r redactingWriter) Write(p []byte) (int, error) {
 // shellQuote quotes s for sh.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// addOrigin adds the remote origin fetching uri, with its default refspec,
+// to the configuration of the repository git init made in dir, as `git
+// remote add -- origin uri` does. It is written to the file, not given with
+// -c: git passes -c settings on to the submodules' own git processes, where
+// it would replace their origin for their nested submodules. uri has no
+// control characters (CheckGitURI); in git's quoted value syntax only '"'
+// and '\' need escaping.
+func addOrigin(dir, uri string) error {
+	if strings.ContainsFunc(uri, isControlOrSpace) {
+		return fmt.Errorf("the git URI %q holds spaces or control characters", RedactURI(uri))
+	}
+	quoted := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(uri)
+	f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := fmt.Fprintf(f, "[remote \"origin\"]\n\turl = \"%s\"\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n", quoted)
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	return werr
 }

@@ -49,7 +49,7 @@ func TestFetchGitProcesses(t *testing.T) {
 		// An abbreviated hash is no ref: the shallow fetch of it fails
 		// and everything is fetched.
 		{name: "abbreviated commit", uri: "file://" + repo, ref: first[:12], want: []string{"init", "fetch", "fetch", "log", "checkout"}},
-		{name: "submodules", uri: "file://" + withSub, want: []string{"init", "fetch", "log", "checkout", "remote", "submodule"}},
+		{name: "submodules", uri: "file://" + withSub, want: []string{"init", "fetch", "log", "checkout", "submodule"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, f := range []string{calls, trace} {
@@ -240,4 +240,38 @@ func rusage(tb testing.TB, who int) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestFetchGitOrigin checks that the fetched repository has the remote
+// origin a clone has: its URL exactly the Build's URI (quotes and
+// backslashes in it included) and the fetched branch under
+// refs/remotes/origin, for build steps that ask git where the source
+// came from.
+func TestFetchGitOrigin(t *testing.T) {
+	repo, _, second := gitRepo(t)
+	odd := filepath.Join(t.TempDir(), `a"b\c`)
+	gitIn(t, filepath.Dir(odd), "clone", "-q", "--bare", repo, odd)
+	uri := "file://" + odd
+	dir := t.TempDir()
+	opts := Options{AllowFileGitURIs: true, Source: buildv1.BuildSource{Git: &buildv1.GitBuildSource{URI: uri, Ref: "main"}}}
+	if _, err := Fetch(context.Background(), opts, dir); err != nil {
+		t.Fatal(err)
+	}
+	read := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := read("remote", "get-url", "origin"); got != uri {
+		t.Errorf("remote origin %q, want the Build's URI %q", got, uri)
+	}
+	if got := read("config", "--get", "remote.origin.fetch"); got != "+refs/heads/*:refs/remotes/origin/*" {
+		t.Errorf("remote.origin.fetch %q", got)
+	}
+	if got := read("rev-parse", "refs/remotes/origin/main"); got != second {
+		t.Errorf("refs/remotes/origin/main is %q, want the fetched commit %s", got, second)
+	}
 }
