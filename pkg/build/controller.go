@@ -203,7 +203,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return changedMeanwhile(ctx, err)
 	}
 	res, err := r.write(ctx, b, platforms, plan, now)
-	if result.RequeueAfter > 0 && res.RequeueAfter == 0 {
+	if result.RequeueAfter > 0 && (res.RequeueAfter == 0 || result.RequeueAfter < res.RequeueAfter) {
 		res = result
 	}
 	return res, err

@@ -290,7 +290,9 @@ func phases(logs string, running, finished time.Time) []phase {
 }
 
 // machineBusy is the CPU time all of the machine's cores have spent busy
-// since boot (/proc/stat's first line, less idle and iowait).
+// since boot: user, nice, system, irq and softirq of /proc/stat's first
+// line (guest time is already in user and nice; steal is another
+// machine's).
 func machineBusy() (time.Duration, error) {
 	raw, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -302,11 +304,8 @@ func machineBusy() (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
 	var ticks int64
-	for i, f := range fields[1:] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
-		}
-		n, err := strconv.ParseInt(f, 10, 64)
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		n, err := strconv.ParseInt(fields[i], 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
 		}

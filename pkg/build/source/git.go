@@ -122,6 +122,11 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 	if err != nil {
 		return nil, fetchFailed("checking out %s of %s: %w", want, shown, err)
 	}
+	if commit == ref {
+		if err := checkResolvedCommit(ref, revision.Git.Commit); err != nil {
+			return nil, fetchFailed("checking out %s of %s: %w", want, shown, err)
+		}
+	}
 	// checkout takes no "--" before a commit (it would start paths): it is
 	// given the commit's full hash, which no option looks like.
 	if _, err := g.run(ctx, "checkout", "-q", "--detach", revision.Git.Commit); err != nil {
@@ -133,6 +138,17 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 		}
 	}
 	return revision, nil
+}
+
+// checkResolvedCommit checks that the commit a (possibly abbreviated)
+// hash resolved to starts with it: git resolves a name as a ref before it
+// does as a commit, and a tag spelled like the wanted hash (one pushed
+// between the two fetches, say) must not stand in for it.
+func checkResolvedCommit(hash, resolved string) error {
+	if !strings.HasPrefix(resolved, hash) {
+		return fmt.Errorf("%s resolved to %s, which is not the commit it names (a ref of that name?)", hash, resolved)
+	}
+	return nil
 }
 
 // fullHash matches a full SHA-1 or SHA-256 commit hash.
@@ -352,7 +368,17 @@ func addOrigin(dir, uri string) error {
 		return fmt.Errorf("the git URI %q holds spaces or control characters", RedactURI(uri))
 	}
 	quoted := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(uri)
-	f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	path := filepath.Join(dir, ".git", "config")
+	// As git remote add, refuse a repository that has an origin already
+	// (a directory fetched into before): a second url would not be used.
+	existing, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(string(existing), `[remote "origin"]`) {
+		return fmt.Errorf("%s already has a remote origin", dir)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}

@@ -275,3 +275,33 @@ func TestFetchGitOrigin(t *testing.T) {
 		t.Errorf("refs/remotes/origin/main is %q, want the fetched commit %s", got, second)
 	}
 }
+
+func TestCheckResolvedCommit(t *testing.T) {
+	full := "0123456789abcdef0123456789abcdef01234567"
+	for _, tt := range []struct {
+		hash, resolved string
+		ok             bool
+	}{
+		{full[:7], full, true},
+		{full, full, true},
+		// A tag named like the hash, pointing at another commit.
+		{full[:7], "fedcba9876543210fedcba9876543210fedcba98", false},
+	} {
+		if err := checkResolvedCommit(tt.hash, tt.resolved); (err == nil) != tt.ok {
+			t.Errorf("checkResolvedCommit(%s, %s) = %v, want ok %v", tt.hash, tt.resolved, err, tt.ok)
+		}
+	}
+}
+
+// TestAddOriginRefusesSecondOrigin: as git remote add, a repository that
+// has an origin already is refused rather than given a second url.
+func TestAddOriginRefusesSecondOrigin(t *testing.T) {
+	dir := t.TempDir()
+	gitIn(t, dir, "init", "-q")
+	if err := addOrigin(dir, "https://example.com/a.git"); err != nil {
+		t.Fatal(err)
+	}
+	if err := addOrigin(dir, "https://example.com/b.git"); err == nil || !strings.Contains(err.Error(), "already has a remote origin") {
+		t.Fatalf("second origin: %v, want refused", err)
+	}
+}

@@ -144,11 +144,13 @@ func TestBuildAuthorization(t *testing.T) {
 		}
 	}
 
-	// The policy is in force, and alice's grant too, once alice's Docker
-	// build is refused by the policy (not by RBAC, the grant not yet seen).
-	eventually(t, "the build strategy policy refuses a Docker build", func() bool {
-		err := create(alice, withSpec("Build", nil))
-		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "build strategy Docker is not allowed")
+	// The policy is in force, alice's grant too, and the removed default
+	// grants are gone, once alice's Docker and Source builds are both
+	// refused by the policy (not by RBAC: the grant not yet seen).
+	eventually(t, "the build strategy policy refuses Docker and Source builds", func() bool {
+		dockerErr, sourceErr := create(alice, withSpec("Build", nil)), create(alice, withSpec("Build", source))
+		return apierrors.IsForbidden(dockerErr) && strings.Contains(dockerErr.Error(), "build strategy Docker is not allowed") &&
+			apierrors.IsForbidden(sourceErr) && strings.Contains(sourceErr.Error(), "build strategy Source is not allowed")
 	})
 	for _, kind := range []string{"Build", "BuildConfig"} {
 		refused(kind+" of strategy Docker without the role", create(alice, withSpec(kind, nil)), "build strategy Docker is not allowed")
@@ -227,13 +229,22 @@ func TestBuildAuthorizationDefaults(t *testing.T) {
 	carol := as(t, "carol")
 	spec := validSpec()
 	spec["serviceAccount"] = "deployer"
-	// The policy is in force, and carol's grant too, once carol's Build as
-	// deployer is refused by the policy: a refusal by RBAC (the grant not
-	// yet seen by the authorizer) is also Forbidden, and says nothing of
-	// either.
-	eventually(t, "the policy refuses carol's Build as deployer", func() bool {
-		err := carol.Create(ctx, object("Build", ns, "as-deployer", spec), client.DryRunAll)
-		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "may not use service account deployer")
+	// The policy is in force, carol's grant and both default strategy
+	// grants too, once carol's Docker and Source Builds as deployer are
+	// refused by the policy for the service account alone (it checks the
+	// strategy first): a refusal by RBAC (a grant not yet seen by the
+	// authorizer) is also Forbidden, and says nothing of either.
+	sourceSpec := validSpec()
+	sourceSpec["serviceAccount"] = "deployer"
+	sourceSpec["strategy"] = map[string]any{"type": "Source", "sourceStrategy": map[string]any{"from": map[string]any{"kind": "DockerImage", "name": "builder:1"}}}
+	eventually(t, "the policy refuses carol's Builds as deployer for the service account", func() bool {
+		for _, s := range []map[string]any{spec, sourceSpec} {
+			err := carol.Create(ctx, object("Build", ns, "as-deployer", s), client.DryRunAll)
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "may not use service account deployer") {
+				return false
+			}
+		}
+		return true
 	})
 	for _, kind := range []string{"Build", "BuildConfig"} {
 		for _, strategy := range []map[string]any{
