@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,12 +61,12 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 	}
 	defer func() { _ = os.RemoveAll(credDir) }()
 	uri, uriUser, uriPassword, uriHasCredentials := uriCredentials(git.URI)
-	cfg, err := gitCredentials(opts.SecretDir, credDir)
+	cfg, err := gitCredentials(opts.SecretDir, credDir, credentialOrigin(uri))
 	if err != nil {
 		return nil, fetchFailed("reading the source secret: %w", err)
 	}
 	if uriHasCredentials && !cfg.askpass {
-		if cfg.env, err = uriAskpass(cfg.env, credDir, uriUser, uriPassword); err != nil {
+		if cfg.env, err = uriAskpass(cfg.env, credDir, credentialOrigin(uri), uriUser, uriPassword); err != nil {
 			return nil, fetchFailed("preparing git credentials: %w", err)
 		}
 	}
@@ -257,7 +258,11 @@ type gitConfig struct {
 //
 // Git never prompts on a terminal: a repository that wants credentials the
 // secret does not have fails at once.
-func gitCredentials(secretDir, dir string) (gitConfig, error) {
+//
+// A username and password are given only to the Build's own server
+// (origin, see credentialOrigin), as OpenShift's credential store does:
+// not to another host a submodule or a redirect names.
+func gitCredentials(secretDir, dir, origin string) (gitConfig, error) {
 	cfg := gitConfig{env: []string{"GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "SSH_ASKPASS=/bin/false"}}
 	if secretDir == "" {
 		return cfg, nil
@@ -273,7 +278,7 @@ func gitCredentials(secretDir, dir string) (gitConfig, error) {
 			user = u
 		}
 		askpass := filepath.Join(dir, "askpass")
-		if err := os.WriteFile(askpass, []byte(askpassScript(user, pw)), 0o700); err != nil {
+		if err := os.WriteFile(askpass, []byte(askpassScript(origin, user, pw)), 0o700); err != nil {
 			return gitConfig{}, err
 		}
 		cfg.env = append(cfg.env, "GIT_ASKPASS="+askpass)
@@ -310,19 +315,38 @@ func gitCredentials(secretDir, dir string) (gitConfig, error) {
 
 // askpassScript is a GIT_ASKPASS program answering git's username prompt
 // with the file user (or a placeholder when a token needs none) and its
-// password prompt with the file password. The secret never appears on a
-// command line or in the environment.
-func askpassScript(user, password string) string {
+// password prompt with the file password, for origin alone: git's prompt
+// names the server ("Password for 'https://ada@host:8443': "), and one
+// that is not origin (empty: none is) gets nothing, so git fails there.
+// The secret never appears on a command line or in the environment.
+func askpassScript(origin, user, password string) string {
 	userCmd := "echo archway"
 	if user != "" {
 		userCmd = "cat " + shellQuote(user)
 	}
-	return "#!/bin/sh\ncase \"$1\" in\n[Uu]sername*) " + userCmd + " ;;\n*) cat " + shellQuote(password) + " ;;\nesac\n"
+	return "#!/bin/sh\n" +
+		// The URL between the prompt's quotes, without its user.
+		"url=${1#*\"'\"}\nurl=${url%\"'\"*}\n" +
+		"case \"$url\" in *://*) ;; *) exit 1 ;; esac\n" +
+		"rest=${url#*://}\n" +
+		"[ -n " + shellQuote(origin) + " ] && [ \"${url%%://*}://${rest#*@}\" = " + shellQuote(origin) + " ] || exit 1\n" +
+		"case \"$1\" in\n[Uu]sername*) " + userCmd + " ;;\n*) cat " + shellQuote(password) + " ;;\nesac\n"
 }
 
-// uriAskpass answers git's prompts with the credentials a URI carried,
-// written to files in dir, and returns env with its GIT_ASKPASS.
-func uriAskpass(env []string, dir, user, password string) ([]string, error) {
+// credentialOrigin is the scheme://host[:port] git names in its prompts
+// for uri's server, or "" for a URI whose server git does not prompt for
+// (ssh, scp-like, local).
+func credentialOrigin(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// uriAskpass answers git's prompts for origin with the credentials a URI
+// carried, written to files in dir, and returns env with its GIT_ASKPASS.
+func uriAskpass(env []string, dir, origin, user, password string) ([]string, error) {
 	userFile, passwordFile := filepath.Join(dir, "uri-username"), filepath.Join(dir, "uri-password")
 	if err := os.WriteFile(userFile, []byte(user), 0o600); err != nil {
 		return nil, err
@@ -331,7 +355,7 @@ func uriAskpass(env []string, dir, user, password string) ([]string, error) {
 		return nil, err
 	}
 	askpass := filepath.Join(dir, "uri-askpass")
-	if err := os.WriteFile(askpass, []byte(askpassScript(userFile, passwordFile)), 0o700); err != nil {
+	if err := os.WriteFile(askpass, []byte(askpassScript(origin, userFile, passwordFile)), 0o700); err != nil {
 		return nil, err
 	}
 	return append(env, "GIT_ASKPASS="+askpass), nil

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -303,5 +306,70 @@ func TestAddOriginRefusesSecondOrigin(t *testing.T) {
 	}
 	if err := addOrigin(dir, "https://example.com/b.git"); err == nil || !strings.Contains(err.Error(), "already has a remote origin") {
 		t.Fatalf("second origin: %v, want refused", err)
+	}
+}
+
+// TestFetchGitCredentialsStayOnHost: the credentials a Build gives for its
+// repository's server (in its URI, or in its source secret) are not given
+// to another server a submodule names: that server asks for a password
+// and gets none, and the fetch fails.
+func TestFetchGitCredentialsStayOnHost(t *testing.T) {
+	root := t.TempDir()
+	top := filepath.Join(root, "top")
+	other := filepath.Join(t.TempDir(), "other")
+	commitFiles(t, other, map[string]string{"other.txt": "other\n"})
+	commitFiles(t, top, map[string]string{"Dockerfile": "FROM top\n"})
+
+	// The other server asks every request for credentials and records
+	// what it is given.
+	var mu sync.Mutex
+	var given []string
+	otherServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); ok {
+			mu.Lock()
+			given = append(given, u+":"+p)
+			mu.Unlock()
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="other"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	t.Cleanup(otherServer.Close)
+	addSubmodule(t, top, other, "other", otherServer.URL+"/other")
+
+	server := gitHTTPServer(t, root, "ada", "s3cret-pw")
+	for _, tt := range []struct {
+		name      string
+		uri       string
+		secretDir string
+	}{
+		{name: "credentials in the URI", uri: strings.Replace(server, "http://", "http://ada:s3cret-pw@", 1) + "/top"},
+		{name: "credentials in the source secret", uri: server + "/top", secretDir: func() string {
+			dir := t.TempDir()
+			for name, content := range map[string]string{"username": "ada", "password": "s3cret-pw"} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o400); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return dir
+		}()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			given = nil
+			mu.Unlock()
+			var out strings.Builder
+			opts := Options{Source: buildv1.BuildSource{Git: &buildv1.GitBuildSource{URI: tt.uri}}, SecretDir: tt.secretDir, Out: &out}
+			_, err := Fetch(context.Background(), opts, t.TempDir())
+			mu.Lock()
+			defer mu.Unlock()
+			if len(given) > 0 {
+				t.Fatalf("the submodule's server was given credentials %q", given)
+			}
+			// The superproject was fetched (its server took the
+			// credentials); the submodule's server refused.
+			if err == nil || !strings.Contains(err.Error(), "submodules") {
+				t.Fatalf("fetch: %v, want the submodules' fetch to fail\n%s", err, out.String())
+			}
+		})
 	}
 }

@@ -319,7 +319,7 @@ func TestGitCredentials(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	cfg, err := gitCredentials(secretDir, dir)
+	cfg, err := gitCredentials(secretDir, dir, "https://git.example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
