@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"go.podman.io/image/v5/docker/reference"
-	"go.podman.io/image/v5/pkg/docker/config"
-	"go.podman.io/image/v5/types"
 
 	"github.com/archway-build/archway/pkg/registry"
+	regremote "github.com/archway-build/archway/pkg/registry/remote"
 )
 
 // Untag removes each tag refs name from its registry with the distribution
@@ -89,36 +87,17 @@ type untagger struct {
 }
 
 // newUntagger finds the credentials and TLS settings for ref's repository
-// and authenticates to its registry for deleting.
+// (as every go-containerregistry client here does, regremote.Resolve) and
+// authenticates to its registry for deleting.
 func newUntagger(ctx context.Context, access registry.Access, ref reference.Named) (*untagger, error) {
-	host := reference.Domain(ref)
-	u := &untagger{access: access}
-	if access.IsInsecure(host) {
-		u.options = append(u.options, name.Insecure) // plain HTTP when HTTPS fails
-	}
-	repo, err := name.NewRepository(ref.Name(), u.options...)
+	e, err := regremote.Resolve(access, ref.Name())
 	if err != nil {
 		return nil, err
 	}
-	creds, err := config.GetCredentialsForRef(access.SystemContext(host), ref)
-	if err != nil {
-		return nil, fmt.Errorf("reading credentials for %s: %w", ref.Name(), err)
-	}
-	auth := authn.Anonymous
-	u.anonymous = creds == (types.DockerAuthConfig{})
-	if !u.anonymous {
-		auth = authn.FromConfig(authn.AuthConfig{
-			Username: creds.Username, Password: creds.Password, IdentityToken: creds.IdentityToken,
-		})
-	}
-	rt, err := access.Transport(host)
-	if err != nil {
-		return nil, err
-	}
-	rt = transport.NewUserAgent(rt, access.SystemContext(host).DockerRegistryUserAgent)
-	if u.transport, err = transport.NewWithContext(ctx, repo.Registry, auth, rt,
-		[]string{repo.Scope(transport.DeleteScope)}); err != nil {
-		return nil, u.explain(host, err)
+	u := &untagger{access: access, anonymous: e.Anonymous, options: regremote.NameOptions(access, ref.Name())}
+	if u.transport, err = transport.NewWithContext(ctx, e.Repository.Registry, e.Auth, e.Transport,
+		[]string{e.Repository.Scope(transport.DeleteScope)}); err != nil {
+		return nil, u.explain(reference.Domain(ref), err)
 	}
 	return u, nil
 }

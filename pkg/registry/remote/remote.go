@@ -8,6 +8,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -28,30 +29,53 @@ func NameOptions(access registry.Access, ref string) []name.Option {
 	return nil
 }
 
-// Connect returns repository and the options to reach it: the credentials
-// containers/image finds for it from access, and access's TLS rules.
-func Connect(ctx context.Context, access registry.Access, repository string) (name.Repository, []remote.Option, error) {
+// Endpoint is how go-containerregistry reaches a repository by access's
+// rules.
+type Endpoint struct {
+	Repository name.Repository
+	// Auth holds the credentials containers/image finds for the
+	// repository from access; Anonymous is true when it found none.
+	Auth      authn.Authenticator
+	Anonymous bool
+	// Transport follows access's TLS rules and sends its user agent.
+	Transport http.RoundTripper
+}
+
+// Resolve finds the endpoint of repository: its name, credentials and
+// transport.
+func Resolve(access registry.Access, repository string) (Endpoint, error) {
 	repo, err := name.NewRepository(repository, NameOptions(access, repository)...)
 	if err != nil {
-		return name.Repository{}, nil, fmt.Errorf("repository %q: %w", repository, err)
+		return Endpoint{}, fmt.Errorf("repository %q: %w", repository, err)
 	}
 	named, err := reference.ParseNormalizedNamed(repository)
 	if err != nil {
-		return name.Repository{}, nil, err
+		return Endpoint{}, err
 	}
 	host := reference.Domain(named)
 	creds, err := config.GetCredentialsForRef(access.SystemContext(host), named)
 	if err != nil {
-		return name.Repository{}, nil, fmt.Errorf("reading credentials for %s: %w", repository, err)
+		return Endpoint{}, fmt.Errorf("reading credentials for %s: %w", repository, err)
 	}
-	auth := authn.Anonymous
+	e := Endpoint{Repository: repo, Auth: authn.Anonymous, Anonymous: true}
 	if creds.Username != "" || creds.Password != "" || creds.IdentityToken != "" {
-		auth = authn.FromConfig(authn.AuthConfig{Username: creds.Username, Password: creds.Password, IdentityToken: creds.IdentityToken})
+		e.Auth = authn.FromConfig(authn.AuthConfig{Username: creds.Username, Password: creds.Password, IdentityToken: creds.IdentityToken})
+		e.Anonymous = false
 	}
 	rt, err := access.Transport(host)
 	if err != nil {
+		return Endpoint{}, err
+	}
+	e.Transport = transport.NewUserAgent(rt, access.SystemContext(host).DockerRegistryUserAgent)
+	return e, nil
+}
+
+// Connect returns repository and the options to reach it: the credentials
+// containers/image finds for it from access, and access's TLS rules.
+func Connect(ctx context.Context, access registry.Access, repository string) (name.Repository, []remote.Option, error) {
+	e, err := Resolve(access, repository)
+	if err != nil {
 		return name.Repository{}, nil, err
 	}
-	rt = transport.NewUserAgent(rt, access.SystemContext(host).DockerRegistryUserAgent)
-	return repo, []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth), remote.WithTransport(rt)}, nil
+	return e.Repository, []remote.Option{remote.WithContext(ctx), remote.WithAuth(e.Auth), remote.WithTransport(e.Transport)}, nil
 }
