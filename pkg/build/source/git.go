@@ -61,12 +61,13 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 	}
 	defer func() { _ = os.RemoveAll(credDir) }()
 	uri, uriUser, uriPassword, uriHasCredentials := uriCredentials(git.URI)
-	cfg, err := gitCredentials(opts.SecretDir, credDir, credentialOrigin(uri))
+	origin := credentialOrigin(uri)
+	cfg, err := gitCredentials(opts.SecretDir, credDir, origin)
 	if err != nil {
 		return nil, fetchFailed("reading the source secret: %w", err)
 	}
 	if uriHasCredentials && !cfg.askpass {
-		if cfg.env, err = uriAskpass(cfg.env, credDir, credentialOrigin(uri), uriUser, uriPassword); err != nil {
+		if cfg.env, err = uriAskpass(cfg.env, credDir, origin, uriUser, uriPassword); err != nil {
 			return nil, fetchFailed("preparing git credentials: %w", err)
 		}
 	}
