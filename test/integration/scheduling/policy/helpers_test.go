@@ -96,13 +96,16 @@ func createPolicy(t testing.TB, p client.Object) {
 	waitCached(t, p)
 }
 
-// waitCached waits until the webhook's cache holds p at its current
-// resourceVersion.
+// waitCached waits until the webhook's cache holds p with its current spec
+// (its generation) or a later one.
 func waitCached(t testing.TB, p client.Object) {
 	t.Helper()
 	cached := p.DeepCopyObject().(client.Object)
 	if err := bed.WaitFor(context.Background(), webhookMgr.GetClient(), client.ObjectKeyFromObject(p), cached, func(o client.Object) bool {
-		return o.GetResourceVersion() == p.GetResourceVersion()
+		// The same object with this spec or a later one: others (the
+		// placement controller's finalizer and status) may have written
+		// it since, and the cache may never hold p's own version.
+		return o.GetUID() == p.GetUID() && o.GetGeneration() >= p.GetGeneration()
 	}); err != nil {
 		t.Fatalf("the webhook's cache never saw %s: %v", p.GetName(), err)
 	}
