@@ -21,6 +21,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/buildah"
 	"go.podman.io/buildah/define"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
@@ -45,10 +46,15 @@ import (
 // cache repository can put any image under it, as they can under the
 // per-step tags buildah reads, so a cache repository must be writable only
 // by those trusted to build. What is checked is what can be: the manifest
-// is the one read (by digest), of the build's format, of bounded size,
-// with a config of bounded size recording the target platform (its
-// variant too) and one layer per diff ID, every layer of the format's own
-// rootfs types and without URLs.
+// is the one read (by digest), an image manifest (not an index) of the
+// build's format, of bounded size (read no further than the limit,
+// whatever the registry says of its size), with a config of bounded size
+// recording the target platform (its variant too) and one layer per diff
+// ID, every layer of the format's own rootfs types, without URLs, and in
+// the cache repository with the size the manifest gives (a HEAD request
+// each: the push names the layers without reading them). A layer's
+// content is not read, so a layer whose blob is not what its diff ID says
+// is not found.
 
 // cachedResultTagPrefix starts the tag of a cached result; the rest is the
 // key, 64 hexadecimal digits.
@@ -75,6 +81,8 @@ type cachedResult struct {
 	ref    name.Digest // the manifest read, by digest
 	image  v1.Image
 	config *v1.ConfigFile
+	layers []v1.Descriptor
+	opts   []remote.Option // to read from the cache repository
 }
 
 // errNoCachedResult says that the cache has no result under the tag.
@@ -84,6 +92,12 @@ var errNoCachedResult = errors.New("no cached result")
 // nil when there is none or it cannot be used (said in out).
 func (b *Builder) findCachedResult(ctx context.Context, req Request, cacheTag string, target platform.Platform, out io.Writer) *cachedResult {
 	res, err := b.readCachedResult(ctx, cacheTag, req.Cache.Auth, req.Format, target)
+	if err == nil {
+		// The push names the layers without reading them: one the cache
+		// repository lacks would fail it, one of another size would be
+		// pushed with a manifest no pull accepts.
+		err = res.checkLayers(ctx)
+	}
 	switch {
 	case errors.Is(err, errNoCachedResult):
 		_, _ = fmt.Fprintf(out, "No earlier result of the same inputs in the layer cache (%s): building\n", cacheTag)
@@ -102,10 +116,15 @@ func (b *Builder) findCachedResult(ctx context.Context, req Request, cacheTag st
 // bounded size, whose config records target.
 func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registry.AuthFile, format Format, target platform.Platform) (*cachedResult, error) {
 	access := registry.Access{AuthFile: auth, InsecureRegistries: b.cfg.InsecureRegistries, UserAgent: "archway-builder"}
-	repo, opts, err := regremote.Connect(ctx, access, registryRepository(ref))
+	e, err := regremote.Resolve(access, registryRepository(ref))
 	if err != nil {
 		return nil, err
 	}
+	repo := e.Repository
+	// A manifest is read up to the limit, whatever the registry says of
+	// its size beforehand.
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(e.Auth),
+		remote.WithTransport(limitManifests{inner: e.Transport, limit: maxCachedManifestSize})}
 	// One puller authenticates once for every request below.
 	puller, err := remote.NewPuller(opts...)
 	if err != nil {
@@ -130,6 +149,9 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	// against it: what is checked below is what is pushed.
 	d := repo.Digest(head.Digest.String())
 	desc, err := remote.Get(d, opts...)
+	if tooLarge := (*manifestTooLargeError)(nil); errors.As(err, &tooLarge) {
+		return nil, tooLarge
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +165,9 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	if format == FormatDocker {
 		want = ggcrtypes.DockerManifestSchema2
 	}
+	if desc.MediaType.IsIndex() {
+		return nil, fmt.Errorf("its manifest is an image index (%s), not the build's image manifest (%s)", desc.MediaType, want)
+	}
 	if desc.MediaType != want {
 		return nil, fmt.Errorf("its manifest is a %s, not the build's %s", desc.MediaType, want)
 	}
@@ -152,7 +177,7 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	}
 	m, err := img.Manifest()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("its manifest is not a valid image manifest: %w", err)
 	}
 	if m.MediaType != "" && m.MediaType != want {
 		return nil, fmt.Errorf("its manifest says it is a %s, not the build's %s", m.MediaType, want)
@@ -163,7 +188,7 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	// go-containerregistry reads the config's size and checks its digest.
 	config, err := img.ConfigFile()
 	if err != nil {
-		return nil, fmt.Errorf("its config: %w", err)
+		return nil, fmt.Errorf("its config could not be read as its manifest describes it (%d bytes, %s): %w", m.Config.Size, m.Config.Digest, err)
 	}
 	// buildah records the target's variant: a config without one (or
 	// with another) is not this build's, even where it would run.
@@ -181,7 +206,104 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	if err := checkCachedLayers(format, m.Layers); err != nil {
 		return nil, err
 	}
-	return &cachedResult{ref: d, image: img, config: config}, nil
+	return &cachedResult{ref: d, image: img, config: config, layers: m.Layers, opts: opts}, nil
+}
+
+// maxLayerChecks is how many layers of a cached result are checked at once.
+const maxLayerChecks = 8
+
+// checkLayers fails unless the cache repository has every layer of r, of
+// the size its manifest gives: a HEAD request each, no layer is read.
+func (r *cachedResult) checkLayers(ctx context.Context) error {
+	var g errgroup.Group
+	g.SetLimit(maxLayerChecks)
+	errs := make([]error, len(r.layers))
+	for i, l := range r.layers {
+		g.Go(func() error {
+			errs[i] = r.checkLayer(ctx, i, l)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLayer fails unless the cache repository has layer i, l, of l's size.
+func (r *cachedResult) checkLayer(ctx context.Context, i int, l v1.Descriptor) error {
+	layer, err := remote.Layer(r.ref.Context().Digest(l.Digest.String()), r.opts...)
+	if err != nil {
+		return fmt.Errorf("its layer %d (%s): %w", i, l.Digest, err)
+	}
+	size, err := layer.Size()
+	if terr := (*transport.Error)(nil); errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("its layer %d (%s) is not in the cache repository %s", i, l.Digest, r.ref.Context().Name())
+	}
+	if err != nil {
+		return fmt.Errorf("its layer %d (%s): %w", i, l.Digest, contextErr(ctx, err))
+	}
+	if size >= 0 && size != l.Size {
+		return fmt.Errorf("its layer %d has %d bytes in the cache repository, its manifest says %d", i, size, l.Size)
+	}
+	return nil
+}
+
+// manifestTooLargeError says that a manifest has more bytes than a limit.
+type manifestTooLargeError struct {
+	size  int64 // its size when said, else -1
+	limit int64
+}
+
+func (e *manifestTooLargeError) Error() string {
+	if e.size >= 0 {
+		return fmt.Sprintf("its manifest has %d bytes, more than %d", e.size, e.limit)
+	}
+	return fmt.Sprintf("its manifest has more than %d bytes", e.limit)
+}
+
+// limitManifests is a transport whose manifest answers fail to be read
+// beyond limit bytes: a registry that says a manifest is small, or says
+// nothing, and sends without end is not read further.
+type limitManifests struct {
+	inner http.RoundTripper
+	limit int64
+}
+
+func (t limitManifests) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.inner.RoundTrip(req)
+	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, "/manifests/") {
+		return resp, err
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, size: resp.ContentLength, left: t.limit, limit: t.limit}
+	return resp, nil
+}
+
+// limitedBody reads a body of at most limit bytes: it fails once its
+// declared size or what was read is more.
+type limitedBody struct {
+	io.ReadCloser
+	size  int64 // the declared size, -1 when unknown
+	left  int64
+	limit int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.size > b.limit {
+		return 0, &manifestTooLargeError{size: b.size, limit: b.limit}
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, &manifestTooLargeError{size: -1, limit: b.limit}
+	}
+	return n, err
 }
 
 // checkCachedLayers fails unless every layer is of format's own rootfs

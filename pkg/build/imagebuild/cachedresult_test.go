@@ -1,6 +1,7 @@
 package imagebuild
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -37,6 +38,37 @@ func TestCheckCachedLayers(t *testing.T) {
 				t.Errorf("error %v, want none", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Errorf("error %v, want one saying %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestLimitedBody checks that a manifest answer is read up to the limit
+// and no further, whether its size is said beforehand or not.
+func TestLimitedBody(t *testing.T) {
+	const limit = 8
+	for _, tc := range []struct {
+		name     string
+		body     string
+		declared int64
+		wantErr  string
+	}{
+		{"at the limit", "12345678", 8, ""},
+		{"at the limit, size not said", "12345678", -1, ""},
+		{"size said beyond the limit", "123", 9, "its manifest has 9 bytes, more than 8"},
+		{"beyond the limit, size not said", "123456789", -1, "its manifest has more than 8 bytes"},
+		{"beyond the limit, size said smaller", "123456789abc", 3, "its manifest has more than 8 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := &limitedBody{ReadCloser: io.NopCloser(strings.NewReader(tc.body)), size: tc.declared, left: limit, limit: limit}
+			got, err := io.ReadAll(body)
+			switch {
+			case tc.wantErr == "" && (err != nil || string(got) != tc.body):
+				t.Errorf("read %q, %v; want %q", got, err, tc.body)
+			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
+				t.Errorf("error %v, want %q", err, tc.wantErr)
+			case len(got) > limit:
+				t.Errorf("read %d bytes, more than %d", len(got), limit)
 			}
 		})
 	}
