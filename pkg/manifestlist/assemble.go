@@ -40,6 +40,11 @@ type Options struct {
 	Entries []Entry
 	// Access gives the credentials and TLS settings for the registry.
 	Access registry.Access
+	// ReadAhead holds the reads of children started before the call, as
+	// their platforms completed (nil: none). An entry whose digest it read
+	// for the entry's platform and Output is taken from it (waiting for a
+	// read under way); any other entry is read by Assemble.
+	ReadAhead *ReadAhead
 }
 
 // Result is the manifest list Assemble pushed.
@@ -111,7 +116,8 @@ func Assemble(ctx context.Context, opts Options) (*Result, error) {
 
 // FetchChildren reads the manifest and image config of every entry's image
 // from the repository of opts.Output, several at a time, and returns them in
-// the order of opts.Entries. It checks nothing about the platforms (see
+// the order of opts.Entries; those opts.ReadAhead read already are taken
+// from it. It checks nothing about the platforms (see
 // CheckChild); a digest the repository does not hold is an *Error with reason
 // PlatformVersionSkew.
 func FetchChildren(ctx context.Context, opts Options) ([]Child, error) {
@@ -127,6 +133,10 @@ func FetchChildren(ctx context.Context, opts Options) ([]Child, error) {
 	g.SetLimit(fetchParallelism)
 	for i, e := range opts.Entries {
 		g.Go(func() error {
+			if c, ok := opts.ReadAhead.Child(gctx, opts.Output, e); ok {
+				children[i] = c
+				return nil
+			}
 			children[i], errs[i] = fetchChild(gctx, sys, opts.Access.CredentialSource(), repo, e)
 			return nil
 		})

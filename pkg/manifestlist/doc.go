@@ -62,6 +62,12 @@
 // digest (containers/image's DeleteImage, skopeo delete) would delete the
 // manifest itself, and with it every tag on it and any index that lists it.
 //
+// A caller that learns of the platforms' images one at a time (the
+// manifest-list pod, as each platform reports Complete) starts a read of each
+// with a ReadAhead and gives it to Assemble in Options.ReadAhead: Assemble then
+// reads only the entries it has not read, by the same digest for the same
+// platform.
+//
 // Errors that a Build's status should carry are *Error values with a Reason
 // (see ReasonOf); anything else is ManifestListFailed.
 //

@@ -2,8 +2,11 @@
 // does (`builder manifest-list`): it waits until every entry of the Build's
 // status.platforms has finished, checks the platforms' images, pushes the
 // manifest list (OCI index) to spec.output.to, records its digest and
-// removes the per-platform tags. The controller starts it with the
-// platform pods, so it waits for the length of the build. When the Build
+// removes the per-platform tags. Each platform's image is read as soon as
+// its entry says Complete, while the others still build, so that once the
+// last one ends only its image is left to read before the push. The
+// controller starts it with the platform pods, so it waits for the length
+// of the build. When the Build
 // ends without a manifest list meanwhile (a required platform failed, it
 // was cancelled) it exits touching nothing: platform pods being stopped may
 // still push. The controller then starts it again with RemoveTagsOnly,
@@ -21,6 +24,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -55,14 +59,22 @@ type Builds interface {
 	ApplyStatus(ctx context.Context, key types.NamespacedName, manager string, status map[string]any) error
 }
 
-// Registry pushes manifest lists and removes tags.
+// Registry reads platforms' images, pushes manifest lists and removes tags.
 type Registry interface {
+	// ReadChild reads one platform's image from the repository of output
+	// (manifestlist.ReadChild).
+	ReadChild(ctx context.Context, output string, access registry.Access, e manifestlist.Entry) (manifestlist.Child, error)
 	Assemble(ctx context.Context, opts manifestlist.Options) (*manifestlist.Result, error)
 	Untag(ctx context.Context, access registry.Access, refs ...string) error
 }
 
 // Registries is the Registry of package manifestlist.
 type Registries struct{}
+
+// ReadChild reads one platform's image (manifestlist.ReadChild).
+func (Registries) ReadChild(ctx context.Context, output string, access registry.Access, e manifestlist.Entry) (manifestlist.Child, error) {
+	return manifestlist.ReadChild(ctx, output, access, e)
+}
 
 // Assemble pushes a manifest list (manifestlist.Assemble).
 func (Registries) Assemble(ctx context.Context, opts manifestlist.Options) (*manifestlist.Result, error) {
@@ -101,9 +113,15 @@ type Run struct {
 	// removes the per-platform tags. Without it, such a Build is left as
 	// it is.
 	RemoveTagsOnly bool
+
+	// outMu serializes the log: platforms' images are read, and logged,
+	// while the run waits.
+	outMu sync.Mutex
 }
 
 func (r *Run) logf(format string, args ...any) {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
 	fmt.Fprintf(r.Out, format+"\n", args...)
 }
 
@@ -111,7 +129,9 @@ func (r *Run) logf(format string, args ...any) {
 // fails saying why; the per-platform tags are removed either way. For a
 // Build that already ended without a manifest list it only removes them.
 func (r *Run) Do(ctx context.Context) error {
-	build, waitErr := r.wait(ctx)
+	ahead := &readAhead{run: r, ctx: ctx}
+	defer ahead.close()
+	build, waitErr := r.wait(ctx, ahead.start)
 	start := time.Now()
 	if ctx.Err() != nil {
 		// Stopped (the pod is being deleted): whoever stopped it decides;
@@ -179,6 +199,7 @@ func (r *Run) Do(ctx context.Context) error {
 	// Untag at the end whatever happens: after a push, a failure, or running
 	// out of time.
 	defer func() {
+		ahead.close() // reads still under way are of no use now
 		if err := r.untag(ctx, tags); err != nil {
 			// A courtesy to the registry here: never a reason to fail.
 			r.logf("Warning: removing per-platform tags: %v", err)
@@ -200,7 +221,7 @@ func (r *Run) Do(ctx context.Context) error {
 		return r.fail(ctx, build, manifestlist.ReasonOf(err), err)
 	}
 	r.logf("Pushing the manifest list of %d platforms to %s", len(entries), output)
-	res, err := r.Registry.Assemble(ctx, manifestlist.Options{Output: output, Entries: entries, Access: r.Access})
+	res, err := r.Registry.Assemble(ctx, manifestlist.Options{Output: output, Entries: entries, Access: r.Access, ReadAhead: ahead.reads})
 	if err != nil {
 		return r.fail(ctx, build, manifestlist.ReasonOf(err), err)
 	}
@@ -217,8 +238,8 @@ func (r *Run) Do(ctx context.Context) error {
 // UntilWithSync (a list and watch of the one Build, listed again when a
 // watch cannot resume), so no change is missed. On error it also returns
 // the last Build it saw, if any, so the per-platform tags can still be
-// removed.
-func (r *Run) wait(ctx context.Context) (*buildv1.Build, error) {
+// removed. seen is given every version of the Build it reads.
+func (r *Run) wait(ctx context.Context, seen func(*buildv1.Build)) (*buildv1.Build, error) {
 	build, err := r.Builds.Get(ctx, r.Key)
 	if err != nil {
 		return nil, fmt.Errorf("reading Build %s: %w", r.Key, err)
@@ -234,6 +255,7 @@ func (r *Run) wait(ctx context.Context) (*buildv1.Build, error) {
 	lastWaiting := ""
 	done := func(b *buildv1.Build) bool {
 		build = b
+		seen(b)
 		if finished(b) {
 			return true
 		}
@@ -272,6 +294,73 @@ func (r *Run) wait(ctx context.Context) (*buildv1.Build, error) {
 		return build, fmt.Errorf("platforms still not finished after %s: %s", timeout.Round(time.Second), waitingFor(build))
 	}
 	return build, err
+}
+
+// readAhead reads each platform's image as soon as the platform's status
+// entry says Complete with a digest, while the run waits for the others
+// (manifestlist.ReadAhead): Assemble then reads only what is left.
+type readAhead struct {
+	run *Run
+	ctx context.Context
+	// reads is made at the first platform to read; nil until then.
+	reads *manifestlist.ReadAhead
+}
+
+// start starts reading the image of every platform of b that is Complete
+// and has recorded a digest, unless that read has started already. Only
+// the platforms of the spec (Run.Platforms, else spec.platforms) are read
+// ahead, so their number bounds the reads under way; nothing is read for
+// a Build that ended, is being cancelled or has no output to push to.
+func (a *readAhead) start(b *buildv1.Build) {
+	to := b.Spec.Output.To
+	if a.run.RemoveTagsOnly || b.Status.Phase.IsTerminal() || b.Status.Cancelled ||
+		to == nil || to.Name == "" || (to.Kind != "" && to.Kind != "DockerImage") {
+		return
+	}
+	want := a.run.Platforms
+	if len(want) == 0 {
+		want = b.Spec.Platforms
+	}
+	keys := make(map[string]bool, len(want))
+	for _, p := range want {
+		if parsed, err := platform.Parse(p); err == nil {
+			keys[parsed.Key()] = true
+		}
+	}
+	for _, p := range b.Status.Platforms {
+		parsed, err := platform.Parse(p.Platform)
+		if p.Phase != buildv1.BuildPhaseComplete || err != nil || !keys[parsed.Key()] {
+			continue
+		}
+		entries, err := manifestlist.Entries([]buildv1.BuildStatusPlatform{p})
+		if err != nil {
+			continue // the assembly reports it, for every platform at once
+		}
+		if a.reads == nil {
+			a.reads = manifestlist.NewReadAhead(a.ctx, to.Name, a.run.readChild)
+		}
+		a.reads.Start(entries[0])
+	}
+}
+
+// close stops the reads under way and waits for them.
+func (a *readAhead) close() {
+	if a.reads != nil {
+		a.reads.Close()
+	}
+}
+
+// readChild reads one platform's image ahead, logging what came of it.
+func (r *Run) readChild(ctx context.Context, output string, e manifestlist.Entry) (manifestlist.Child, error) {
+	start := time.Now()
+	c, err := r.Registry.ReadChild(ctx, output, r.Access, e)
+	switch {
+	case err == nil:
+		r.logf("Read the image of %s (%s) in %s", e.Platform, e.Digest, time.Since(start).Round(time.Millisecond))
+	case ctx.Err() == nil:
+		r.logf("Reading the image of %s (%s) failed, to be read again with the others: %v", e.Platform, e.Digest, err)
+	}
+	return c, err
 }
 
 // finished reports whether there is nothing more to wait for: every

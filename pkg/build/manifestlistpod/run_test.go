@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -115,12 +116,49 @@ type fakeRegistry struct {
 	assembled []manifestlist.Options
 	untagged  [][]string
 	untagErr  error
+	// read are the entries read ahead, in order; each is also sent to
+	// reads, when it is not nil.
+	read  []manifestlist.Entry
+	reads chan manifestlist.Entry
+	// hang makes the reads of these digests last until their context
+	// ends; each such read's entry is then sent to cancelled.
+	hang      map[digest.Digest]bool
+	cancelled chan manifestlist.Entry
+	// fromReadAhead are the entries Assemble found read ahead.
+	fromReadAhead []manifestlist.Entry
 }
 
-func (r *fakeRegistry) Assemble(_ context.Context, opts manifestlist.Options) (*manifestlist.Result, error) {
+func (r *fakeRegistry) ReadChild(ctx context.Context, _ string, _ registry.Access, e manifestlist.Entry) (manifestlist.Child, error) {
+	r.mu.Lock()
+	r.read = append(r.read, e)
+	r.mu.Unlock()
+	if r.reads != nil {
+		r.reads <- e
+	}
+	if r.hang[e.Digest] {
+		<-ctx.Done()
+		r.cancelled <- e
+		return manifestlist.Child{}, ctx.Err()
+	}
+	// The config's os.version marks what was read, which the entry of
+	// the child Assemble is given does not overwrite.
+	return manifestlist.Child{Entry: e, MediaType: ocispec.MediaTypeImageManifest, Size: 1,
+		Config: ocispec.Platform{OSVersion: readMark(e.Digest)}}, nil
+}
+
+func readMark(d digest.Digest) string { return "read " + d.String() }
+
+func (r *fakeRegistry) Assemble(ctx context.Context, opts manifestlist.Options) (*manifestlist.Result, error) {
+	var ahead []manifestlist.Entry
+	for _, e := range opts.Entries {
+		if c, ok := opts.ReadAhead.Child(ctx, opts.Output, e); ok && c.Digest == e.Digest && c.Config.OSVersion == readMark(e.Digest) {
+			ahead = append(ahead, e)
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.assembled = append(r.assembled, opts)
+	r.fromReadAhead = append(r.fromReadAhead, ahead...)
 	d := digest.FromString("index")
 	return &manifestlist.Result{Digest: d, Reference: "registry.example.com/team/app@" + d.String()}, nil
 }
@@ -130,6 +168,12 @@ func (r *fakeRegistry) Untag(_ context.Context, _ registry.Access, refs ...strin
 	defer r.mu.Unlock()
 	r.untagged = append(r.untagged, refs)
 	return r.untagErr
+}
+
+func (r *fakeRegistry) readEntries() []manifestlist.Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.read)
 }
 
 // build is a four-platform Build with each platform's entry in phase.
@@ -420,5 +464,194 @@ func TestRemoveTagsOnlyNeedsAnEndedBuild(t *testing.T) {
 	}
 	if len(reg.assembled) != 0 || len(reg.untagged) != 0 {
 		t.Errorf("assembled %v, untagged %v: want nothing done", reg.assembled, reg.untagged)
+	}
+}
+
+// withDigest is b with platform's entry Complete with image digest d.
+func withDigest(b *buildv1.Build, platform string, d digest.Digest) *buildv1.Build {
+	for i, p := range b.Status.Platforms {
+		if p.Platform == platform {
+			parts := strings.Split(platform, "/")
+			b.Status.Platforms[i].Phase = buildv1.BuildPhaseComplete
+			b.Status.Platforms[i].Output = &buildv1.BuildStatusPlatformOutput{ImageDigest: d.String(), OS: parts[0], Architecture: parts[1]}
+		}
+	}
+	return b
+}
+
+// nextRead returns the next entry read ahead, failing when Do ends first.
+func nextRead(t *testing.T, reg *fakeRegistry, done <-chan error) manifestlist.Entry {
+	t.Helper()
+	select {
+	case e := <-reg.reads:
+		return e
+	case err := <-done:
+		t.Fatalf("Do ended (%v) before the read", err)
+	case <-time.After(time.Minute):
+		t.Fatalf("no read ahead; read %v", reg.readEntries())
+	}
+	return manifestlist.Entry{}
+}
+
+// TestReadsEachPlatformAsItCompletes: each platform's image is read as
+// soon as its entry says Complete, by the digest it recorded, while the
+// run waits for the others; the push then finds every image read.
+func TestReadsEachPlatformAsItCompletes(t *testing.T) {
+	b, reg := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))), &fakeRegistry{reads: make(chan manifestlist.Entry, 16)}
+	run, out := newRun(b, reg)
+	done := make(chan error, 1)
+	go func() { done <- run.Do(context.Background()) }()
+	three := allIn(buildv1.BuildPhaseComplete)
+	three["linux/s390x"] = buildv1.BuildPhaseRunning
+	b.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, three))
+	read := map[string]digest.Digest{}
+	for len(read) < 3 {
+		e := nextRead(t, reg, done)
+		read[e.Platform] = e.Digest
+	}
+	for _, p := range four[:3] {
+		if read[p] != digest.FromString(p) {
+			t.Errorf("read %s as %s before linux/s390x ended, want its recorded digest %s", p, read[p], digest.FromString(p))
+		}
+	}
+	b.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)))
+	if err := <-done; err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+	if got := reg.readEntries(); len(got) != 4 {
+		t.Errorf("read %v, want each of the four platforms once", got)
+	}
+	if len(reg.fromReadAhead) != 4 {
+		t.Errorf("the push found %v read ahead, want all four platforms", reg.fromReadAhead)
+	}
+	if !strings.Contains(out.String(), "Read the image of linux/amd64 ("+digest.FromString("linux/amd64").String()+")") {
+		t.Errorf("log does not say linux/amd64 was read:\n%s", out)
+	}
+}
+
+// TestReadAheadFollowsARetriedPlatform: a platform that reports another
+// image after its first (its build was retried) has the read of the first
+// stopped, and the push lists the image it reported last, read by that
+// digest.
+func TestReadAheadFollowsARetriedPlatform(t *testing.T) {
+	first, second := digest.FromString("first amd64 image"), digest.FromString("second amd64 image")
+	reg := &fakeRegistry{reads: make(chan manifestlist.Entry, 16), hang: map[digest.Digest]bool{first: true}, cancelled: make(chan manifestlist.Entry, 16)}
+	b := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)))
+	run, out := newRun(b, reg)
+	done := make(chan error, 1)
+	go func() { done <- run.Do(context.Background()) }()
+	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", first))
+	if e := nextRead(t, reg, done); e.Digest != first {
+		t.Fatalf("read %s, want %s", e.Digest, first)
+	}
+	b.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))) // retried
+	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", second))
+	select {
+	case e := <-reg.cancelled:
+		if e.Digest != first {
+			t.Errorf("stopped the read of %s, want %s", e.Digest, first)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the read of the first image was not stopped when the platform reported another")
+	}
+	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)), "linux/amd64", second))
+	if err := <-done; err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+	var listed digest.Digest
+	for _, e := range reg.assembled[0].Entries {
+		if e.Platform == "linux/amd64" {
+			listed = e.Digest
+		}
+	}
+	if listed != second {
+		t.Errorf("listed linux/amd64 as %s, want the image it reported last, %s", listed, second)
+	}
+	if !slices.ContainsFunc(reg.fromReadAhead, func(e manifestlist.Entry) bool { return e.Platform == "linux/amd64" && e.Digest == second }) {
+		t.Errorf("the push found %v read ahead, want linux/amd64 read as %s", reg.fromReadAhead, second)
+	}
+}
+
+// TestReadAheadStopsWithTheRun: reads under way stop when the Build
+// ends without a manifest list, is deleted, or the pod is stopped; Do
+// returns only once they have.
+func TestReadAheadStopsWithTheRun(t *testing.T) {
+	failed := build(buildv1.BuildPhaseFailed, map[string]buildv1.BuildPhase{"linux/amd64": "Complete",
+		"linux/arm64": "Cancelled", "linux/ppc64le": "Cancelled", "linux/s390x": "Failed"})
+	for _, tt := range []struct {
+		name    string
+		then    *buildv1.Build
+		event   watch.EventType
+		stop    bool
+		wantErr string
+	}{
+		{name: "a required platform failed", then: failed, event: watch.Modified},
+		{name: "deleted", then: build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), event: watch.Deleted, wantErr: "deleted"},
+		{name: "stopped", stop: true, wantErr: "stopped"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			amd64 := digest.FromString("linux/amd64")
+			reg := &fakeRegistry{reads: make(chan manifestlist.Entry, 16), hang: map[digest.Digest]bool{amd64: true}, cancelled: make(chan manifestlist.Entry, 16)}
+			b := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)))
+			run, out := newRun(b, reg)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- run.Do(ctx) }()
+			b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", amd64))
+			nextRead(t, reg, done)
+			if tt.stop {
+				cancel()
+			} else {
+				b.send(t, tt.event, tt.then)
+			}
+			err := <-done
+			if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Do: %v, want error %q\n%s", err, tt.wantErr, out)
+			}
+			select {
+			case <-reg.cancelled:
+			default:
+				t.Errorf("Do returned with the read of linux/amd64 still under way")
+			}
+			if len(reg.assembled) != 0 {
+				t.Errorf("a manifest list was pushed: %+v", reg.assembled)
+			}
+		})
+	}
+}
+
+// TestReadAheadOnlyWhatTheSpecLists: only the platforms of the spec that
+// recorded a digest are read ahead: a status entry for another platform
+// (anyone who may write the Build's status can add one) or one Complete
+// without a digest is not.
+func TestReadAheadOnlyWhatTheSpecLists(t *testing.T) {
+	b, reg := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))), &fakeRegistry{reads: make(chan manifestlist.Entry, 16)}
+	run, out := newRun(b, reg)
+	done := make(chan error, 1)
+	go func() { done <- run.Do(context.Background()) }()
+	forged := build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))
+	forged.Status.Platforms = append(forged.Status.Platforms, buildv1.BuildStatusPlatform{Platform: "linux/riscv64", Phase: buildv1.BuildPhaseComplete,
+		Output: &buildv1.BuildStatusPlatformOutput{ImageDigest: digest.FromString("riscv64").String()}})
+	forged.Status.Platforms[1].Phase = buildv1.BuildPhaseComplete // linux/arm64, without a digest
+	withDigest(forged, "linux/amd64", digest.FromString("linux/amd64"))
+	b.send(t, watch.Modified, forged)
+	if e := nextRead(t, reg, done); e.Platform != "linux/amd64" {
+		t.Errorf("read %s first, want linux/amd64", e.Platform)
+	}
+	b.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)))
+	if err := <-done; err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+	var platforms []string
+	for _, e := range reg.readEntries() {
+		platforms = append(platforms, e.Platform)
+		if e.Platform == "linux/arm64" && e.Digest != digest.FromString("linux/arm64") {
+			t.Errorf("read linux/arm64 as %q, want it read once it recorded its digest", e.Digest)
+		}
+	}
+	slices.Sort(platforms)
+	if !slices.Equal(platforms, four) {
+		t.Errorf("read %v, want each platform of the spec once", platforms)
 	}
 }

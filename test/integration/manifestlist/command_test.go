@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/manifest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -286,6 +288,106 @@ func TestCommandWaitsThenPushes(t *testing.T) {
 		t.Errorf("tags %v, want only v1", got)
 	}
 	pullAll(t, reg, reg.Host+"/"+repo+"@"+indexDigest.String())
+}
+
+// TestCommandReadsAhead: `builder manifest-list` reads each platform's
+// image (manifest and config, by the digest the platform recorded) as soon
+// as the platform reports Complete, while it waits for the others: once
+// the last one reports, the registry is asked only for that platform's
+// image and the index push (and the untagging).
+func TestCommandReadsAhead(t *testing.T) {
+	reg := theBed.Registry
+	repo := repoName(t)
+	output := reg.Host + "/" + repo + ":v1"
+	build := createBuild(t, output, fourPlatforms, nil)
+	for _, p := range fourPlatforms {
+		platformStatus{platform: p, phase: buildv1.BuildPhaseRunning}.apply(t, build)
+	}
+	proc := startManifestList(t, build, nil)
+	proc.waitOutput(t, "Waiting for linux/amd64 (Running)")
+
+	digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
+	reads := map[string][]string{} // each platform's manifest and config paths
+	for _, p := range fourPlatforms {
+		raw, mediaType, err := getManifest(context.Background(), reg, reg.Host+"/"+repo+"@"+digests[p].String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := manifest.FromBlob(raw, mediaType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads[p] = []string{"/v2/" + repo + "/manifests/" + digests[p].String(), "/v2/" + repo + "/blobs/" + m.ConfigInfo().Digest.String()}
+	}
+	start, err := reg.Requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range fourPlatforms[:3] {
+		platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: digests[p], output: output}.apply(t, build)
+	}
+	// The registry's own log says when the three images have been read.
+	var beforeLast []bed.RegistryRequest
+	deadline := time.Now().Add(time.Minute)
+	for {
+		all, err := reg.Requests()
+		if err != nil {
+			t.Fatal(err)
+		}
+		beforeLast = all[len(start):]
+		if !slices.ContainsFunc(fourPlatforms[:3], func(p string) bool { return countGets(beforeLast, reads[p]...) < 2 }) {
+			break
+		}
+		if proc.exited() || time.Now().After(deadline) {
+			t.Fatalf("the images of %v were not read while linux/s390x was running; registry requests since they completed: %v\n%s",
+				fourPlatforms[:3], beforeLast, proc.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	platformStatus{platform: "linux/s390x", phase: buildv1.BuildPhaseComplete, digest: digests["linux/s390x"], output: output}.apply(t, build)
+	if code := proc.waitExit(t); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+	all, err := reg.Requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterLast := all[len(start)+len(beforeLast):]
+	for _, p := range fourPlatforms[:3] {
+		if n := countGets(afterLast, reads[p]...); n != 0 {
+			t.Errorf("%s's image was read %d more times after the last platform reported", p, n)
+		}
+	}
+	if n := countGets(afterLast, reads["linux/s390x"]...); n != 2 {
+		t.Errorf("linux/s390x's manifest and config were read %d times after it reported, want 2", n)
+	}
+	t.Logf("registry requests after the last platform reported: %d (%v)", len(afterLast), afterLast)
+	index, _, indexDigest := readIndex(t, reg, output)
+	if got := indexPlatforms(index); !slices.Equal(got, wantPlatforms) {
+		t.Errorf("index platforms %v, want %v", got, wantPlatforms)
+	}
+	for _, d := range index.Manifests {
+		if !slices.Contains(slices.Collect(maps.Values(digests)), d.Digest) {
+			t.Errorf("the index lists %s, which no platform reported", d.Digest)
+		}
+	}
+	if got := getBuild(t, build); got.Status.Output.To == nil || got.Status.Output.To.ImageDigest != indexDigest.String() {
+		t.Errorf("status.output.to = %+v, want imageDigest %s", got.Status.Output.To, indexDigest)
+	}
+	if got := tagsOf(t, reg, repo); !slices.Equal(got, []string{"v1"}) {
+		t.Errorf("tags %v, want only v1", got)
+	}
+}
+
+// countGets counts the GETs of paths among reqs.
+func countGets(reqs []bed.RegistryRequest, paths ...string) int {
+	n := 0
+	for _, r := range reqs {
+		if r.Method == "GET" && slices.Contains(paths, r.Path) {
+			n++
+		}
+	}
+	return n
 }
 
 // TestCommandOutcomes runs `builder manifest-list` after the platforms have
