@@ -48,7 +48,8 @@ import (
 // by those trusted to build. What is checked is what can be: the manifest
 // is the one read (by digest), an image manifest (not an index) of the
 // build's format, of bounded size (read no further than the limit,
-// whatever the registry says of its size), with a config of bounded size
+// whatever the registry says of its size), with an image config (not an
+// artifact's) of bounded size
 // recording the target platform (its variant too) and one layer per diff
 // ID, every layer of the format's own rootfs types, without URLs, and in
 // the cache repository with the size the manifest gives (a HEAD request
@@ -71,6 +72,12 @@ const (
 var rootfsLayerTypes = map[Format][]ggcrtypes.MediaType{
 	FormatOCI:    {ggcrtypes.OCILayer, ggcrtypes.OCILayerZStd, ggcrtypes.OCIUncompressedLayer},
 	FormatDocker: {ggcrtypes.DockerLayer, ggcrtypes.DockerUncompressedLayer},
+}
+
+// imageConfigTypes is the config media type of each format's images.
+var imageConfigTypes = map[Format]ggcrtypes.MediaType{
+	FormatOCI:    ggcrtypes.OCIConfigJSON,
+	FormatDocker: ggcrtypes.DockerConfigJSON,
 }
 
 // cachedResultTag is the tag of the result whose inputs have key.
@@ -153,7 +160,7 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 		return nil, tooLarge
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading its manifest: %w", err)
 	}
 	if len(desc.Manifest) > maxCachedManifestSize {
 		return nil, fmt.Errorf("its manifest has %d bytes, more than %d", len(desc.Manifest), maxCachedManifestSize)
@@ -181,6 +188,10 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	}
 	if m.MediaType != "" && m.MediaType != want {
 		return nil, fmt.Errorf("its manifest says it is a %s, not the build's %s", m.MediaType, want)
+	}
+	// An image's config: pulls refuse another type (an artifact's).
+	if m.Config.MediaType != imageConfigTypes[format] {
+		return nil, fmt.Errorf("its config is a %s, not an image's config (%s)", m.Config.MediaType, imageConfigTypes[format])
 	}
 	if m.Config.Size <= 0 || m.Config.Size > maxCachedConfigSize {
 		return nil, fmt.Errorf("its config has %d bytes, not 1 to %d", m.Config.Size, maxCachedConfigSize)

@@ -49,6 +49,9 @@ type hostilePlant struct {
 	forged     []byte
 	forgedSize int64
 	stream     bool
+	// headDigest is the digest the proxy names for the tag, when not
+	// the forged body's.
+	headDigest digest.Digest
 	// why is what the build's log says about it.
 	why string
 }
@@ -63,6 +66,7 @@ type hostileSetup struct {
 	first    resultOutcome
 	kept     string           // the digest of the kept result's manifest
 	manifest ocispec.Manifest // the kept result's
+	raw      []byte           // and as the registry has it
 	config   []byte           // the kept result's config
 	// bigConfig is the size of the config planted beyond the limit.
 	bigConfig int64
@@ -72,10 +76,12 @@ type hostileSetup struct {
 // what an attacker who can push to the cache repository (or a broken
 // registry) could answer: a manifest whose layers and config's diff IDs
 // differ in number, a config beyond the size limit or whose descriptor lies
-// about its size, an image index or a Docker manifest list, a manifest that
-// is not JSON, one larger than the limit (said by its size, or not said and
-// streamed without end), a layer the registry does not have or whose size
-// its descriptor gets wrong. For each, the build does not use it, its log
+// about its size or of an artifact's type, an image index or a Docker
+// manifest list, a manifest that is not JSON, of another type than the
+// registry says, not of the digest the registry names, or larger than the
+// limit (said by its size, or not said and streamed without end), a layer
+// the registry does not have, of the Docker format or whose size its
+// descriptor gets wrong. For each, the build does not use it, its log
 // says why, it builds and pushes an image whose every blob the registry
 // serves as its manifest describes it (read with containers/image), and
 // the tag then names the build's own result, not the planted image. The
@@ -108,9 +114,10 @@ func TestCachedResultHostile(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	img, err := remote.Image(h.tag, remote.WithContext(ctx))
 	g.Expect(err).NotTo(HaveOccurred())
-	raw, err := img.RawManifest()
+	h.raw, err = img.RawManifest()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(json.Unmarshal(raw, &h.manifest)).To(Succeed())
+	g.Expect(bytes.Contains(h.raw, []byte(`"schemaVersion":2`))).To(BeTrue(), "%s", h.raw)
+	g.Expect(json.Unmarshal(h.raw, &h.manifest)).To(Succeed())
 	h.config, err = img.RawConfigFile()
 	g.Expect(err).NotTo(HaveOccurred())
 	again := h.c.build("linux/amd64", "again", h.args, false)
@@ -179,7 +186,25 @@ func TestCachedResultHostile(t *testing.T) {
 			m.Layers[2].Size--
 			h.putManifest(t, m)
 		}, why: fmt.Sprintf("its layer 2 has %d bytes in the cache repository, its manifest says %d", h.manifest.Layers[2].Size, h.manifest.Layers[2].Size-1)}},
+		{"config of an artifact's type", hostilePlant{plant: func(t *testing.T, h *hostileSetup) {
+			m := h.manifest
+			m.Config.MediaType = "application/vnd.example.config.v1+json"
+			h.putManifest(t, m)
+		}, why: "its config is a application/vnd.example.config.v1+json, not an image's config (application/vnd.oci.image.config.v1+json)"}},
+		{"layer of the Docker format", hostilePlant{plant: func(t *testing.T, h *hostileSetup) {
+			m := h.manifest
+			m.Layers = append([]ocispec.Descriptor{}, m.Layers...)
+			m.Layers[2].MediaType = string(ggcrtypes.DockerLayer)
+			h.putManifest(t, m)
+		}, why: "its layer 2 is a application/vnd.docker.image.rootfs.diff.tar.gzip, not a oci build's layer"}},
 		{"manifest not JSON", hostilePlant{forged: notJSON, why: "its manifest is not a valid image manifest"}},
+		{"manifest whose mediaType is not its Content-Type", hostilePlant{
+			forged: bytes.Replace(h.raw, []byte(ocispec.MediaTypeImageManifest), []byte(ggcrtypes.DockerManifestSchema2), 1),
+			why:    "its manifest says it is a application/vnd.docker.distribution.manifest.v2+json, not the build's application/vnd.oci.image.manifest.v1+json"}},
+		{"manifest not the digest the registry named", hostilePlant{
+			forged:     bytes.Replace(h.raw, []byte(`"schemaVersion":2`), []byte(`"schemaVersion": 2`), 1),
+			headDigest: digest.FromString("another manifest"),
+			why:        "reading its manifest: manifest digest: "}},
 		{"manifest larger than the limit", hostilePlant{stream: true, forgedSize: 64 << 20,
 			why: fmt.Sprintf("its manifest has %d bytes, more than %d", 64<<20, 4<<20)}},
 		{"manifest larger than the limit, its size not said", hostilePlant{stream: true, forgedSize: 1000,
@@ -335,6 +360,9 @@ func (h *hostileSetup) forgingProxy(t *testing.T, p hostilePlant, written *atomi
 	fakeDigest := digest.FromBytes(chunk)
 	if p.forged != nil {
 		fakeDigest = digest.FromBytes(p.forged)
+	}
+	if p.headDigest != "" {
+		fakeDigest = p.headDigest
 	}
 	size := p.forgedSize
 	if size == 0 {
