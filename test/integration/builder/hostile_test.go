@@ -31,6 +31,7 @@ import (
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/types"
 
+	"github.com/archway-build/archway/pkg/build/imagebuild"
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -67,12 +68,15 @@ type hostileSetup struct {
 	kept     string           // the digest of the kept result's manifest
 	manifest ocispec.Manifest // the kept result's
 	raw      []byte           // and as the registry has it
-	config   []byte           // the kept result's config
+	// manifestType is the media type of the build's manifests.
+	manifestType string
+	config       []byte // the kept result's config
 	// bigConfig is the size of the config planted beyond the limit.
 	bigConfig int64
 }
 
-// TestCachedResultHostile puts, under the result tag of a build's inputs,
+// TestCachedResultHostile puts, under the result tag of a build's inputs
+// (an OCI build and a Docker-format build, whose reuse it checks first),
 // what an attacker who can push to the cache repository (or a broken
 // registry) could answer: a manifest whose layers and config's diff IDs
 // differ in number, a config beyond the size limit or whose descriptor lies
@@ -80,31 +84,52 @@ type hostileSetup struct {
 // manifest list, a manifest that is not JSON, of another type than the
 // registry says, not of the digest the registry names, or larger than the
 // limit (said by its size, or not said and streamed without end), a layer
-// the registry does not have, of the Docker format or whose size its
+// the registry does not have, of the other format or whose size its
 // descriptor gets wrong. For each, the build does not use it, its log
 // says why, it builds and pushes an image whose every blob the registry
 // serves as its manifest describes it (read with containers/image), and
 // the tag then names the build's own result, not the planted image. The
-// manifests the registry does not keep (not JSON, too large) are answered
+// manifests the registry does not keep (not JSON, of another type than
+// said, not of the digest said, too large) are answered
 // by a proxy in front of it.
 func TestCachedResultHostile(t *testing.T) {
+	for _, format := range []imagebuild.Format{imagebuild.FormatOCI, imagebuild.FormatDocker} {
+		t.Run(string(format), func(t *testing.T) { cachedResultHostile(t, format) })
+	}
+}
+
+// hostileTypes are the media types of a format's images, and those of
+// the other format's.
+type hostileTypes struct {
+	manifest, config, otherManifest, otherLayer string
+}
+
+func cachedResultHostile(t *testing.T, format imagebuild.Format) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	reg := theBed.Registry
+	types := hostileTypes{manifest: ocispec.MediaTypeImageManifest, config: ocispec.MediaTypeImageConfig,
+		otherManifest: string(ggcrtypes.DockerManifestSchema2), otherLayer: string(ggcrtypes.DockerLayer)}
+	if format == imagebuild.FormatDocker {
+		types = hostileTypes{manifest: string(ggcrtypes.DockerManifestSchema2), config: string(ggcrtypes.DockerConfigJSON),
+			otherManifest: ocispec.MediaTypeImageManifest, otherLayer: string(ggcrtypes.OCILayer)}
+	}
 	base := reg.Host + "/it/hostile-base:v1"
 	_, err := theBed.PushBasePlatform(ctx, reg, base, "linux/amd64")
 	g.Expect(err).NotTo(HaveOccurred())
 	ctxDir := writeContext(t, resultDockerfile)
 	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("alpha\n"), 0o644)).To(Succeed())
-	cacheRepo, err := platform.CacheRepository(reg.Host+"/it/hostile-cache", "linux/amd64")
+	cacheRepo, err := platform.CacheRepository(reg.Host+"/it/hostile-"+string(format)+"-cache", "linux/amd64")
 	g.Expect(err).NotTo(HaveOccurred())
 	h := &hostileSetup{
-		c:    resultBuild{t: t, ctxDir: ctxDir, cache: cacheRepo, dest: reg.Host + "/it/hostile:v1"},
-		args: map[string]string{"BASE": base},
-		repo: strings.TrimPrefix(cacheRepo, reg.Host+"/"),
+		c:            resultBuild{t: t, ctxDir: ctxDir, cache: cacheRepo, dest: reg.Host + "/it/hostile-" + string(format) + ":v1", format: format},
+		args:         map[string]string{"BASE": base},
+		repo:         strings.TrimPrefix(cacheRepo, reg.Host+"/"),
+		manifestType: types.manifest,
 	}
 	h.first = h.c.build("linux/amd64", "first", h.args, false)
 	g.Expect(builtSteps(h.first.log)).To(BeTrue(), h.first.log)
+	g.Expect(h.first.mediaType).To(Equal(types.manifest))
 	g.Expect(h.first.layers).To(HaveLen(3))
 	tags := resultTags(t, reg, cacheRepo)
 	g.Expect(tags).To(HaveLen(1))
@@ -118,10 +143,13 @@ func TestCachedResultHostile(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(bytes.Contains(h.raw, []byte(`"schemaVersion":2`))).To(BeTrue(), "%s", h.raw)
 	g.Expect(json.Unmarshal(h.raw, &h.manifest)).To(Succeed())
+	g.Expect(h.manifest.Config.MediaType).To(Equal(types.config))
 	h.config, err = img.RawConfigFile()
 	g.Expect(err).NotTo(HaveOccurred())
 	again := h.c.build("linux/amd64", "again", h.args, false)
 	g.Expect(builtSteps(again.log)).To(BeFalse(), "the kept result is reused as it is\n%s", again.log)
+	g.Expect(again.layers).To(Equal(h.first.layers))
+	g.Expect(again.mediaType).To(Equal(types.manifest))
 
 	notJSON := []byte("this is not a manifest\n")
 	for _, tc := range []struct {
@@ -164,10 +192,10 @@ func TestCachedResultHostile(t *testing.T) {
 		}, why: fmt.Sprintf("its config could not be read as its manifest describes it (%d bytes, %s)", len(h.config)+1, h.manifest.Config.Digest)}},
 		{"image index", hostilePlant{plant: func(t *testing.T, h *hostileSetup) {
 			h.putIndex(t, ggcrtypes.OCIImageIndex)
-		}, why: "its manifest is an image index (application/vnd.oci.image.index.v1+json), not the build's image manifest (application/vnd.oci.image.manifest.v1+json)"}},
+		}, why: "its manifest is an image index (application/vnd.oci.image.index.v1+json), not the build's image manifest (" + types.manifest + ")"}},
 		{"Docker manifest list", hostilePlant{plant: func(t *testing.T, h *hostileSetup) {
 			h.putIndex(t, ggcrtypes.DockerManifestList)
-		}, why: "its manifest is an image index (application/vnd.docker.distribution.manifest.list.v2+json), not the build's image manifest"}},
+		}, why: "its manifest is an image index (application/vnd.docker.distribution.manifest.list.v2+json), not the build's image manifest (" + types.manifest + ")"}},
 		{"layer the registry does not have", hostilePlant{plant: func(t *testing.T, h *hostileSetup) {
 			// The registry keeps no manifest naming a blob it does not
 			// have: the blob is pushed, the manifest, and the blob deleted.
@@ -190,17 +218,17 @@ func TestCachedResultHostile(t *testing.T) {
 			m := h.manifest
 			m.Config.MediaType = "application/vnd.example.config.v1+json"
 			h.putManifest(t, m)
-		}, why: "its config is a application/vnd.example.config.v1+json, not an image's config (application/vnd.oci.image.config.v1+json)"}},
-		{"layer of the Docker format", hostilePlant{plant: func(t *testing.T, h *hostileSetup) {
+		}, why: "its config is a application/vnd.example.config.v1+json, not an image's config (" + types.config + ")"}},
+		{"layer of the other format", hostilePlant{plant: func(t *testing.T, h *hostileSetup) {
 			m := h.manifest
 			m.Layers = append([]ocispec.Descriptor{}, m.Layers...)
-			m.Layers[2].MediaType = string(ggcrtypes.DockerLayer)
+			m.Layers[2].MediaType = types.otherLayer
 			h.putManifest(t, m)
-		}, why: "its layer 2 is a application/vnd.docker.image.rootfs.diff.tar.gzip, not a oci build's layer"}},
+		}, why: fmt.Sprintf("its layer 2 is a %s, not a %s build's layer", types.otherLayer, format)}},
 		{"manifest not JSON", hostilePlant{forged: notJSON, why: "its manifest is not a valid image manifest"}},
 		{"manifest whose mediaType is not its Content-Type", hostilePlant{
-			forged: bytes.Replace(h.raw, []byte(ocispec.MediaTypeImageManifest), []byte(ggcrtypes.DockerManifestSchema2), 1),
-			why:    "its manifest says it is a application/vnd.docker.distribution.manifest.v2+json, not the build's application/vnd.oci.image.manifest.v1+json"}},
+			forged: bytes.Replace(h.raw, []byte(types.manifest), []byte(types.otherManifest), 1),
+			why:    fmt.Sprintf("its manifest says it is a %s, not the build's %s", types.otherManifest, types.manifest)}},
 		{"manifest not the digest the registry named", hostilePlant{
 			forged:     bytes.Replace(h.raw, []byte(`"schemaVersion":2`), []byte(`"schemaVersion": 2`), 1),
 			headDigest: digest.FromString("another manifest"),
@@ -377,7 +405,7 @@ func (h *hostileSetup) forgingProxy(t *testing.T, p hostilePlant, written *atomi
 			forward.ServeHTTP(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", ocispec.MediaTypeImageManifest)
+		w.Header().Set("Content-Type", h.manifestType)
 		w.Header().Set("Docker-Content-Digest", fakeDigest.String())
 		if r.Method == http.MethodHead {
 			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
