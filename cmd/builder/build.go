@@ -150,6 +150,8 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 		InsecureRegistries: opts.insecureRegistries,
 		Isolation:          isolation,
 		OCIRuntime:         runtime,
+		// A temporary work directory goes with its store at the end.
+		Disposable: opts.workDir == "",
 	})
 	if err != nil {
 		return err

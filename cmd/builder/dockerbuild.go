@@ -122,6 +122,9 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 	if storageDir == "" && isMountPoint(podStorageDir) {
 		storageDir = podStorageDir
 	}
+	// The pod's emptyDir volumes, or a temporary directory, unless the
+	// directories were chosen.
+	disposable := opts.workDir == "" && opts.storageDir == ""
 	secretDir := opts.sourceSecretDir
 	if env := os.Getenv(sourceSecretPathEnv); env != "" && secretDir == source.DefaultSecretDir {
 		secretDir = env
@@ -134,6 +137,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 			WorkDir:            workDir,
 			StorageDir:         storageDir,
 			StorageDriver:      opts.storageDriver,
+			Disposable:         disposable,
 			InsecureRegistries: opts.insecureRegistries,
 			Format:             imagebuild.Format(opts.format),
 			SourceSecretDir:    secretDir,

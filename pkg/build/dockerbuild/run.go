@@ -48,6 +48,10 @@ type Options struct {
 	// StorageDir is the container store's root ("" puts it in WorkDir);
 	// StorageDriver is overlay or vfs ("" picks).
 	StorageDir, StorageDriver string
+	// Disposable says the work directory and the store are thrown away
+	// after the build (imagebuild.Config.Disposable), as a build pod's
+	// emptyDir volumes are.
+	Disposable bool
 	// InsecureRegistries are reached without TLS checks (loopback ones
 	// always are).
 	InsecureRegistries []string
@@ -246,6 +250,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 			StorageDir:         d.Options.StorageDir,
 			StorageDriver:      d.Options.StorageDriver,
 			InsecureRegistries: d.Options.InsecureRegistries,
+			Disposable:         d.Options.Disposable,
 		})
 		opening <- opened{b, err}
 	}()

@@ -65,7 +65,7 @@ func (c cacheBuild) build(args map[string]string, noCache bool) cacheResult {
 	ctx := t.Context()
 	runs := filepath.Join(c.marker, "runs")
 	g.Expect(os.WriteFile(runs, nil, 0o644)).To(Succeed())
-	b, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
+	b, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir(), Disposable: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = b.Close() }()
 	amd64, _ := platform.Parse("linux/amd64")

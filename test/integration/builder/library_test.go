@@ -1,7 +1,10 @@
 package builder_test
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,4 +77,60 @@ func TestLibraryInProcess(t *testing.T) {
 	g.Expect(b.Close()).To(Succeed())
 	closed = true
 	g.Expect(mountsUnder(t, work)).To(BeEmpty(), "Close unmounts everything")
+}
+
+// TestDisposableBuilder builds and pushes with a disposable builder, as a
+// build pod does (with a layer cache, so that the output's push mounts the
+// blobs the cache's pushes uploaded, which the blob info cache records):
+// its blob info cache lives in memory-backed /dev/shm, not in the work
+// directory, while the builder is open, and Close removes it. A kept
+// builder keeps it in its work directory.
+func TestDisposableBuilder(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	const cacheFile = "blob-info-cache-v1.sqlite"
+	inMemory := func() []string {
+		found, err := filepath.Glob(filepath.Join("/dev/shm", "archway-blob-info-cache-*", cacheFile))
+		g.Expect(err).NotTo(HaveOccurred())
+		return found
+	}
+	amd64, _ := platform.Parse("linux/amd64")
+	ctxDir := writeContext(t, "FROM "+theBed.BaseImage+"\nCOPY a.txt /a.txt\nRUN cat /a.txt > /b.txt\n")
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("a\n"), 0o644)).To(Succeed())
+	cacheRepo, err := platform.CacheRepository(theBed.Registry.Host+"/it/disposable-cache", "linux/amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, disposable := range []bool{true, false} {
+		before := inMemory()
+		work := t.TempDir()
+		b, err := imagebuild.New(imagebuild.Config{WorkDir: work, Disposable: disposable})
+		g.Expect(err).NotTo(HaveOccurred())
+		var log strings.Builder
+		dest := fmt.Sprintf("%s/it/disposable:%t", theBed.Registry.Host, disposable)
+		out, err := b.BuildAndPush(ctx, imagebuild.Request{
+			ContextDir: ctxDir, Platform: amd64, NoCache: true,
+			Cache: &imagebuild.Cache{Repository: cacheRepo}, Out: &log,
+		}, dest, noAuth)
+		if err != nil {
+			_ = b.Close()
+		}
+		g.Expect(err).NotTo(HaveOccurred(), log.String())
+		img, err := theBed.Registry.OpenImage(ctx, dest)
+		g.Expect(err).NotTo(HaveOccurred())
+		got, err := img.TopLayerFile(ctx, digestOf(out.Image.Digest), "/b.txt")
+		img.Close()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal("a\n"))
+		_, inWork := os.Stat(filepath.Join(work, "blob-info-cache", cacheFile))
+		created := slices.DeleteFunc(inMemory(), func(p string) bool { return slices.Contains(before, p) })
+		g.Expect(b.Close()).To(Succeed())
+		if disposable {
+			g.Expect(created).To(HaveLen(1), "a disposable builder keeps its blob info cache in /dev/shm")
+			g.Expect(inWork).To(MatchError(os.ErrNotExist), "and not in its work directory")
+			_, err := os.Stat(filepath.Dir(created[0]))
+			g.Expect(err).To(MatchError(os.ErrNotExist), "Close removes it")
+		} else {
+			g.Expect(created).To(BeEmpty(), "a kept builder keeps its blob info cache in its work directory")
+			g.Expect(inWork).NotTo(HaveOccurred())
+		}
+	}
 }
