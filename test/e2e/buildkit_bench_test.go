@@ -63,6 +63,11 @@ type archwayRun struct {
 	pods   map[string]time.Duration
 	logs   map[string]string
 	phases map[string][]phase
+	// manifestListLog is the manifest-list pod's log, and pushTook what it
+	// says the push took from the end of its wait for the platforms (what
+	// was left to read, the index push).
+	manifestListLog string
+	pushTook        time.Duration
 	// busyCPU is the CPU time the whole machine spent from the Build's
 	// creation to Complete (every process, the bed's included): when it
 	// is near twice the wall time, both cores were busy and any work left
@@ -222,7 +227,30 @@ func (h *harness) timedBuild(n int64) archwayRun {
 		r.logs[p] = logs
 		r.phases[p] = phases(logs, times.Running, times.Finished)
 	}
+	mlPod := build.ManifestListPodName(b.Name)
+	if r.manifestListLog, err = env.Kubectl(h.ctx, "logs", "--timestamps", "-n", h.ns, mlPod); err != nil {
+		h.t.Fatalf("logs of %s: %v\n%s", mlPod, err, r.manifestListLog)
+	}
+	r.pushTook = pushTook(r.manifestListLog)
 	return r
+}
+
+// pushTook is what the manifest-list pod's log says its push took
+// ("Pushed <ref> (<media type>) in 18ms"), 0 when it does not say.
+func pushTook(log string) time.Duration {
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, " Pushed ") {
+			continue
+		}
+		i := strings.LastIndex(line, " in ")
+		if i < 0 {
+			continue
+		}
+		if d, err := time.ParseDuration(strings.TrimSpace(line[i+len(" in "):])); err == nil {
+			return d
+		}
+	}
+	return 0
 }
 
 // phase is a stretch of a build pod's run, named by the log line that
@@ -358,8 +386,9 @@ func (r buildVsBuildKit) print(w io.Writer) {
 		r    archwayRun
 	}{{"cold", r.archwayCold}, {"warm", r.archwayWarm}} {
 		o := run.r.overhead
-		fmt.Fprintf(&sb, "archway %s: fan-out %s (Build created and seen %s), scheduling %s, pod start %s, longest platform pod %s, last platform noticed %s, manifest-list pod %s\n",
-			run.name, s(o.FanOut), s(o.Created), s(o.Scheduling), s(o.PodStart), s(o.LongestRun), s(o.Noticed), s(o.ManifestList))
+		fmt.Fprintf(&sb, "archway %s: fan-out %s (Build created and seen %s), scheduling %s, pod start %s, longest platform pod %s, last platform noticed %s, manifest-list pod %s (its push after its wait %s)\n",
+			run.name, s(o.FanOut), s(o.Created), s(o.Scheduling), s(o.PodStart), s(o.LongestRun), s(o.Noticed), s(o.ManifestList),
+			run.r.pushTook.Round(time.Millisecond))
 		for _, p := range framework.Platforms {
 			fmt.Fprintf(&sb, "  %-14s", p)
 			for _, ph := range run.r.phases[p] {
@@ -377,6 +406,7 @@ func (r buildVsBuildKit) print(w io.Writer) {
 			for _, p := range framework.Platforms {
 				fmt.Fprintf(&sb, "--- %s build pod of the %s build:\n%s", p, run.name, run.r.logs[p])
 			}
+			fmt.Fprintf(&sb, "--- manifest-list pod of the %s build:\n%s", run.name, run.r.manifestListLog)
 		}
 	}
 	_, _ = io.WriteString(w, sb.String())
@@ -471,5 +501,20 @@ not a timestamped line
 		{"3/3 RUN", time.Second}, {"commit", 2 * time.Second}, {"report", time.Second}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("phases = %v, want %v", got, want)
+	}
+}
+
+// TestPushTook checks how the manifest-list pod's push time is read from
+// its timestamped log.
+func TestPushTook(t *testing.T) {
+	log := "2026-11-25T02:30:00.1Z Waiting for linux/s390x (Running)\n" +
+		"2026-11-25T02:30:00.2Z Pushing the manifest list of 4 platforms to 127.0.0.1:5000/a/b:v1\n" +
+		"2026-11-25T02:30:00.3Z Pushed 127.0.0.1:5000/a/b@sha256:00 (application/vnd.oci.image.index.v1+json) in 18ms\n" +
+		"2026-11-25T02:30:00.4Z Removed the per-platform tags 127.0.0.1:5000/a/b:v1-linux-amd64 in 6ms\n"
+	if got := pushTook(log); got != 18*time.Millisecond {
+		t.Errorf("pushTook = %s, want 18ms", got)
+	}
+	if got := pushTook("2026-11-25T02:30:00.1Z No manifest list pushed: PlatformBuildFailed: ...\n"); got != 0 {
+		t.Errorf("pushTook without a push = %s, want 0", got)
 	}
 }
