@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,6 +235,51 @@ printf '%s' "$(cat /var/run/secrets/archway/same/name)" >/dev/termination-log`
 		g.Expect(done.Status.ContainerStatuses[0].State.Waiting).To(HaveField("Reason", "PodInitializing"))
 		_, err := os.Stat(b.Runner.LogPath(done, "main"))
 		g.Expect(os.IsNotExist(err)).To(BeTrue(), "the main container ran after a failed init container")
+	})
+
+	t.Run("the last container's end comes with the pod's phase, in one status write", func(t *testing.T) {
+		g := NewWithT(t)
+		// The second container ends once the test saw the first's end.
+		release := filepath.Join(shared, "one-write")
+		pod := runnerPod(ns, "one-write", "s390x", `exit 0`, func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: shared}}}}
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
+				Name: "second", Image: shImage,
+				Command:      []string{"sh", "-c", `while [ ! -e /var/run/archway-bed/shared/one-write ]; do sleep 0.05; done`},
+				VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/var/run/archway-bed/shared"}},
+			})
+		})
+		w, err := b.Clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name})
+		g.Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
+		terminated := func(s corev1.PodStatus, name string) bool {
+			i := slices.IndexFunc(s.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == name })
+			return i >= 0 && s.ContainerStatuses[i].State.Terminated != nil
+		}
+		// Every status the pod had, from its creation to its end.
+		var seen []corev1.PodStatus
+		timeout := time.After(runnerTimeout)
+		for len(seen) == 0 || !podEnded(&corev1.Pod{Status: seen[len(seen)-1]}) {
+			select {
+			case ev, ok := <-w.ResultChan():
+				g.Expect(ok).To(BeTrue(), "the watch ended")
+				p, isPod := ev.Object.(*corev1.Pod)
+				if !isPod {
+					continue
+				}
+				seen = append(seen, p.Status)
+				if terminated(p.Status, "main") {
+					g.Expect(os.WriteFile(release, nil, 0o644)).To(Succeed())
+				}
+			case <-timeout:
+				t.Fatalf("the pod did not end: %+v", seen)
+			}
+		}
+		g.Expect(seen[len(seen)-1].Phase).To(Equal(corev1.PodSucceeded))
+		for _, s := range seen[:len(seen)-1] {
+			g.Expect(terminated(s, "second")).To(BeFalse(), "the last container's end was written before the pod's phase: %+v", s)
+		}
 	})
 
 	t.Run("kubectl logs -f follows the container to its end", func(t *testing.T) {
