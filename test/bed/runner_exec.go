@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -176,20 +175,15 @@ func (p *podRun) waitConfig(ctx context.Context, c corev1.Container, binary stri
 }
 
 // containerEnded records a container's end, reports it unless the pod's
-// end is to be reported by no one or follows at once, and returns whether
-// it exited 0. The last of the pod's containers to end is reported with
-// the pod's phase, in one status write, as a kubelet's status sync does.
+// end is to be reported by no one, and returns whether it exited 0.
 func (p *podRun) containerEnded(ctx context.Context, name string, init bool, t *corev1.ContainerStateTerminated) bool {
 	p.mu.Lock()
 	p.setContainer(name, init, func(cs *corev1.ContainerStatus) {
 		cs.Ready, cs.Started = false, ptr.To(false)
 		cs.State = corev1.ContainerState{Terminated: t}
 	})
-	last := !init && !slices.ContainsFunc(p.status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
-		return cs.State.Terminated == nil
-	})
 	p.mu.Unlock()
-	if !last && !p.isSilent() && !p.interrupted() {
+	if !p.isSilent() && !p.interrupted() {
 		if err := p.report(ctx); err != nil {
 			p.logf("%v", err)
 		}

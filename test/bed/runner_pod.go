@@ -373,13 +373,23 @@ func (p *podRun) finishStatus(initFailed bool) {
 	p.updateConditions(true)
 }
 
-// report sends the pod's current status.
+// report sends the pod's current status, except a status whose every
+// container ended while the pod has no phase of its end yet: the pod's end,
+// written next, carries them, in one status write, as a kubelet's status
+// sync does.
 func (p *podRun) report(ctx context.Context) error {
 	p.patchMu.Lock()
 	defer p.patchMu.Unlock()
 	p.mu.Lock()
 	status := p.status.DeepCopy()
 	p.mu.Unlock()
+	ending := status.Phase != corev1.PodSucceeded && status.Phase != corev1.PodFailed &&
+		len(status.ContainerStatuses) > 0 && !slices.ContainsFunc(status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
+		return cs.State.Terminated == nil
+	})
+	if ending {
+		return nil
+	}
 	err := p.r.patchStatus(ctx, p.pod, *status, "")
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,47 +237,61 @@ printf '%s' "$(cat /var/run/secrets/archway/same/name)" >/dev/termination-log`
 	})
 
 	t.Run("the last container's end comes with the pod's phase, in one status write", func(t *testing.T) {
-		g := NewWithT(t)
-		// The second container ends once the test saw the first's end.
-		release := filepath.Join(shared, "one-write")
-		pod := runnerPod(ns, "one-write", "s390x", `exit 0`, func(p *corev1.Pod) {
-			p.Spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: shared}}}}
-			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
-				Name: "second", Image: shImage,
-				Command:      []string{"sh", "-c", `while [ ! -e /var/run/archway-bed/shared/one-write ]; do sleep 0.05; done`},
-				VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/var/run/archway-bed/shared"}},
-			})
-		})
-		w, err := b.Clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name})
-		g.Expect(err).NotTo(HaveOccurred())
-		defer w.Stop()
-		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
-		terminated := func(s corev1.PodStatus, name string) bool {
-			i := slices.IndexFunc(s.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == name })
-			return i >= 0 && s.ContainerStatuses[i].State.Terminated != nil
-		}
-		// Every status the pod had, from its creation to its end.
-		var seen []corev1.PodStatus
-		timeout := time.After(runnerTimeout)
-		for len(seen) == 0 || !podEnded(&corev1.Pod{Status: seen[len(seen)-1]}) {
-			select {
-			case ev, ok := <-w.ResultChan():
-				g.Expect(ok).To(BeTrue(), "the watch ended")
-				p, isPod := ev.Object.(*corev1.Pod)
-				if !isPod {
-					continue
-				}
-				seen = append(seen, p.Status)
-				if terminated(p.Status, "main") {
-					g.Expect(os.WriteFile(release, nil, 0o644)).To(Succeed())
-				}
-			case <-timeout:
-				t.Fatalf("the pod did not end: %+v", seen)
+		// main ends first and the test sees it before it lets second end;
+		// then both end at once, released together once both run.
+		for _, together := range []bool{false, true} {
+			g := NewWithT(t)
+			name := fmt.Sprintf("one-write-%t", together)
+			release := filepath.Join(shared, name)
+			wait := `while [ ! -e /var/run/archway-bed/shared/` + name + ` ]; do sleep 0.05; done`
+			mounts := []corev1.VolumeMount{{Name: "shared", MountPath: "/var/run/archway-bed/shared"}}
+			first := "exit 0"
+			if together {
+				first = wait
 			}
-		}
-		g.Expect(seen[len(seen)-1].Phase).To(Equal(corev1.PodSucceeded))
-		for _, s := range seen[:len(seen)-1] {
-			g.Expect(terminated(s, "second")).To(BeFalse(), "the last container's end was written before the pod's phase: %+v", s)
+			pod := runnerPod(ns, name, "s390x", first, func(p *corev1.Pod) {
+				p.Spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: shared}}}}
+				p.Spec.Containers[0].VolumeMounts = mounts
+				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
+					Name: "second", Image: shImage, Command: []string{"sh", "-c", wait}, VolumeMounts: mounts,
+				})
+			})
+			w, err := b.Clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
+			count := func(s corev1.PodStatus, running bool) int {
+				n := 0
+				for _, cs := range s.ContainerStatuses {
+					if (running && cs.State.Running != nil) || (!running && cs.State.Terminated != nil) {
+						n++
+					}
+				}
+				return n
+			}
+			// Every status the pod had, from its creation to its end.
+			var seen []corev1.PodStatus
+			timeout := time.After(runnerTimeout)
+			for len(seen) == 0 || !podEnded(&corev1.Pod{Status: seen[len(seen)-1]}) {
+				select {
+				case ev, ok := <-w.ResultChan():
+					g.Expect(ok).To(BeTrue(), "the watch ended")
+					p, isPod := ev.Object.(*corev1.Pod)
+					if !isPod {
+						continue
+					}
+					seen = append(seen, p.Status)
+					if (!together && count(p.Status, false) == 1) || (together && count(p.Status, true) == 2) {
+						g.Expect(os.WriteFile(release, nil, 0o644)).To(Succeed())
+					}
+				case <-timeout:
+					t.Fatalf("the pod did not end: %+v", seen)
+				}
+			}
+			w.Stop()
+			g.Expect(seen[len(seen)-1].Phase).To(Equal(corev1.PodSucceeded))
+			for _, s := range seen[:len(seen)-1] {
+				g.Expect(count(s, false)).To(BeNumerically("<", 2), "every container's end was written before the pod's phase: %+v", s)
+			}
 		}
 	})
 
