@@ -211,3 +211,25 @@ func TestChooseIsolation(t *testing.T) {
 		})
 	}
 }
+
+func TestDisposableStore(t *testing.T) {
+	for _, c := range []struct {
+		name                    string
+		askedWork, askedStorage string
+		workDir, storageDir     string
+		want                    bool
+	}{
+		{name: "a build pod's emptyDirs", workDir: podWorkDir, storageDir: podStorageDir, want: true},
+		{name: "the store in the pod's work directory", workDir: podWorkDir, want: true},
+		{name: "a temporary work directory with the store in it", want: true},
+		{name: "a machine's own /var/lib/containers/storage mount", storageDir: podStorageDir},
+		{name: "a work directory asked for", askedWork: "/srv/work", workDir: "/srv/work"},
+		{name: "a store asked for", askedStorage: "/srv/store", storageDir: "/srv/store"},
+		{name: "a work directory asked for beside the pod's store", askedWork: "/srv/work", workDir: "/srv/work", storageDir: podStorageDir},
+	} {
+		got := disposableStore(dockerBuildOptions{workDir: c.askedWork, storageDir: c.askedStorage}, c.workDir, c.storageDir)
+		if got != c.want {
+			t.Errorf("%s: disposable %t, want %t", c.name, got, c.want)
+		}
+	}
+}

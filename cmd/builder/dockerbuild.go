@@ -122,9 +122,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 	if storageDir == "" && isMountPoint(podStorageDir) {
 		storageDir = podStorageDir
 	}
-	// The pod's emptyDir volumes, or a temporary directory, unless the
-	// directories were chosen.
-	disposable := opts.workDir == "" && opts.storageDir == ""
+	disposable := disposableStore(opts, workDir, storageDir)
 	secretDir := opts.sourceSecretDir
 	if env := os.Getenv(sourceSecretPathEnv); env != "" && secretDir == source.DefaultSecretDir {
 		secretDir = env
@@ -200,4 +198,17 @@ func newReporter(opts dockerBuildOptions, build *buildv1.Build, target platform.
 func isMountPoint(path string) bool {
 	mounted, err := mountinfo.Mounted(path)
 	return err == nil && mounted
+}
+
+// disposableStore says whether the container store goes with the build,
+// given the directories asked for in opts and those chosen: it does when it
+// is the pod's emptyDir with the pod's work directory beside it, or inside
+// a work directory that is the pod's or a temporary one; never when a
+// directory was asked for, or when /var/lib/containers/storage is a mount
+// of a machine's own (no pod work directory beside it).
+func disposableStore(opts dockerBuildOptions, workDir, storageDir string) bool {
+	if opts.workDir != "" || opts.storageDir != "" {
+		return false
+	}
+	return storageDir == "" || (storageDir == podStorageDir && workDir == podWorkDir)
 }

@@ -30,6 +30,7 @@ import (
 	"go.podman.io/image/v5/types"
 	"go.podman.io/storage"
 	"go.podman.io/storage/pkg/ioutils"
+	"golang.org/x/sys/unix"
 
 	"github.com/archway-build/archway/pkg/registry"
 )
@@ -115,7 +116,8 @@ type Builder struct {
 	store        storage.Store
 	policyPath   string
 	blobCacheDir string
-	memCacheDir  string // blobCacheDir when it was made in /dev/shm, removed by Close
+	memCacheDir  string   // blobCacheDir when it was made in /dev/shm, removed by Close
+	memCacheLock *os.File // holds memCacheDir's flock while the builder is open
 	tmpDir       string
 	confDir      string // registries.conf files, one per set of insecure registries
 	emptyDir     string // stands in for /etc/containers/registries.d and registries.conf.d
@@ -173,8 +175,8 @@ func New(cfg Config) (*Builder, error) {
 	}
 	if cfg.Disposable {
 		writeWithoutSync.Do(func() { ioutils.SetDefaultOptions(ioutils.AtomicFileWriterOptions{NoSync: true}) })
-		if dir, err := os.MkdirTemp(memoryDir, "archway-blob-info-cache-"); err == nil {
-			b.blobCacheDir, b.memCacheDir = dir, dir
+		if dir, lock, err := memoryCacheDir(); err == nil {
+			b.blobCacheDir, b.memCacheDir, b.memCacheLock = dir, dir, lock
 		}
 	}
 	if b.store, err = openStore(graphRoot, filepath.Join(workDir, "storage", "run"), cfg.StorageDriver, cfg.Disposable); err != nil {
@@ -192,11 +194,69 @@ var writeWithoutSync sync.Once
 // tmpfs on Linux machines and in every Kubernetes pod.
 const memoryDir = "/dev/shm"
 
+// memoryCachePrefix begins the names of the blob info cache directories
+// in memoryDir.
+const memoryCachePrefix = "archway-blob-info-cache-"
+
+// memoryCacheDir makes a blob info cache directory in memoryDir and locks
+// it (an exclusive flock on the directory, held while the builder is open)
+// after removing the directories of builders that ended without removing
+// theirs, killed: those no process holds a lock on. Memory is not freed
+// until the files go, and a killed builder never runs its Close.
+func memoryCacheDir() (string, *os.File, error) {
+	stale, _ := filepath.Glob(filepath.Join(memoryDir, memoryCachePrefix+"*"))
+	for _, dir := range stale {
+		if f, err := lockDir(dir); err == nil {
+			_ = os.RemoveAll(dir)
+			_ = f.Close()
+		}
+	}
+	// Made under a name the sweep passes over, and named for it only once
+	// locked: another builder's sweep never sees it unlocked.
+	made, err := os.MkdirTemp(memoryDir, "."+memoryCachePrefix)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := lockDir(made)
+	if err != nil {
+		_ = os.RemoveAll(made)
+		return "", nil, err
+	}
+	dir := filepath.Join(memoryDir, filepath.Base(made)[1:])
+	if err := os.Rename(made, dir); err != nil {
+		_ = os.RemoveAll(made)
+		_ = f.Close()
+		return "", nil, err
+	}
+	return dir, f, nil
+}
+
+// lockDir takes an exclusive flock on dir without waiting; the lock is
+// held until the file returned is closed, or its process ends.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// BlobInfoCacheDir is where containers/image keeps what it learnt of blobs
+// (their digests compressed and not, the repositories known to hold
+// them): in the work directory, or for a disposable builder in memory-backed
+// /dev/shm, removed by Close.
+func (b *Builder) BlobInfoCacheDir() string { return b.blobCacheDir }
+
 // removeMemCache removes the blob info cache a disposable builder made in
 // memoryDir; its work directory's are removed with the work directory.
 func (b *Builder) removeMemCache() {
 	if b.memCacheDir != "" {
 		_ = os.RemoveAll(b.memCacheDir)
+		_ = b.memCacheLock.Close()
 	}
 }
 

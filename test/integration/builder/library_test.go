@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -83,24 +82,19 @@ func TestLibraryInProcess(t *testing.T) {
 // build pod does (with a layer cache, so that the output's push mounts the
 // blobs the cache's pushes uploaded, which the blob info cache records):
 // its blob info cache lives in memory-backed /dev/shm, not in the work
-// directory, while the builder is open, and Close removes it. A kept
-// builder keeps it in its work directory.
+// directory, while the builder is open, and Close removes it; its
+// containers are transient (their records in the run root). A kept
+// builder keeps both in its work directory's store.
 func TestDisposableBuilder(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	const cacheFile = "blob-info-cache-v1.sqlite"
-	inMemory := func() []string {
-		found, err := filepath.Glob(filepath.Join("/dev/shm", "archway-blob-info-cache-*", cacheFile))
-		g.Expect(err).NotTo(HaveOccurred())
-		return found
-	}
 	amd64, _ := platform.Parse("linux/amd64")
 	ctxDir := writeContext(t, "FROM "+theBed.BaseImage+"\nCOPY a.txt /a.txt\nRUN cat /a.txt > /b.txt\n")
 	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("a\n"), 0o644)).To(Succeed())
 	cacheRepo, err := platform.CacheRepository(theBed.Registry.Host+"/it/disposable-cache", "linux/amd64")
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, disposable := range []bool{true, false} {
-		before := inMemory()
 		work := t.TempDir()
 		b, err := imagebuild.New(imagebuild.Config{WorkDir: work, Disposable: disposable})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -120,17 +114,20 @@ func TestDisposableBuilder(t *testing.T) {
 		img.Close()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(got).To(Equal("a\n"))
-		_, inWork := os.Stat(filepath.Join(work, "blob-info-cache", cacheFile))
-		created := slices.DeleteFunc(inMemory(), func(p string) bool { return slices.Contains(before, p) })
+		cacheDir := b.BlobInfoCacheDir()
+		_, cacheErr := os.Stat(filepath.Join(cacheDir, cacheFile))
+		_, volatileErr := os.Stat(filepath.Join(work, "storage", "run", "overlay-containers", "volatile-containers.json"))
 		g.Expect(b.Close()).To(Succeed())
+		g.Expect(cacheErr).NotTo(HaveOccurred(), "the blob info cache is where the builder says")
+		_, dirErr := os.Stat(cacheDir)
 		if disposable {
-			g.Expect(created).To(HaveLen(1), "a disposable builder keeps its blob info cache in /dev/shm")
-			g.Expect(inWork).To(MatchError(os.ErrNotExist), "and not in its work directory")
-			_, err := os.Stat(filepath.Dir(created[0]))
-			g.Expect(err).To(MatchError(os.ErrNotExist), "Close removes it")
+			g.Expect(cacheDir).To(HavePrefix("/dev/shm/"), "a disposable builder keeps its blob info cache in memory")
+			g.Expect(dirErr).To(MatchError(os.ErrNotExist), "Close removes it")
+			g.Expect(volatileErr).NotTo(HaveOccurred(), "its containers were transient")
 		} else {
-			g.Expect(created).To(BeEmpty(), "a kept builder keeps its blob info cache in its work directory")
-			g.Expect(inWork).NotTo(HaveOccurred())
+			g.Expect(cacheDir).To(HavePrefix(work), "a kept builder keeps its blob info cache in its work directory")
+			g.Expect(dirErr).NotTo(HaveOccurred())
+			g.Expect(volatileErr).To(MatchError(os.ErrNotExist), "its containers were not transient")
 		}
 	}
 }
