@@ -5,6 +5,7 @@
 //	builder docker-build     in a platform's build pod (reads $BUILD)
 //	builder manifest-list    in a build's last pod (reads $BUILD)
 //	builder build            on a machine, without a cluster: every platform, then the list
+//	builder prune-cache      on a machine: removes old entries of build --cache-repo's caches
 package main
 
 import (
@@ -62,7 +63,7 @@ func newRootCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "level of buildah's and containers/image's own log lines (debug, info, warn, error)")
 	cmd.PersistentFlags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the builder process (not of build steps) to this file")
 	_ = cmd.PersistentFlags().MarkHidden("cpu-profile")
-	cmd.AddCommand(newDockerBuildCommand(), newBuildCommand(), newManifestListCommand())
+	cmd.AddCommand(newDockerBuildCommand(), newBuildCommand(), newManifestListCommand(), newPruneCacheCommand())
 	return cmd
 }
 

@@ -1,0 +1,276 @@
+package builder_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
+	. "github.com/onsi/gomega"
+
+	"github.com/archway-build/archway/pkg/build/cacheprune"
+	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
+)
+
+// oldCacheTag is a step's cache key under which a test pushes an image
+// created 30 days ago.
+var oldCacheTag = strings.Repeat("0a", 32)
+
+// pushImage pushes img to ref in the bed's registry.
+func pushImage(t *testing.T, ref string, img v1.Image) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img, remote.WithContext(t.Context())); err != nil {
+		t.Fatalf("pushing %s: %v", ref, err)
+	}
+}
+
+// imageCreated returns a small random image whose config says it was
+// created at created.
+func imageCreated(t *testing.T, created time.Time) v1.Image {
+	t.Helper()
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = mutate.CreatedAt(img, v1.Time{Time: created})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// TestPruneCache fills a platform's layer cache with a real build (its
+// steps), adds an image created 30 days ago under a
+// step's cache-key tag and the same image under a tag that is not a cache
+// tag, and prunes with `builder prune-cache`: a dry run removes nothing and
+// lists the old tag as one it would remove; --confirm removes exactly that
+// tag; the next build still reuses every step (and a changed build arg only
+// runs the step it changes); --keep-younger-than 0s removes every cache tag
+// but the other one, and the next build runs every step again. Bad input
+// changes nothing.
+func TestPruneCache(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	base := reg.Host + "/it/prune-base:v1"
+	_, err := theBed.PushBasePlatform(ctx, reg, base, "linux/amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	ctxDir := writeContext(t, cacheDockerfile)
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("alpha\n"), 0o644)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "b.txt"), []byte("bravo\n"), 0o644)).To(Succeed())
+	cacheBase := reg.Host + "/it/prune-app-cache"
+	cacheRepo, err := platform.CacheRepository(cacheBase, "linux/amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	repoPath := strings.TrimPrefix(cacheRepo, reg.Host+"/")
+	c := cacheBuild{t: t, ctxDir: ctxDir, marker: t.TempDir(), cache: cacheRepo, dest: reg.Host + "/it/prune-app:v1"}
+	args := map[string]string{"BASE": base}
+
+	first := c.build(args, false)
+	g.Expect(first.runs).To(Equal([]string{"a", "b", "greeting"}), first.log)
+	old := imageCreated(t, time.Now().Add(-30*24*time.Hour))
+	pushImage(t, cacheRepo+":"+oldCacheTag, old)
+	pushImage(t, cacheRepo+":keep-me", old)
+	tags := func() []string {
+		got, err := reg.Tags(ctx, repoPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		slices.Sort(got)
+		return got
+	}
+	filled := tags()
+	var fresh []string
+	for _, tag := range filled {
+		if cacheprune.IsCacheTag(tag) && tag != oldCacheTag {
+			fresh = append(fresh, tag)
+		}
+	}
+	g.Expect(len(fresh)).To(BeNumerically(">=", 6), "the build keeps its steps: %v", filled)
+
+	prune := func(extra ...string) (string, int) {
+		return runBuilder(t, nil, append([]string{"prune-cache", "--cache-repo", cacheBase, "--platform", "linux/amd64"}, extra...)...)
+	}
+	// Bad input is refused, and changes nothing.
+	for _, bad := range [][]string{{"--keep-younger-than", "-1h", "--confirm"}, {"--keep-younger-than", "a week", "--confirm"},
+		{"--platform", "linux/foo", "--confirm"}} {
+		out, code := prune(bad...)
+		g.Expect(code).NotTo(BeZero(), out)
+		g.Expect(out).To(Or(ContainSubstring("negative: give a duration"), ContainSubstring("invalid argument"),
+			ContainSubstring(`architecture "foo" is not`)), out)
+		g.Expect(tags()).To(Equal(filled))
+	}
+
+	out, code := prune()
+	g.Expect(code).To(BeZero(), out)
+	g.Expect(out).To(MatchRegexp(`(?m)^`+cacheRepo+` +`+oldCacheTag+` +\S+ +would remove$`), out)
+	g.Expect(out).To(MatchRegexp(`(?m)^`+cacheRepo+` +keep-me +- +kept: not a cache tag$`), out)
+	g.Expect(out).To(ContainSubstring("Dry run: nothing was removed. 1 cache tags created more than 168h0m0s ago would be removed"))
+	for _, tag := range fresh {
+		g.Expect(out).To(MatchRegexp(`(?m)^`+cacheRepo+` +`+tag+` +\S+ +kept: younger than 168h0m0s$`), out)
+	}
+	g.Expect(tags()).To(Equal(filled), "a dry run removes nothing")
+
+	out, code = runBuilder(t, nil, "prune-cache", "--cache-repo", cacheBase, "--platform", "linux/amd64", "--confirm", "-o", "json")
+	g.Expect(code).To(BeZero(), out)
+	g.Expect(out).To(ContainSubstring(`"action": "removed"`))
+	g.Expect(tags()).To(Equal(append(slices.Clone(fresh), "keep-me")), "--confirm removes exactly the old cache tag")
+
+	again := c.build(args, false)
+	g.Expect(again.runs).To(BeEmpty(), "the kept steps are reused\n%s", again.log)
+	g.Expect(again.diffIDs).To(Equal(first.diffIDs))
+	greeting := c.build(map[string]string{"BASE": base, "GREETING": "bonjour"}, false)
+	g.Expect(greeting.runs).To(Equal([]string{"greeting"}), "the kept steps before it are reused\n%s", greeting.log)
+
+	out, code = prune("--keep-younger-than", "0s", "--confirm")
+	g.Expect(code).To(BeZero(), out)
+	g.Expect(out).To(ContainSubstring("kept: not a cache tag"))
+	g.Expect(tags()).To(Equal([]string{"keep-me"}), "0s removes every cache tag and only those\n%s", out)
+	cold := c.build(args, false)
+	g.Expect(cold.runs).To(Equal([]string{"a", "b", "greeting"}), "a pruned cache builds every step again\n%s", cold.log)
+	g.Expect(cold.diffIDs[:1]).To(Equal(first.diffIDs[:1]))
+}
+
+// TestPruneCacheHostile prunes repositories whose answers a registry could
+// use against a prune: an index, an artifact and an image with a config
+// over the limit under cache tags, all created long ago, are reported and
+// left alone, next to an old image that is removed; through a proxy in front
+// of the bed's registry, a tag list that never ends, one page of the tag
+// list over the size limit, more tags than the limit and a manifest over
+// the limit are each reported, and nothing of those repositories is
+// removed, while the other repositories are pruned.
+func TestPruneCacheHostile(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	longAgo := time.Now().Add(-30 * 24 * time.Hour)
+	planted := reg.Host + "/it/prune-hostile-cache-linux-amd64"
+	tag := func(i int) string { return fmt.Sprintf("%064x", i) }
+
+	pushImage(t, planted+":"+tag(1), imageCreated(t, longAgo))
+	idx, err := random.Index(64, 1, 2)
+	g.Expect(err).NotTo(HaveOccurred())
+	r, _ := name.ParseReference(planted+":"+tag(2), name.Insecure)
+	g.Expect(remote.WriteIndex(r, idx, remote.WithContext(ctx))).To(Succeed())
+	pushImage(t, planted+":"+tag(3), mutate.ConfigMediaType(imageCreated(t, longAgo), ggcrtypes.MediaType("application/vnd.example.artifact+json")))
+	big, err := mutate.Config(imageCreated(t, longAgo), v1.Config{Env: []string{"PAD=" + strings.Repeat("x", cacheprune.MaxConfigSize)}})
+	g.Expect(err).NotTo(HaveOccurred())
+	pushImage(t, planted+":result-"+tag(4), big)
+
+	// The proxy forwards to the bed's registry but answers its own tag
+	// lists and manifests for the hostile repositories.
+	target, _ := url.Parse(reg.URL("/"))
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var pages atomic.Int64
+	longTag := strings.Repeat("t", 120)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		p := req.URL.Path
+		switch {
+		case p == "/v2/it/endless-cache-linux-amd64/tags/list":
+			// Five thousand pages, more than any prune reads.
+			n := pages.Add(1)
+			if n < 5000 {
+				w.Header().Set("Link", fmt.Sprintf(`</v2/it/endless-cache-linux-amd64/tags/list?page=%d>; rel="next"`, n))
+			}
+			_, _ = fmt.Fprintf(w, `{"name":"it/endless-cache-linux-amd64","tags":["%s"]}`, tag(int(n)))
+		case p == "/v2/it/hugepage-cache-linux-amd64/tags/list":
+			// One page over the size limit, with fewer tags than the
+			// tag limit.
+			_, _ = fmt.Fprint(w, `{"name":"it/hugepage-cache-linux-amd64","tags":[`)
+			for i := range cacheprune.MaxTagListPageSize / 100 {
+				if i > 0 {
+					_, _ = fmt.Fprint(w, ",")
+				}
+				_, _ = fmt.Fprintf(w, `"%s%d"`, longTag, i)
+			}
+			_, _ = fmt.Fprint(w, `]}`)
+		case strings.HasPrefix(p, "/v2/it/manytags-cache-linux-amd64/tags/list"):
+			// Pages of 1,000 short tags, more in all than the tag limit.
+			var page int
+			_, _ = fmt.Sscan(req.URL.Query().Get("page"), &page)
+			if page < cacheprune.MaxTags/1000+5 {
+				w.Header().Set("Link", fmt.Sprintf(`</v2/it/manytags-cache-linux-amd64/tags/list?page=%d>; rel="next"`, page+1))
+			}
+			tags := make([]string, 1000)
+			for i := range tags {
+				tags[i] = fmt.Sprintf(`"v%d-%d"`, page, i)
+			}
+			_, _ = fmt.Fprintf(w, `{"name":"it/manytags-cache-linux-amd64","tags":[%s]}`, strings.Join(tags, ","))
+		case p == "/v2/it/bigmanifest-cache-linux-amd64/tags/list":
+			_, _ = fmt.Fprintf(w, `{"name":"it/bigmanifest-cache-linux-amd64","tags":["%s"]}`, tag(9))
+		case strings.HasPrefix(p, "/v2/it/bigmanifest-cache-linux-amd64/manifests/"):
+			w.Header().Set("Content-Type", string(ggcrtypes.OCIManifestSchema1))
+			if req.Method == http.MethodHead {
+				return
+			}
+			_, _ = fmt.Fprint(w, `{"schemaVersion":2,"mediaType":"`+string(ggcrtypes.OCIManifestSchema1)+`","annotations":{"pad":"`)
+			_, _ = fmt.Fprint(w, strings.Repeat("x", cacheprune.MaxManifestSize+1))
+			_, _ = fmt.Fprint(w, `"}}`)
+		default:
+			forward.ServeHTTP(w, req)
+		}
+	}))
+	t.Cleanup(proxy.Close)
+	host := strings.TrimPrefix(proxy.URL, "http://")
+
+	results, err := cacheprune.Prune(ctx, []string{
+		planted,
+		host + "/it/endless-cache-linux-amd64",
+		host + "/it/hugepage-cache-linux-amd64",
+		host + "/it/manytags-cache-linux-amd64",
+		host + "/it/bigmanifest-cache-linux-amd64",
+	}, cacheprune.Options{Access: registry.Access{UserAgent: "archway-test"}, KeepYoungerThan: time.Hour, Confirm: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	var table strings.Builder
+	g.Expect(cacheprune.WriteTable(&table, results, time.Hour, true)).To(Succeed())
+	t.Log(table.String())
+	g.Expect(results).To(HaveLen(5))
+
+	action := map[string]string{}
+	for _, tg := range results[0].Tags {
+		action[tg.Tag] = string(tg.Action) + ": " + tg.Reason
+	}
+	g.Expect(action).To(Equal(map[string]string{
+		tag(1):             "removed: ",
+		tag(2):             "kept: an image index (" + string(ggcrtypes.OCIImageIndex) + "), not a cache image: left alone",
+		tag(3):             "kept: an artifact (config application/vnd.example.artifact+json), not a cache image: left alone",
+		"result-" + tag(4): fmt.Sprintf("kept: its config has %d bytes, not 1 to %d: left alone", mustConfigSize(t, big), cacheprune.MaxConfigSize),
+	}), table.String())
+	left, err := reg.Tags(ctx, "it/prune-hostile-cache-linux-amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(left).To(ConsistOf(tag(2), tag(3), "result-"+tag(4)))
+
+	g.Expect(results[1].Error).To(ContainSubstring(fmt.Sprintf("goes on for more than %d pages", cacheprune.MaxTagPages)))
+	g.Expect(pages.Load()).To(BeNumerically("==", cacheprune.MaxTagPages), "reading stops at the limit")
+	g.Expect(results[2].Error).To(ContainSubstring(fmt.Sprintf("tag list page has more than %d bytes", cacheprune.MaxTagListPageSize)))
+	g.Expect(results[3].Error).To(ContainSubstring(fmt.Sprintf("lists more than %d tags", cacheprune.MaxTags)))
+	g.Expect(results[4].Tags).To(HaveLen(1))
+	g.Expect(results[4].Tags[0].Action).To(Equal(cacheprune.Kept))
+	g.Expect(results[4].Tags[0].Reason).To(ContainSubstring(fmt.Sprintf("manifest has more than %d bytes", cacheprune.MaxManifestSize)))
+	g.Expect(cacheprune.Summarize(results).Err()).To(HaveOccurred(), "a repository that could not be listed is an error")
+}
+
+func mustConfigSize(t *testing.T, img v1.Image) int64 {
+	t.Helper()
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Config.Size
+}
