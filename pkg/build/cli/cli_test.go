@@ -69,3 +69,38 @@ func TestTableShowsEmulation(t *testing.T) {
 		}
 	}
 }
+
+func TestPruneCacheResolution(t *testing.T) {
+	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Name: "app"}}
+	bc.Spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{}
+	if _, err := cacheRepositoryOf(bc, ""); err == nil || !strings.Contains(err.Error(), "no registry layer cache configured") {
+		t.Errorf("no layer cache: %v", err)
+	}
+	if repo, err := cacheRepositoryOf(bc, "registry.example.com/team/c"); err != nil || repo != "registry.example.com/team/c" {
+		t.Errorf("--repository: %q, %v", repo, err)
+	}
+	bc.Spec.Strategy.DockerStrategy.LayerCache = &buildv1.LayerCache{Mode: buildv1.LayerCacheDisabled, Repository: "registry.example.com/team/c"}
+	if _, err := cacheRepositoryOf(bc, ""); err == nil {
+		t.Error("Disabled: no error")
+	}
+	bc.Spec.Strategy.DockerStrategy.LayerCache.Mode = buildv1.LayerCacheRegistry
+	if repo, err := cacheRepositoryOf(bc, ""); err != nil || repo != "registry.example.com/team/c" {
+		t.Errorf("own repository: %q, %v", repo, err)
+	}
+	bc.Spec.Strategy.DockerStrategy.LayerCache.Repository = ""
+	if _, err := cacheRepositoryOf(bc, ""); err == nil || !strings.Contains(err.Error(), "no output") {
+		t.Errorf("no output: %v", err)
+	}
+	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}
+	if repo, err := cacheRepositoryOf(bc, ""); err != nil || repo != "registry.example.com/team/app-cache" {
+		t.Errorf("from the output: %q, %v", repo, err)
+	}
+
+	bc.Spec.Platforms = []string{"linux/amd64", "linux/arm64/v8"}
+	builds := []buildv1.Build{{ObjectMeta: metav1.ObjectMeta{Name: "app-2"}}, {ObjectMeta: metav1.ObjectMeta{Name: "app-1"}}}
+	builds[0].Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/s390x"}, {Platform: "linux/arm64"}}
+	builds[1].Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/ppc64le"}, {Platform: "not a platform"}}
+	if got := strings.Join(platformsOf(bc, builds), ","); got != "linux/amd64,linux/arm64/v8,linux/ppc64le,linux/s390x" {
+		t.Errorf("platforms: %s", got)
+	}
+}

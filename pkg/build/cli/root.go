@@ -1,8 +1,10 @@
 // Package cli is kubectl archway (and oc archway): start-build, logs,
 // describe and cancel-build for archway's CRD-served Builds, which stock
 // oc cannot start, read logs of or cancel (those need subresources a CRD
-// does not serve). It follows kubectl's conventions (k8s.io/cli-runtime:
-// -n, --kubeconfig, --context, -o) and starts builds through package
+// does not serve), and prune cache for a BuildConfig's layer cache
+// repositories, which nothing else removes entries from. It follows
+// kubectl's conventions (k8s.io/cli-runtime: -n, --kubeconfig, --context,
+// -o) and starts builds through package
 // instantiate, the same way as the BuildConfig controller and webhooks.
 package cli
 
@@ -29,13 +31,13 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
 		Use:           "kubectl-archway",
-		Short:         "Start, follow, describe and cancel archway builds (kubectl archway / oc archway)",
+		Short:         "Start, follow, describe and cancel archway builds, and prune their layer caches (kubectl archway / oc archway)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	flags.AddFlags(cmd.PersistentFlags())
 	o := &env{flags: flags, streams: streams}
-	cmd.AddCommand(newStartBuild(o), newLogs(o), newDescribe(o), newCancelBuild(o))
+	cmd.AddCommand(newStartBuild(o), newLogs(o), newDescribe(o), newCancelBuild(o), newPrune(o))
 	return cmd
 }
 

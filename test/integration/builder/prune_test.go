@@ -1,6 +1,9 @@
 package builder_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -21,8 +24,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/cacheprune"
+	"github.com/archway-build/archway/pkg/build/cli"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
 )
@@ -273,4 +281,123 @@ func mustConfigSize(t *testing.T, img v1.Image) int64 {
 		t.Fatal(err)
 	}
 	return m.Config.Size
+}
+
+// plugin runs kubectl archway with args against the bed, in namespace ns.
+func plugin(ctx context.Context, ns string, args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd.SetArgs(append(args, "--kubeconfig", theBed.Kubeconfig, "-n", ns))
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+// TestPluginPruneCache prunes a BuildConfig's layer caches with kubectl
+// archway prune cache, read from the apiserver: its output's cache
+// repository for spec.platforms (filled by a real build) and for a platform
+// only a Build's status names, with an old image under a cache tag in each.
+// A dry run lists both and removes nothing; --confirm removes exactly the
+// old tags; a BuildConfig without a registry layer cache is refused unless
+// --repository names one; bad flags are refused and change nothing.
+func TestPluginPruneCache(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	ns, err := theBed.CreateNamespace(ctx, "prune-plugin")
+	g.Expect(err).NotTo(HaveOccurred())
+	output := reg.Host + "/it/plugin-app:v1"
+	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+	dockerfile := "FROM scratch\n"
+	bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: &dockerfile}
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType,
+		DockerStrategy: &buildv1.DockerBuildStrategy{LayerCache: &buildv1.LayerCache{Mode: buildv1.LayerCacheRegistry}}}
+	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: output}
+	bc.Spec.Platforms = []string{"linux/amd64"}
+	g.Expect(theBed.Client.Create(ctx, bc)).To(Succeed())
+	plain := bc.DeepCopy()
+	plain.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "plain"}
+	plain.Spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{}
+	g.Expect(theBed.Client.Create(ctx, plain)).To(Succeed())
+	// A Build of app that ran linux/arm64/v8 (the same cache as linux/arm64).
+	b := newBuild(ns, "app-1", dockerfile, output, []string{"linux/arm64"}, nil)
+	b.Labels = map[string]string{buildv1.BuildConfigLabel: "app"}
+	g.Expect(theBed.Client.Create(ctx, b)).To(Succeed())
+	g.Expect(applyControllerStatus(ctx, b, map[string]any{"platforms": []any{map[string]any{"platform": "linux/arm64/v8", "phase": "Complete"}}})).To(Succeed())
+	// Another BuildConfig's Build names a platform that is not app's.
+	other := newBuild(ns, "plain-1", dockerfile, output, []string{"linux/s390x"}, nil)
+	other.Labels = map[string]string{buildv1.BuildConfigLabel: "plain"}
+	g.Expect(theBed.Client.Create(ctx, other)).To(Succeed())
+	g.Expect(applyControllerStatus(ctx, other, map[string]any{"platforms": []any{map[string]any{"platform": "linux/s390x", "phase": "Complete"}}})).To(Succeed())
+
+	amd64Repo := reg.Host + "/it/plugin-app-cache-linux-amd64"
+	arm64Repo := reg.Host + "/it/plugin-app-cache-linux-arm64"
+	base := reg.Host + "/it/plugin-base:v1"
+	_, err = theBed.PushBasePlatform(ctx, reg, base, "linux/amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	ctxDir := writeContext(t, cacheDockerfile)
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("alpha\n"), 0o644)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "b.txt"), []byte("bravo\n"), 0o644)).To(Succeed())
+	c := cacheBuild{t: t, ctxDir: ctxDir, marker: t.TempDir(), cache: amd64Repo, dest: reg.Host + "/it/plugin-app:v1"}
+	g.Expect(c.build(map[string]string{"BASE": base}, false).runs).To(HaveLen(3))
+	old := imageCreated(t, time.Now().Add(-30*24*time.Hour))
+	pushImage(t, amd64Repo+":"+oldCacheTag, old)
+	pushImage(t, arm64Repo+":"+oldCacheTag, old)
+	pushImage(t, arm64Repo+":"+strings.Repeat("1b", 32), imageCreated(t, time.Now().Add(-time.Hour)))
+	tags := func(repo string) []string {
+		got, err := reg.Tags(ctx, strings.TrimPrefix(repo, reg.Host+"/"))
+		g.Expect(err).NotTo(HaveOccurred())
+		slices.Sort(got)
+		return got
+	}
+	amd64Before, arm64Before := tags(amd64Repo), tags(arm64Repo)
+	g.Expect(len(amd64Before)).To(BeNumerically(">=", 7))
+	unchanged := func() {
+		t.Helper()
+		g.Expect(tags(amd64Repo)).To(Equal(amd64Before))
+		g.Expect(tags(arm64Repo)).To(Equal(arm64Before))
+		names, err := reg.Tags(ctx, "it/plugin-app-cache-linux-s390x")
+		g.Expect(err == nil && len(names) > 0).To(BeFalse(), "no s390x cache is touched or made")
+	}
+
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"prune", "cache", "app", "--keep-younger-than", "-5m", "--confirm"}, "--keep-younger-than -5m0s is negative: give a duration of 0 or more"},
+		{[]string{"prune", "cache", "app", "--keep-younger-than", "soon", "--confirm"}, `invalid argument "soon" for "--keep-younger-than"`},
+		{[]string{"prune", "cache", "app", "--platform", "linux/foo", "--confirm"}, `--platform: "linux/foo": architecture "foo" is not a Go/OCI architecture name`},
+		{[]string{"prune", "cache", "app", "--repository", "Bad Repo", "--confirm"}, "--repository: cache repository"},
+		{[]string{"prune", "cache", "ap", "--confirm"}, `buildconfig "ap" not found in namespace "` + ns + `"; its BuildConfigs: app, plain`},
+		{[]string{"prune", "cache", "plain", "--confirm"}, `buildconfig "plain" has no registry layer cache configured`},
+	} {
+		out, err := plugin(ctx, ns, bad.args...)
+		g.Expect(err).To(MatchError(ContainSubstring(bad.want)), "%v: %s", bad.args, out)
+		unchanged()
+	}
+
+	out, err := plugin(ctx, ns, "prune", "cache", "app")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`(?m)^`+amd64Repo+` +`+oldCacheTag+` +\S+ +would remove$`), out)
+	g.Expect(out).To(MatchRegexp(`(?m)^`+arm64Repo+` +`+oldCacheTag+` +\S+ +would remove$`), out)
+	g.Expect(out).To(MatchRegexp(`(?m)^`+arm64Repo+` +`+strings.Repeat("1b", 32)+` +\S+ +kept: younger than 168h0m0s$`), out)
+	g.Expect(out).To(ContainSubstring("Dry run: nothing was removed. 2 cache tags created more than 168h0m0s ago would be removed"))
+	g.Expect(out).NotTo(ContainSubstring("s390x"))
+	unchanged()
+
+	// The BuildConfig without a layer cache of its own, with the
+	// repository named: a dry run over its spec.platforms.
+	out, err = plugin(ctx, ns, "prune", "cache", "plain", "--repository", reg.Host+"/it/plugin-app-cache", "--platform", "linux/arm64", "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	var results []cacheprune.Repository
+	g.Expect(json.Unmarshal([]byte(out), &results)).To(Succeed(), out)
+	g.Expect(results).To(HaveLen(1))
+	g.Expect(results[0].Repository).To(Equal(arm64Repo))
+	g.Expect(results[0].Tags).To(ContainElement(And(HaveField("Tag", oldCacheTag), HaveField("Action", cacheprune.WouldRemove))))
+	unchanged()
+
+	out, err = plugin(ctx, ns, "prune", "cache", "app", "--confirm")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("Removed 2 cache tags created more than 168h0m0s ago"))
+	g.Expect(tags(amd64Repo)).To(Equal(slices.DeleteFunc(slices.Clone(amd64Before), func(s string) bool { return s == oldCacheTag })))
+	g.Expect(tags(arm64Repo)).To(Equal([]string{strings.Repeat("1b", 32)}))
 }
