@@ -91,6 +91,19 @@ func (a *ReadAhead) Start(e Entry) {
 	}()
 }
 
+// Stop cancels the read of platform's image, if any, and forgets it: the
+// platform's entry no longer says Complete (its build was retried, or it
+// failed after all), so what was read is of no use.
+func (a *ReadAhead) Stop(p string) {
+	key := platformKey(p)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r, ok := a.reads[key]; ok {
+		r.cancel()
+		delete(a.reads, key)
+	}
+}
+
 // Child returns e's child when a read of e's digest for e's platform from
 // output's repository was started and succeeds, waiting for it if it is
 // under way; false otherwise (none started, another digest, it failed, or

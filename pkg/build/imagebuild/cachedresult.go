@@ -208,6 +208,9 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 		(config.Variant == "" && target.Normalize().Variant != "") {
 		return nil, fmt.Errorf("its config records platform %q, not the target %s", have.String(), target.String())
 	}
+	if len(m.Layers) > maxCachedLayers {
+		return nil, fmt.Errorf("its manifest has %d layers, more than %d", len(m.Layers), maxCachedLayers)
+	}
 	if len(m.Layers) != len(config.RootFS.DiffIDs) {
 		return nil, fmt.Errorf("its manifest has %d layers and its config %d", len(m.Layers), len(config.RootFS.DiffIDs))
 	}
@@ -220,33 +223,35 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	return &cachedResult{ref: d, image: img, config: config, layers: m.Layers, opts: opts}, nil
 }
 
+// maxCachedLayers bounds the layers of a cached result: more than any
+// image a Dockerfile gives (Docker stops at 127; an overlay mount at about
+// 500), so that a result cannot make the lookup check without end.
+const maxCachedLayers = 256
+
 // maxLayerChecks is how many layers of a cached result are checked at once.
 const maxLayerChecks = 8
 
 // checkLayers fails unless the cache repository has every layer of r, of
 // the size its manifest gives: a HEAD request each, no layer is read.
 func (r *cachedResult) checkLayers(ctx context.Context) error {
-	var g errgroup.Group
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxLayerChecks)
-	errs := make([]error, len(r.layers))
 	for i, l := range r.layers {
 		g.Go(func() error {
-			errs[i] = r.checkLayer(ctx, i, l)
-			return nil
+			// The first failure stops the checks not yet made.
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			return r.checkLayer(gctx, i, l)
 		})
 	}
-	_ = g.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	// The first failure, not the checks it stopped.
+	return g.Wait()
 }
 
 // checkLayer fails unless the cache repository has layer i, l, of l's size.
 func (r *cachedResult) checkLayer(ctx context.Context, i int, l v1.Descriptor) error {
-	layer, err := remote.Layer(r.ref.Context().Digest(l.Digest.String()), r.opts...)
+	layer, err := remote.Layer(r.ref.Context().Digest(l.Digest.String()), append(slices.Clip(r.opts), remote.WithContext(ctx))...)
 	if err != nil {
 		return fmt.Errorf("its layer %d (%s): %w", i, l.Digest, err)
 	}
@@ -257,7 +262,10 @@ func (r *cachedResult) checkLayer(ctx context.Context, i int, l v1.Descriptor) e
 	if err != nil {
 		return fmt.Errorf("its layer %d (%s): %w", i, l.Digest, contextErr(ctx, err))
 	}
-	if size >= 0 && size != l.Size {
+	if size < 0 {
+		return fmt.Errorf("its layer %d (%s): the cache repository does not say its size", i, l.Digest)
+	}
+	if size != l.Size {
 		return fmt.Errorf("its layer %d has %d bytes in the cache repository, its manifest says %d", i, size, l.Size)
 	}
 	return nil
@@ -286,11 +294,31 @@ type limitManifests struct {
 
 func (t limitManifests) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.inner.RoundTrip(req)
-	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, "/manifests/") {
+	// A redirect is followed with a request of its own, to a path of the
+	// registry's choosing: what counts is the request that began it.
+	first := req
+	for first.Response != nil && first.Response.Request != nil {
+		first = first.Response.Request
+	}
+	if err != nil || first.Method != http.MethodGet || !isManifestPath(first.URL.Path) {
 		return resp, err
 	}
 	resp.Body = &limitedBody{ReadCloser: resp.Body, size: resp.ContentLength, left: t.limit, limit: t.limit}
 	return resp, nil
+}
+
+// isManifestPath says whether path is the distribution API's
+// /v2/<name>/manifests/<reference>: a repository name may have a
+// component called manifests, but a reference has no slash.
+func isManifestPath(path string) bool {
+	name, ref, ok := strings.Cut(strings.TrimPrefix(path, "/v2/"), "/manifests/")
+	for ok && strings.Contains(ref, "/manifests/") {
+		// The last /manifests/ is the one before the reference.
+		var more string
+		more, ref, _ = strings.Cut(ref, "/manifests/")
+		name += "/manifests/" + more
+	}
+	return ok && strings.HasPrefix(path, "/v2/") && name != "" && ref != "" && !strings.Contains(ref, "/")
 }
 
 // limitedBody reads a body of at most limit bytes: it fails once its

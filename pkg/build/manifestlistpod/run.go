@@ -222,6 +222,9 @@ func (r *Run) Do(ctx context.Context) error {
 	}
 	r.logf("Pushing the manifest list of %d platforms to %s", len(entries), output)
 	res, err := r.Registry.Assemble(ctx, manifestlist.Options{Output: output, Entries: entries, Access: r.Access, ReadAhead: ahead.reads})
+	// What Assemble did not take is of no use, and a read still under
+	// way would log beside the result.
+	ahead.close()
 	if err != nil {
 		return r.fail(ctx, build, manifestlist.ReasonOf(err), err)
 	}
@@ -327,9 +330,18 @@ func (a *readAhead) start(b *buildv1.Build) {
 			keys[parsed.Key()] = true
 		}
 	}
+	// A platform named twice in the status (spelled two ways) is read by
+	// neither: the assembly refuses the pair.
+	named := map[string]int{}
+	for _, p := range b.Status.Platforms {
+		if parsed, err := platform.Parse(p.Platform); err == nil {
+			named[parsed.Key()]++
+		}
+	}
+	complete := map[string]bool{}
 	for _, p := range b.Status.Platforms {
 		parsed, err := platform.Parse(p.Platform)
-		if p.Phase != buildv1.BuildPhaseComplete || err != nil || !keys[parsed.Key()] {
+		if p.Phase != buildv1.BuildPhaseComplete || err != nil || !keys[parsed.Key()] || named[parsed.Key()] > 1 {
 			continue
 		}
 		entries, err := manifestlist.Entries([]buildv1.BuildStatusPlatform{p})
@@ -340,6 +352,16 @@ func (a *readAhead) start(b *buildv1.Build) {
 			a.reads = manifestlist.NewReadAhead(a.ctx, to.Name, a.run.readChild)
 		}
 		a.reads.Start(entries[0])
+		complete[parsed.Key()] = true
+	}
+	// A platform that said Complete and no longer does (retried, or
+	// failed after all) keeps no read under way.
+	if a.reads != nil {
+		for _, p := range want {
+			if parsed, err := platform.Parse(p); err == nil && !complete[parsed.Key()] {
+				a.reads.Stop(p)
+			}
+		}
 	}
 }
 

@@ -572,6 +572,35 @@ func TestReadAheadFollowsARetriedPlatform(t *testing.T) {
 	}
 }
 
+// TestReadAheadStopsWhenNoLongerComplete: a platform whose entry said
+// Complete and then no longer does (its build retried, or failed after
+// all) has its read stopped at once, before it reports again.
+func TestReadAheadStopsWhenNoLongerComplete(t *testing.T) {
+	first, second := digest.FromString("first amd64 image"), digest.FromString("second amd64 image")
+	reg := &fakeRegistry{reads: make(chan manifestlist.Entry, 16), hang: map[digest.Digest]bool{first: true}, cancelled: make(chan manifestlist.Entry, 16)}
+	b := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)))
+	run, out := newRun(b, reg)
+	done := make(chan error, 1)
+	go func() { done <- run.Do(context.Background()) }()
+	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", first))
+	if e := nextRead(t, reg, done); e.Digest != first {
+		t.Fatalf("read %s, want %s", e.Digest, first)
+	}
+	b.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))) // retried
+	select {
+	case e := <-reg.cancelled:
+		if e.Digest != first {
+			t.Errorf("stopped the read of %s, want %s", e.Digest, first)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the read of the image was not stopped when the platform's entry no longer said Complete")
+	}
+	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)), "linux/amd64", second))
+	if err := <-done; err != nil {
+		t.Fatalf("Do: %v\n%s", err, out)
+	}
+}
+
 // TestReadAheadStopsWithTheRun: reads under way stop when the Build
 // ends without a manifest list, is deleted, or the pod is stopped; Do
 // returns only once they have.
