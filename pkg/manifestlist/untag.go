@@ -76,6 +76,40 @@ func Untag(ctx context.Context, access registry.Access, refs ...string) error {
 	return errors.Join(errs...)
 }
 
+// Untagger deletes tags of one repository as Untag does, authenticated
+// once (one ping, one token) for all of them: for callers removing many
+// tags of a repository one at a time.
+type Untagger struct {
+	u    *untagger
+	repo reference.Named
+}
+
+// NewUntagger authenticates to repository's registry for deleting its tags.
+func NewUntagger(ctx context.Context, access registry.Access, repository string) (*Untagger, error) {
+	named, err := reference.ParseNormalizedNamed(repository)
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: %w", repository, err)
+	}
+	if !reference.IsNameOnly(named) {
+		return nil, fmt.Errorf("repository %q has a tag or digest", repository)
+	}
+	u, err := newUntagger(ctx, access, named)
+	if err != nil {
+		return nil, err
+	}
+	return &Untagger{u: u, repo: named}, nil
+}
+
+// Untag removes tag from the repository; a tag already gone counts as
+// removed.
+func (u *Untagger) Untag(ctx context.Context, tag string) error {
+	tagged, err := reference.WithTag(u.repo, tag)
+	if err != nil {
+		return fmt.Errorf("untagging %s:%s: %w", u.repo, tag, err)
+	}
+	return u.u.untag(ctx, tagged)
+}
+
 // untagger deletes tags of one repository, authenticated once (one ping,
 // one token) for all of them.
 type untagger struct {

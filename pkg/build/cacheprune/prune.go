@@ -190,6 +190,10 @@ type repo struct {
 	name   name.Repository
 	opts   []remote.Option
 	mu     sync.Mutex // serialises removals
+	// untagger removes tags, authenticated for deleting on the first
+	// removal; untagErr is why it could not be.
+	untagger *manifestlist.Untagger
+	untagErr error
 }
 
 // connect finds the repository's credentials and transport (as every
@@ -299,7 +303,14 @@ func (r *repo) remove(ctx context.Context, tag string, read v1.Hash, t *Tag) {
 		t.Action, t.Reason = Kept, "pushed again while pruning"
 		return
 	}
-	if err := manifestlist.Untag(ctx, r.access, r.name.Tag(tag).String()); err != nil {
+	if r.untagger == nil && r.untagErr == nil {
+		r.untagger, r.untagErr = manifestlist.NewUntagger(ctx, r.access, r.name.Name())
+	}
+	if r.untagErr != nil {
+		t.Action, t.Reason = Failed, r.untagErr.Error()
+		return
+	}
+	if err := r.untagger.Untag(ctx, tag); err != nil {
 		t.Action, t.Reason = Failed, err.Error()
 		return
 	}

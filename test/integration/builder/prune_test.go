@@ -146,8 +146,20 @@ func TestPruneCache(t *testing.T) {
 	greeting := c.build(map[string]string{"BASE": base, "GREETING": "bonjour"}, false)
 	g.Expect(greeting.runs).To(Equal([]string{"greeting"}), "the kept steps before it are reused\n%s", greeting.log)
 
+	before, err := reg.Requests()
+	g.Expect(err).NotTo(HaveOccurred())
 	out, code = prune("--keep-younger-than", "0s", "--confirm")
 	g.Expect(code).To(BeZero(), out)
+	after, err := reg.Requests()
+	g.Expect(err).NotTo(HaveOccurred())
+	deletes := 0
+	for _, r := range after[len(before):] {
+		if r.Method == http.MethodDelete {
+			deletes++
+		}
+	}
+	fmt.Printf("prune-cache --keep-younger-than 0s --confirm: %d tags removed with %d registry requests (%d DELETE)\n",
+		deletes, len(after)-len(before), deletes)
 	g.Expect(out).To(ContainSubstring("kept: not a cache tag"))
 	g.Expect(tags()).To(Equal([]string{"keep-me"}), "0s removes every cache tag and only those\n%s", out)
 	cold := c.build(args, false)
