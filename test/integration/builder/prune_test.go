@@ -174,7 +174,8 @@ func TestPruneCache(t *testing.T) {
 // of the bed's registry, a tag list that never ends, one page of the tag
 // list over the size limit, more tags than the limit and a manifest over
 // the limit are each reported, and nothing of those repositories is
-// removed, while the other repositories are pruned.
+// removed, while the other repositories are pruned; a tag a build pushes
+// again between the prune's read and its removal is kept.
 func TestPruneCacheHostile(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -199,6 +200,11 @@ func TestPruneCacheHostile(t *testing.T) {
 	forward := httputil.NewSingleHostReverseProxy(target)
 	var pages atomic.Int64
 	longTag := strings.Repeat("t", 120)
+	moved := reg.Host + "/it/prune-moved-cache-linux-amd64"
+	pushImage(t, moved+":"+tag(5), imageCreated(t, longAgo))
+	movedRef, err := name.ParseReference(moved+":"+tag(5), name.Insecure)
+	g.Expect(err).NotTo(HaveOccurred())
+	var movedErr atomic.Pointer[error]
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		p := req.URL.Path
 		switch {
@@ -242,6 +248,13 @@ func TestPruneCacheHostile(t *testing.T) {
 			_, _ = fmt.Fprint(w, `{"schemaVersion":2,"mediaType":"`+string(ggcrtypes.OCIManifestSchema1)+`","annotations":{"pad":"`)
 			_, _ = fmt.Fprint(w, strings.Repeat("x", cacheprune.MaxManifestSize+1))
 			_, _ = fmt.Fprint(w, `"}}`)
+		case req.Method == http.MethodHead && p == "/v2/it/prune-moved-cache-linux-amd64/manifests/"+tag(5):
+			// A build pushes the step again between the prune's read
+			// and its removal: the HEAD before the removal sees it.
+			if err := remote.Write(movedRef, imageCreated(t, time.Now()), remote.WithContext(req.Context())); err != nil {
+				movedErr.Store(&err)
+			}
+			forward.ServeHTTP(w, req)
 		default:
 			forward.ServeHTTP(w, req)
 		}
@@ -255,12 +268,13 @@ func TestPruneCacheHostile(t *testing.T) {
 		host + "/it/hugepage-cache-linux-amd64",
 		host + "/it/manytags-cache-linux-amd64",
 		host + "/it/bigmanifest-cache-linux-amd64",
+		host + "/it/prune-moved-cache-linux-amd64",
 	}, cacheprune.Options{Access: registry.Access{UserAgent: "archway-test"}, KeepYoungerThan: time.Hour, Confirm: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	var table strings.Builder
 	g.Expect(cacheprune.WriteTable(&table, results, time.Hour, true)).To(Succeed())
 	t.Log(table.String())
-	g.Expect(results).To(HaveLen(5))
+	g.Expect(results).To(HaveLen(6))
 
 	action := map[string]string{}
 	for _, tg := range results[0].Tags {
@@ -283,6 +297,12 @@ func TestPruneCacheHostile(t *testing.T) {
 	g.Expect(results[4].Tags).To(HaveLen(1))
 	g.Expect(results[4].Tags[0].Action).To(Equal(cacheprune.Kept))
 	g.Expect(results[4].Tags[0].Reason).To(ContainSubstring(fmt.Sprintf("manifest has more than %d bytes", cacheprune.MaxManifestSize)))
+	g.Expect(movedErr.Load()).To(BeNil())
+	g.Expect(results[5].Tags).To(ConsistOf(And(HaveField("Tag", tag(5)), HaveField("Action", cacheprune.Kept),
+		HaveField("Reason", "pushed again while pruning"))))
+	left, err = reg.Tags(ctx, "it/prune-moved-cache-linux-amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(left).To(ConsistOf(tag(5)), "the step pushed again is kept")
 	g.Expect(cacheprune.Summarize(results).Err()).To(HaveOccurred(), "a repository that could not be listed is an error")
 }
 
