@@ -329,10 +329,13 @@ func plugin(ctx context.Context, ns string, args ...string) (string, error) {
 // TestPluginPruneCache prunes a BuildConfig's layer caches with kubectl
 // archway prune cache, read from the apiserver: its output's cache
 // repository for spec.platforms (filled by a real build) and for a platform
-// only a Build's status names, with an old image under a cache tag in each.
+// only a Build's status names, with an old image under a cache tag in each
+// and a whole result of a real build in the first.
 // A dry run lists both and removes nothing; --confirm removes exactly the
 // old tags; a BuildConfig without a registry layer cache is refused unless
-// --repository names one; bad flags are refused and change nothing.
+// --repository names one; bad flags are refused and change nothing;
+// --keep-younger-than 0s removes the result too, and the next build of its
+// inputs builds and keeps its result again.
 func TestPluginPruneCache(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -373,6 +376,12 @@ func TestPluginPruneCache(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(ctxDir, "b.txt"), []byte("bravo\n"), 0o644)).To(Succeed())
 	c := cacheBuild{t: t, ctxDir: ctxDir, marker: t.TempDir(), cache: amd64Repo, dest: reg.Host + "/it/plugin-app:v1"}
 	g.Expect(c.build(map[string]string{"BASE": base}, false).runs).To(HaveLen(3))
+	// A whole result in the same cache (a build without build volumes).
+	resultDir := writeContext(t, "ARG BASE\nFROM $BASE\nCOPY a.txt /a.txt\n")
+	g.Expect(os.WriteFile(filepath.Join(resultDir, "a.txt"), []byte("alpha\n"), 0o644)).To(Succeed())
+	rb := resultBuild{t: t, ctxDir: resultDir, cache: amd64Repo, dest: reg.Host + "/it/plugin-result:v1"}
+	rb.build("linux/amd64", "app-1", map[string]string{"BASE": base}, false)
+	g.Expect(resultTags(t, reg, strings.TrimPrefix(amd64Repo, reg.Host+"/"))).To(HaveLen(1))
 	old := imageCreated(t, time.Now().Add(-30*24*time.Hour))
 	pushImage(t, amd64Repo+":"+oldCacheTag, old)
 	pushImage(t, arm64Repo+":"+oldCacheTag, old)
@@ -434,4 +443,15 @@ func TestPluginPruneCache(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("Removed 2 cache tags created more than 168h0m0s ago"))
 	g.Expect(tags(amd64Repo)).To(Equal(slices.DeleteFunc(slices.Clone(amd64Before), func(s string) bool { return s == oldCacheTag })))
 	g.Expect(tags(arm64Repo)).To(Equal([]string{strings.Repeat("1b", 32)}))
+	g.Expect(resultTags(t, reg, strings.TrimPrefix(amd64Repo, reg.Host+"/"))).To(HaveLen(1), "the fresh result is kept")
+
+	// 0s removes the result too; the next build of its inputs builds.
+	out, err = plugin(ctx, ns, "prune", "cache", "app", "--platform", "linux/amd64", "--keep-younger-than", "0s", "--confirm")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`(?m)^`+amd64Repo+` +result-[0-9a-f]{64} +\S+ +removed$`), out)
+	g.Expect(reg.Tags(ctx, strings.TrimPrefix(amd64Repo, reg.Host+"/"))).To(BeEmpty())
+	g.Expect(tags(arm64Repo)).To(Equal([]string{strings.Repeat("1b", 32)}), "--platform prunes only linux/amd64")
+	again := rb.build("linux/amd64", "app-2", map[string]string{"BASE": base}, false)
+	g.Expect(again.log).To(ContainSubstring("No earlier result of the same inputs in the layer cache"), again.log)
+	g.Expect(resultTags(t, reg, strings.TrimPrefix(amd64Repo, reg.Host+"/"))).To(HaveLen(1), "and keeps its result again")
 }
