@@ -63,3 +63,22 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("no failure: %v", err)
 	}
 }
+
+// TestWriteTableEscapes: a hostile registry's tag names and messages reach
+// the table quoted, never as terminal control sequences.
+func TestWriteTableEscapes(t *testing.T) {
+	var out strings.Builder
+	err := WriteTable(&out, []Repository{{Repository: "r", Tags: []Tag{
+		{Tag: "evil\x1b]0;owned\x07", Action: Kept, Reason: "not a cache tag"},
+		{Tag: strings.Repeat("a", 64), Action: Kept, Reason: "its manifest could not be read: \x1b[2Jgone"},
+	}}}, time.Hour, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\x07") {
+		t.Errorf("control characters in the table:\n%q", out.String())
+	}
+	if !strings.Contains(out.String(), `"evil\x1b]0;owned\a"`) {
+		t.Errorf("tag not quoted:\n%s", out.String())
+	}
+}

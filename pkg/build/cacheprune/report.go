@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // Summary counts a prune's tags by what was done with them, and the
@@ -72,7 +74,7 @@ func WriteTable(w io.Writer, results []Repository, keepYoungerThan time.Duration
 			if t.Reason != "" {
 				action += ": " + oneLine(t.Reason)
 			}
-			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Repository, t.Tag, created, action)
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Repository, printable(t.Tag), created, action)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -99,5 +101,17 @@ func WriteJSON(w io.Writer, results []Repository) error {
 
 // oneLine keeps a registry's message on the table's row.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return printable(strings.Join(strings.Fields(s), " "))
+}
+
+// printable returns s, quoted when it holds a character that is not
+// printable: a tag or message from a registry never reaches the terminal
+// as control sequences.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.QuoteToASCII(s)
+		}
+	}
+	return s
 }
