@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -51,6 +52,9 @@ func pushImage(t *testing.T, ref string, img v1.Image) {
 	}
 }
 
+// uniqueName is a suffix for repository names of one test run.
+func uniqueName() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
+
 // imageCreated returns a small random image whose config says it was
 // created at created.
 func imageCreated(t *testing.T, created time.Time) v1.Image {
@@ -85,11 +89,13 @@ func TestPruneCache(t *testing.T) {
 	ctxDir := writeContext(t, cacheDockerfile)
 	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("alpha\n"), 0o644)).To(Succeed())
 	g.Expect(os.WriteFile(filepath.Join(ctxDir, "b.txt"), []byte("bravo\n"), 0o644)).To(Succeed())
-	cacheBase := reg.Host + "/it/prune-app-cache"
+	// Names of their own, so that a rerun (-count) starts empty.
+	run := uniqueName()
+	cacheBase := reg.Host + "/it/prune-app" + run + "-cache"
 	cacheRepo, err := platform.CacheRepository(cacheBase, "linux/amd64")
 	g.Expect(err).NotTo(HaveOccurred())
 	repoPath := strings.TrimPrefix(cacheRepo, reg.Host+"/")
-	c := cacheBuild{t: t, ctxDir: ctxDir, marker: t.TempDir(), cache: cacheRepo, dest: reg.Host + "/it/prune-app:v1"}
+	c := cacheBuild{t: t, ctxDir: ctxDir, marker: t.TempDir(), cache: cacheRepo, dest: reg.Host + "/it/prune-app" + run + ":v1"}
 	args := map[string]string{"BASE": base}
 
 	first := c.build(args, false)
@@ -342,7 +348,8 @@ func TestPluginPruneCache(t *testing.T) {
 	reg := theBed.Registry
 	ns, err := theBed.CreateNamespace(ctx, "prune-plugin")
 	g.Expect(err).NotTo(HaveOccurred())
-	output := reg.Host + "/it/plugin-app:v1"
+	run := uniqueName()
+	output := reg.Host + "/it/plugin-app" + run + ":v1"
 	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
 	dockerfile := "FROM scratch\n"
 	bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: &dockerfile}
@@ -366,20 +373,20 @@ func TestPluginPruneCache(t *testing.T) {
 	g.Expect(theBed.Client.Create(ctx, other)).To(Succeed())
 	g.Expect(applyControllerStatus(ctx, other, map[string]any{"platforms": []any{map[string]any{"platform": "linux/s390x", "phase": "Complete"}}})).To(Succeed())
 
-	amd64Repo := reg.Host + "/it/plugin-app-cache-linux-amd64"
-	arm64Repo := reg.Host + "/it/plugin-app-cache-linux-arm64"
+	amd64Repo := reg.Host + "/it/plugin-app" + run + "-cache-linux-amd64"
+	arm64Repo := reg.Host + "/it/plugin-app" + run + "-cache-linux-arm64"
 	base := reg.Host + "/it/plugin-base:v1"
 	_, err = theBed.PushBasePlatform(ctx, reg, base, "linux/amd64")
 	g.Expect(err).NotTo(HaveOccurred())
 	ctxDir := writeContext(t, cacheDockerfile)
 	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("alpha\n"), 0o644)).To(Succeed())
 	g.Expect(os.WriteFile(filepath.Join(ctxDir, "b.txt"), []byte("bravo\n"), 0o644)).To(Succeed())
-	c := cacheBuild{t: t, ctxDir: ctxDir, marker: t.TempDir(), cache: amd64Repo, dest: reg.Host + "/it/plugin-app:v1"}
+	c := cacheBuild{t: t, ctxDir: ctxDir, marker: t.TempDir(), cache: amd64Repo, dest: output}
 	g.Expect(c.build(map[string]string{"BASE": base}, false).runs).To(HaveLen(3))
 	// A whole result in the same cache (a build without build volumes).
 	resultDir := writeContext(t, "ARG BASE\nFROM $BASE\nCOPY a.txt /a.txt\n")
 	g.Expect(os.WriteFile(filepath.Join(resultDir, "a.txt"), []byte("alpha\n"), 0o644)).To(Succeed())
-	rb := resultBuild{t: t, ctxDir: resultDir, cache: amd64Repo, dest: reg.Host + "/it/plugin-result:v1"}
+	rb := resultBuild{t: t, ctxDir: resultDir, cache: amd64Repo, dest: reg.Host + "/it/plugin-result" + run + ":v1"}
 	rb.build("linux/amd64", "app-1", map[string]string{"BASE": base}, false)
 	g.Expect(resultTags(t, reg, strings.TrimPrefix(amd64Repo, reg.Host+"/"))).To(HaveLen(1))
 	old := imageCreated(t, time.Now().Add(-30*24*time.Hour))
@@ -398,7 +405,7 @@ func TestPluginPruneCache(t *testing.T) {
 		t.Helper()
 		g.Expect(tags(amd64Repo)).To(Equal(amd64Before))
 		g.Expect(tags(arm64Repo)).To(Equal(arm64Before))
-		names, err := reg.Tags(ctx, "it/plugin-app-cache-linux-s390x")
+		names, err := reg.Tags(ctx, "it/plugin-app"+run+"-cache-linux-s390x")
 		g.Expect(err == nil && len(names) > 0).To(BeFalse(), "no s390x cache is touched or made")
 	}
 
@@ -429,7 +436,7 @@ func TestPluginPruneCache(t *testing.T) {
 
 	// The BuildConfig without a layer cache of its own, with the
 	// repository named: a dry run over its spec.platforms.
-	out, err = plugin(ctx, ns, "prune", "cache", "plain", "--repository", reg.Host+"/it/plugin-app-cache", "--platform", "linux/arm64", "-o", "json")
+	out, err = plugin(ctx, ns, "prune", "cache", "plain", "--repository", reg.Host+"/it/plugin-app"+run+"-cache", "--platform", "linux/arm64", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	var results []cacheprune.Repository
 	g.Expect(json.Unmarshal([]byte(out), &results)).To(Succeed(), out)
