@@ -55,7 +55,7 @@ delete, and a registry that allows deleting (Distribution: storage.delete.enable
 			if err != nil {
 				return err
 			}
-			auth, err := registry.FindAuthFile(authFile)
+			auth, err := registry.UserAuthFile(authFile)
 			if err != nil {
 				return fmt.Errorf("--authfile: %w", err)
 			}

@@ -71,3 +71,24 @@ func classify(path string) (AuthFile, error) {
 	legacy := !hasAuths && !hasHelpers && len(top) > 0
 	return AuthFile{Path: path, Legacy: legacy}, nil
 }
+
+// AuthFileEnv names the docker config file podman, skopeo and buildah read
+// the user's credentials from instead of the default places.
+const AuthFileEnv = "REGISTRY_AUTH_FILE"
+
+// UserAuthFile returns the docker config file of a command run by a user:
+// path when given (a flag), else $REGISTRY_AUTH_FILE as podman reads it,
+// else the zero AuthFile (containers/image's default places).
+func UserAuthFile(path string) (AuthFile, error) {
+	if path != "" {
+		return FindAuthFile(path)
+	}
+	if env := os.Getenv(AuthFileEnv); env != "" {
+		f, err := FindAuthFile(env)
+		if err != nil {
+			return AuthFile{}, fmt.Errorf("$%s: %w", AuthFileEnv, err)
+		}
+		return f, nil
+	}
+	return AuthFile{}, nil
+}

@@ -74,3 +74,29 @@ func TestFindAuthFileAuthFile(t *testing.T) {
 		}
 	})
 }
+
+func TestUserAuthFile(t *testing.T) {
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "flag.json")
+	env := filepath.Join(dir, "env.json")
+	for _, p := range []string{flag, env} {
+		if err := os.WriteFile(p, []byte(`{"auths":{}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(AuthFileEnv, env)
+	if f, err := UserAuthFile(flag); err != nil || f.Path != flag {
+		t.Errorf("flag: %+v, %v", f, err)
+	}
+	if f, err := UserAuthFile(""); err != nil || f.Path != env {
+		t.Errorf("$REGISTRY_AUTH_FILE: %+v, %v", f, err)
+	}
+	t.Setenv(AuthFileEnv, filepath.Join(dir, "missing.json"))
+	if _, err := UserAuthFile(""); err == nil || !strings.Contains(err.Error(), "$REGISTRY_AUTH_FILE") {
+		t.Errorf("missing: %v", err)
+	}
+	t.Setenv(AuthFileEnv, "")
+	if f, err := UserAuthFile(""); err != nil || f != (AuthFile{}) {
+		t.Errorf("none: %+v, %v", f, err)
+	}
+}

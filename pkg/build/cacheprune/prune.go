@@ -147,7 +147,7 @@ func pruneRepository(ctx context.Context, repository string, o Options) Reposito
 	}
 	tags, err := r.list(ctx)
 	if err != nil {
-		res.Error = "listing its tags: " + err.Error()
+		res.Error = "listing its tags: " + r.explain(err).Error()
 		return res
 	}
 	slices.Sort(tags)
@@ -187,6 +187,8 @@ func pruneRepository(ctx context.Context, repository string, o Options) Reposito
 // repo reaches one cache repository.
 type repo struct {
 	access registry.Access
+	// anonymous is true when no credentials were found, for messages.
+	anonymous bool
 	name   name.Repository
 	opts   []remote.Option
 	mu     sync.Mutex // serialises removals
@@ -209,7 +211,19 @@ func connect(ctx context.Context, access registry.Access, repository string) (*r
 	if err != nil {
 		return nil, err
 	}
-	return &repo{access: access, name: e.Repository, opts: append(opts, remote.Reuse(puller))}, nil
+	return &repo{access: access, anonymous: e.Anonymous, name: e.Repository, opts: append(opts, remote.Reuse(puller))}, nil
+}
+
+// explain says which credentials a registry refused, or that it wants some.
+func (r *repo) explain(err error) error {
+	var terr *transport.Error
+	if !errors.As(err, &terr) || (terr.StatusCode != http.StatusUnauthorized && terr.StatusCode != http.StatusForbidden) {
+		return err
+	}
+	if r.anonymous {
+		return fmt.Errorf("registry %s requires credentials, and none were found for it in %s: %w", r.name.RegistryStr(), r.access.CredentialSource(), err)
+	}
+	return fmt.Errorf("the registry refused the credentials for %s from %s: %w", r.name.RegistryStr(), r.access.CredentialSource(), err)
 }
 
 // list returns the repository's tags, following the registry's pages up to

@@ -108,7 +108,7 @@ func (po *pruneCacheOptions) run(ctx context.Context, o *env, name string) error
 	if err := po.validate(); err != nil {
 		return err
 	}
-	auth, err := registry.FindAuthFile(po.registryConfig)
+	auth, err := registry.UserAuthFile(po.registryConfig)
 	if err != nil {
 		return fmt.Errorf("--registry-config: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -461,4 +462,77 @@ func TestPluginPruneCache(t *testing.T) {
 	again := rb.build("linux/amd64", "app-2", map[string]string{"BASE": base}, false)
 	g.Expect(again.log).To(ContainSubstring("No earlier result of the same inputs in the layer cache"), again.log)
 	g.Expect(resultTags(t, reg, strings.TrimPrefix(amd64Repo, reg.Host+"/"))).To(HaveLen(1), "and keeps its result again")
+}
+
+// TestPruneCacheCredentials prunes a cache in the bed's htpasswd registry:
+// without credentials the prune fails saying the registry requires some
+// and removes nothing; with wrong ones it says they were refused; with the
+// credentials in --authfile (builder) or REGISTRY_AUTH_FILE (kubectl
+// archway, as podman finds them; --registry-config is the same file) it
+// removes the old tag.
+func TestPruneCacheCredentials(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.AuthRegistry
+	run := uniqueName()
+	cacheBase := reg.Host + "/it/prune-creds" + run + "-cache"
+	cacheRepo := cacheBase + "-linux-amd64"
+	ref, err := name.ParseReference(cacheRepo+":"+oldCacheTag, name.Insecure)
+	g.Expect(err).NotTo(HaveOccurred())
+	basic := &authn.Basic{Username: reg.Username, Password: reg.Password}
+	g.Expect(remote.Write(ref, imageCreated(t, time.Now().Add(-30*24*time.Hour)), remote.WithContext(ctx), remote.WithAuth(basic))).To(Succeed())
+	tags := func() []string {
+		got, err := reg.Tags(ctx, strings.TrimPrefix(cacheRepo, reg.Host+"/"))
+		g.Expect(err).NotTo(HaveOccurred())
+		return got
+	}
+	g.Expect(tags()).To(Equal([]string{oldCacheTag}))
+
+	// Nothing in the default places.
+	env := []string{"REGISTRY_AUTH_FILE=", "HOME=" + t.TempDir(), "XDG_RUNTIME_DIR=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir()}
+	args := []string{"prune-cache", "--cache-repo", cacheBase, "--platform", "linux/amd64", "--confirm"}
+	out, code := runBuilder(t, env, args...)
+	g.Expect(code).NotTo(BeZero(), out)
+	g.Expect(out).To(ContainSubstring("listing its tags: registry " + reg.Host + " requires credentials, and none were found for it in the default credential files"))
+	g.Expect(tags()).To(Equal([]string{oldCacheTag}))
+
+	out, code = runBuilder(t, env, append(args, "--authfile", authFile(t, reg.Host, reg.Username, "wrong"))...)
+	g.Expect(code).NotTo(BeZero(), out)
+	g.Expect(out).To(ContainSubstring("the registry refused the credentials for " + reg.Host))
+	g.Expect(tags()).To(Equal([]string{oldCacheTag}))
+
+	out, code = runBuilder(t, env, append(args, "--keep-younger-than", "240h", "--authfile", authFile(t, reg.Host, reg.Username, reg.Password))...)
+	g.Expect(code).To(BeZero(), out)
+	g.Expect(out).To(ContainSubstring("Removed 1 cache tags created more than 240h0m0s ago"))
+	g.Expect(reg.Tags(ctx, strings.TrimPrefix(cacheRepo, reg.Host+"/"))).To(BeEmpty())
+
+	// kubectl archway finds the user's credentials in REGISTRY_AUTH_FILE.
+	g.Expect(remote.Write(ref, imageCreated(t, time.Now().Add(-30*24*time.Hour)), remote.WithContext(ctx), remote.WithAuth(basic))).To(Succeed())
+	ns, err := theBed.CreateNamespace(ctx, "prune-creds")
+	g.Expect(err).NotTo(HaveOccurred())
+	dockerfile := "FROM scratch\n"
+	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+	bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: &dockerfile}
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{
+		LayerCache: &buildv1.LayerCache{Mode: buildv1.LayerCacheRegistry, Repository: cacheBase}}}
+	bc.Spec.Platforms = []string{"linux/amd64"}
+	g.Expect(theBed.Client.Create(ctx, bc)).To(Succeed())
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		t.Setenv(k, v)
+	}
+	out, err = plugin(ctx, ns, "prune", "cache", "app", "--confirm")
+	g.Expect(err).To(MatchError(ContainSubstring("could not be listed")), out)
+	g.Expect(out).To(ContainSubstring("requires credentials, and none were found for it in the default credential files"))
+	g.Expect(tags()).To(Equal([]string{oldCacheTag}))
+	t.Setenv("REGISTRY_AUTH_FILE", authFile(t, reg.Host, reg.Username, "wrong"))
+	out, err = plugin(ctx, ns, "prune", "cache", "app", "--confirm")
+	g.Expect(err).To(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("the registry refused the credentials for " + reg.Host))
+	g.Expect(tags()).To(Equal([]string{oldCacheTag}))
+	t.Setenv("REGISTRY_AUTH_FILE", authFile(t, reg.Host, reg.Username, reg.Password))
+	out, err = plugin(ctx, ns, "prune", "cache", "app", "--confirm")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("Removed 1 cache tags"))
+	g.Expect(reg.Tags(ctx, strings.TrimPrefix(cacheRepo, reg.Host+"/"))).To(BeEmpty())
 }
