@@ -189,9 +189,9 @@ type repo struct {
 	access registry.Access
 	// anonymous is true when no credentials were found, for messages.
 	anonymous bool
-	name   name.Repository
-	opts   []remote.Option
-	mu     sync.Mutex // serialises removals
+	name      name.Repository
+	opts      []remote.Option
+	mu        sync.Mutex // serialises removals
 	// untagger removes tags, authenticated for deleting on the first
 	// removal; untagErr is why it could not be.
 	untagger *manifestlist.Untagger
