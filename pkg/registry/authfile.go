@@ -38,14 +38,14 @@ func FindAuthFile(path string) (AuthFile, error) {
 	if path == "" {
 		return AuthFile{}, nil
 	}
-	info, err := os.Stat(path)
+	info, err := os.Stat(path) //nolint:gosec // G703: the file the user or the pod spec names, read as podman reads it
 	if err != nil {
 		return AuthFile{}, fmt.Errorf("docker config %s: %w", path, err)
 	}
 	if info.IsDir() {
 		for _, name := range fileNames {
 			candidate := filepath.Join(path, name)
-			if _, err := os.Stat(candidate); err == nil {
+			if _, err := os.Stat(candidate); err == nil { //nolint:gosec // G703: as above
 				return classify(candidate)
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				return AuthFile{}, fmt.Errorf("docker config %s: %w", candidate, err)
@@ -58,7 +58,7 @@ func FindAuthFile(path string) (AuthFile, error) {
 
 // classify reads path to tell the config.json format from the legacy one.
 func classify(path string) (AuthFile, error) {
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(path) //nolint:gosec // G703: as above
 	if err != nil {
 		return AuthFile{}, fmt.Errorf("docker config %s: %w", path, err)
 	}
