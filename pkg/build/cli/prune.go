@@ -77,7 +77,7 @@ credential allowed to delete tags, on a registry that allows deleting.`,
 	f.DurationVar(&po.keep, "keep-younger-than", defaultKeepYoungerThan, "keep cache images created less than this long ago (0s: remove every cache tag)")
 	f.BoolVar(&po.confirm, "confirm", false, "remove the tags; without it, only list what would be removed")
 	f.StringVarP(&po.output, "output", "o", "", "json: print the result as JSON instead of a table")
-	f.StringVar(&po.repository, "repository", "", "the cache repository, without platform suffix, when the BuildConfig names none (e.g. registry.example.com/team/app-cache)")
+	f.StringVar(&po.repository, "repository", "", "the cache repository, without platform suffix, instead of the BuildConfig's (needed when it configures none; e.g. registry.example.com/team/app-cache)")
 	f.StringVar(&po.registryConfig, "registry-config", "", "docker config file (or directory holding one) with registry credentials (default: as podman finds them)")
 	f.StringSliceVar(&po.insecure, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are)")
 	return cmd
