@@ -30,7 +30,9 @@ Only the tags builds write there are considered: a step's cache key (64 lowercas
 digits) and a whole result (result- and 64 hexadecimal digits); any other tag is kept, as is an
 image index, an artifact or an image that cannot be read under a cache tag. Tags are deleted, never
 manifests by digest: the registry's garbage collection frees the blobs afterwards. A later build
-simply builds and pushes a pruned step again.
+simply builds and pushes a pruned step again. The age is the image's creation time, not its last use
+(a step every build reuses goes once it is older, and is pushed again), or the time a
+SOURCE_DATE_EPOCH build arg gives. A cache repository is shared by every build that names it.
 
 Credentials are the ones containers/image finds (--authfile, $REGISTRY_AUTH_FILE,
 $XDG_RUNTIME_DIR/containers/auth.json, ~/.docker/config.json); deleting needs a credential allowed to

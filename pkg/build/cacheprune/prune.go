@@ -346,12 +346,18 @@ type limits struct{ inner http.RoundTripper }
 
 func (l limits) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := l.inner.RoundTrip(req)
+	// A redirect is followed with a request of its own, to a path of the
+	// registry's choosing: the request that began it says what is read.
+	first := req
+	for first.Response != nil && first.Response.Request != nil {
+		first = first.Response.Request
+	}
 	if err != nil || req.Method != http.MethodGet {
 		return resp, err
 	}
 	var limit int64
 	var what string
-	switch p := req.URL.Path; {
+	switch p := first.URL.Path; {
 	case strings.Contains(p, "/manifests/"):
 		limit, what = MaxManifestSize, "manifest"
 	case strings.Contains(p, "/blobs/"):
@@ -359,7 +365,9 @@ func (l limits) RoundTrip(req *http.Request) (*http.Response, error) {
 	case strings.HasSuffix(p, "/tags/list"):
 		limit, what = MaxTagListPageSize, "tag list page"
 	default:
-		return resp, nil
+		// Anything else (a next page at the address the registry's Link
+		// header gives, for one) is bounded by the largest limit.
+		limit, what = max(MaxManifestSize, MaxConfigSize, MaxTagListPageSize), "answer"
 	}
 	resp.Body = &limitedBody{ReadCloser: resp.Body, declared: resp.ContentLength, left: limit, limit: limit, what: what}
 	return resp, nil

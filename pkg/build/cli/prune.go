@@ -60,6 +60,9 @@ result (result- and 64 hexadecimal digits), removed when the image was created m
 --keep-younger-than ago. Every other tag is kept, as is an image index, an artifact or an image that
 cannot be read under a cache tag. Tags are deleted, never manifests by digest: the registry's garbage
 collection frees the blobs afterwards, and a build that needs a pruned step builds and pushes it again.
+The age is the image's creation time, not its last use (a step every build reuses goes once it is
+older, and is pushed again), or the time a SOURCE_DATE_EPOCH build arg gives. A cache repository is
+shared by every BuildConfig that names it: pruning for one prunes it for all.
 
 The registry is reached with your credentials, as podman and skopeo find them: --registry-config, else
 $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json, ~/.docker/config.json. Removing needs a
