@@ -265,7 +265,7 @@ func (r *repo) list(ctx context.Context) ([]string, error) {
 // its manifest. An index, an artifact, a manifest or config beyond the
 // limits, or an unreadable image is an error saying so.
 func (r *repo) created(ctx context.Context, tag string) (time.Time, v1.Hash, error) {
-	desc, err := remote.Get(r.name.Tag(tag), append(r.opts, remote.WithContext(ctx))...)
+	desc, err := remote.Get(r.name.Tag(tag), append(slices.Clip(r.opts), remote.WithContext(ctx))...)
 	if err != nil {
 		return time.Time{}, v1.Hash{}, fmt.Errorf("its manifest could not be read: %w", err)
 	}
@@ -305,7 +305,7 @@ func (r *repo) created(ctx context.Context, tag string) (time.Time, v1.Hash, err
 func (r *repo) remove(ctx context.Context, tag string, read v1.Hash, t *Tag) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	head, err := remote.Head(r.name.Tag(tag), append(r.opts, remote.WithContext(ctx))...)
+	head, err := remote.Head(r.name.Tag(tag), append(slices.Clip(r.opts), remote.WithContext(ctx))...)
 	switch {
 	case isNotFound(err):
 		t.Action, t.Reason = Removed, "already gone"
