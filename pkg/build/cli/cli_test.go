@@ -72,29 +72,36 @@ func TestTableShowsEmulation(t *testing.T) {
 
 func TestPruneCacheResolution(t *testing.T) {
 	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Name: "app"}}
+	check := func(what, override, wantRepo string, wantDefaulted bool, wantErr string) {
+		t.Helper()
+		repo, defaulted, err := cacheRepositoryOf(bc, override)
+		switch {
+		case wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), wantErr) {
+				t.Errorf("%s: %q, %v; want an error with %q", what, repo, err, wantErr)
+			}
+		case err != nil || repo != wantRepo || defaulted != wantDefaulted:
+			t.Errorf("%s: %q (defaulted %v), %v; want %q (defaulted %v)", what, repo, defaulted, err, wantRepo, wantDefaulted)
+		}
+	}
+	check("not a Docker build", "", "", false, "is not a Docker build")
+	check("--repository", "registry.example.com/team/c", "registry.example.com/team/c", false, "")
 	bc.Spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{}
-	if _, err := cacheRepositoryOf(bc, ""); err == nil || !strings.Contains(err.Error(), "no registry layer cache configured") {
-		t.Errorf("no layer cache: %v", err)
-	}
-	if repo, err := cacheRepositoryOf(bc, "registry.example.com/team/c"); err != nil || repo != "registry.example.com/team/c" {
-		t.Errorf("--repository: %q, %v", repo, err)
-	}
-	bc.Spec.Strategy.DockerStrategy.LayerCache = &buildv1.LayerCache{Mode: buildv1.LayerCacheDisabled, Repository: "registry.example.com/team/c"}
-	if _, err := cacheRepositoryOf(bc, ""); err == nil {
-		t.Error("Disabled: no error")
-	}
-	bc.Spec.Strategy.DockerStrategy.LayerCache.Mode = buildv1.LayerCacheRegistry
-	if repo, err := cacheRepositoryOf(bc, ""); err != nil || repo != "registry.example.com/team/c" {
-		t.Errorf("own repository: %q, %v", repo, err)
-	}
-	bc.Spec.Strategy.DockerStrategy.LayerCache.Repository = ""
-	if _, err := cacheRepositoryOf(bc, ""); err == nil || !strings.Contains(err.Error(), "no output") {
-		t.Errorf("no output: %v", err)
-	}
+	check("the controller's default, no output", "", "", false, "no output")
 	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}
-	if repo, err := cacheRepositoryOf(bc, ""); err != nil || repo != "registry.example.com/team/app-cache" {
-		t.Errorf("from the output: %q, %v", repo, err)
-	}
+	check("the controller's default", "", "registry.example.com/team/app-cache", true, "")
+	bc.Spec.Strategy.DockerStrategy.LayerCache = &buildv1.LayerCache{Repository: "registry.example.com/team/c"}
+	check("the controller's default mode, own repository", "", "registry.example.com/team/c", true, "")
+	bc.Spec.Strategy.DockerStrategy.LayerCache.Mode = buildv1.LayerCacheDisabled
+	check("Disabled", "", "", false, "has its layer cache off (spec.strategy.dockerStrategy.layerCache.mode is Disabled)")
+	check("Disabled, --repository", "registry.example.com/team/d", "registry.example.com/team/d", false, "")
+	bc.Spec.Strategy.DockerStrategy.LayerCache.Mode = buildv1.LayerCacheRegistry
+	check("own repository", "", "registry.example.com/team/c", false, "")
+	bc.Spec.Strategy.DockerStrategy.LayerCache.Repository = ""
+	check("from the output", "", "registry.example.com/team/app-cache", false, "")
+	bc.Spec.Output.To = nil
+	check("no output", "", "", false, "no output")
+	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}
 
 	bc.Spec.Platforms = []string{"linux/amd64", "linux/arm64/v8"}
 	builds := []buildv1.Build{{ObjectMeta: metav1.ObjectMeta{Name: "app-2"}}, {ObjectMeta: metav1.ObjectMeta{Name: "app-1"}}}

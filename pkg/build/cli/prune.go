@@ -52,8 +52,10 @@ oc adm prune images does: without --confirm it only lists what it would remove.
 A BuildConfig with spec.strategy.dockerStrategy.layerCache.mode Registry keeps each platform's steps in
 the repository <repository>-<os>-<arch>[-<variant>] (layerCache.repository, or the output's repository
 followed by -cache). The platforms are the BuildConfig's spec.platforms and every platform named in the
-status of its Builds still in the cluster; --platform replaces them. --repository names the cache
-repository when the BuildConfig does not configure one (the build controller's default layer cache).
+status of its Builds still in the cluster; --platform replaces them. A BuildConfig that sets no
+layerCache.mode uses the build controller's default layer cache, which keeps its steps in the same
+repositories: they are pruned too (there are none when the controller's default is Disabled).
+--repository names another cache repository, e.g. one layerCache.repository named before.
 
 Only tags builds write are considered: a step's cache key (64 lowercase hexadecimal digits) and a whole
 result (result- and 64 hexadecimal digits), removed when the image was created more than
@@ -80,7 +82,7 @@ credential allowed to delete tags, on a registry that allows deleting.`,
 	f.DurationVar(&po.keep, "keep-younger-than", defaultKeepYoungerThan, "keep cache images created less than this long ago (0s: remove every cache tag)")
 	f.BoolVar(&po.confirm, "confirm", false, "remove the tags; without it, only list what would be removed")
 	f.StringVarP(&po.output, "output", "o", "", "json: print the result as JSON instead of a table")
-	f.StringVar(&po.repository, "repository", "", "the cache repository, without platform suffix, instead of the BuildConfig's (needed when it configures none; e.g. registry.example.com/team/app-cache)")
+	f.StringVar(&po.repository, "repository", "", "the cache repository, without platform suffix, instead of the BuildConfig's (e.g. registry.example.com/team/app-cache)")
 	f.StringVar(&po.registryConfig, "registry-config", "", "docker config file (or directory holding one) with registry credentials (default: as podman finds them)")
 	f.StringSliceVar(&po.insecure, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are)")
 	return cmd
@@ -126,9 +128,13 @@ func (po *pruneCacheOptions) run(ctx context.Context, o *env, name string) error
 		}
 		return err
 	}
-	repo, err := cacheRepositoryOf(bc, po.repository)
+	repo, defaulted, err := cacheRepositoryOf(bc, po.repository)
 	if err != nil {
 		return err
+	}
+	if defaulted {
+		fmt.Fprintf(o.streams.ErrOut, "buildconfig %q sets no layerCache.mode, so its builds use the build controller's default layer cache: "+
+			"pruning where that keeps it, %s-<platform> (none is there if the controller's default is Disabled)\n", name, repo)
 	}
 	platforms := po.platforms
 	if len(platforms) == 0 {
@@ -172,29 +178,45 @@ func (po *pruneCacheOptions) run(ctx context.Context, o *env, name string) error
 // cacheRepositoryOf returns the layer cache repository (without platform
 // suffix) of bc: override when given, else its Docker strategy's
 // layerCache.repository, else its output's repository followed by -cache.
-// A BuildConfig without a registry layer cache of its own is an error
-// unless override names the repository.
-func cacheRepositoryOf(bc *buildv1.BuildConfig, override string) (string, error) {
+// defaulted says the BuildConfig sets no layerCache.mode, so that its
+// builds use the build controller's default layer cache: the repository is
+// where that default keeps it (the controller's configuration, which the
+// plugin cannot read, may also leave the cache off; then the repositories
+// do not exist and nothing is pruned). A BuildConfig that is not a Docker
+// build, or whose layer cache is Disabled, is an error unless override
+// names the repository.
+func cacheRepositoryOf(bc *buildv1.BuildConfig, override string) (repo string, defaulted bool, err error) {
 	if override != "" {
-		return override, nil
+		return override, false, nil
 	}
 	ds := bc.Spec.Strategy.DockerStrategy
-	if ds == nil || ds.LayerCache == nil || ds.LayerCache.Mode != buildv1.LayerCacheRegistry {
-		return "", fmt.Errorf("buildconfig %q has no registry layer cache configured (spec.strategy.dockerStrategy.layerCache.mode is not Registry): "+
-			"if its builds use the build controller's default layer cache, name the repository with --repository", bc.Name)
+	if ds == nil {
+		return "", false, fmt.Errorf("buildconfig %q is not a Docker build (spec.strategy.dockerStrategy is not set), so it has no layer cache: "+
+			"name a cache repository with --repository", bc.Name)
 	}
-	if ds.LayerCache.Repository != "" {
-		return ds.LayerCache.Repository, nil
+	var own buildv1.LayerCache
+	if ds.LayerCache != nil {
+		own = *ds.LayerCache
+	}
+	switch own.Mode {
+	case buildv1.LayerCacheRegistry:
+	case "":
+		defaulted = true
+	default:
+		return "", false, fmt.Errorf("buildconfig %q has its layer cache off (spec.strategy.dockerStrategy.layerCache.mode is %s): "+
+			"name a cache repository with --repository", bc.Name, own.Mode)
+	}
+	if own.Repository != "" {
+		return own.Repository, defaulted, nil
 	}
 	to := bc.Spec.Output.To
 	if to == nil || to.Name == "" {
-		return "", errors.New("buildconfig " + bc.Name + " has a layer cache without a repository and no output to derive one from: name it with --repository")
+		return "", false, errors.New("buildconfig " + bc.Name + " has a layer cache without a repository and no output to derive one from: name it with --repository")
 	}
-	repo, err := platform.OutputCacheRepository(to.Name)
-	if err != nil {
-		return "", fmt.Errorf("the layer cache repository from spec.output.to: %w", err)
+	if repo, err = platform.OutputCacheRepository(to.Name); err != nil {
+		return "", false, fmt.Errorf("the layer cache repository from spec.output.to: %w", err)
 	}
-	return repo, nil
+	return repo, defaulted, nil
 }
 
 // platformsOf returns bc's platforms and those its builds' statuses name,

@@ -339,8 +339,10 @@ func plugin(ctx context.Context, ns string, args ...string) (string, error) {
 // only a Build's status names, with an old image under a cache tag in each
 // and a whole result of a real build in the first.
 // A dry run lists both and removes nothing; --confirm removes exactly the
-// old tags; a BuildConfig without a registry layer cache is refused unless
-// --repository names one; bad flags are refused and change nothing;
+// old tags; a BuildConfig that sets no layer cache mode is pruned where the
+// controller's default layer cache keeps it; one whose cache is Disabled is
+// refused unless --repository names one; bad flags are refused and change
+// nothing;
 // --keep-younger-than 0s removes the result too, and the next build of its
 // inputs builds and keeps its result again.
 func TestPluginPruneCache(t *testing.T) {
@@ -363,6 +365,10 @@ func TestPluginPruneCache(t *testing.T) {
 	plain.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "plain"}
 	plain.Spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{}
 	g.Expect(theBed.Client.Create(ctx, plain)).To(Succeed())
+	off := bc.DeepCopy()
+	off.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "off"}
+	off.Spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{LayerCache: &buildv1.LayerCache{Mode: buildv1.LayerCacheDisabled}}
+	g.Expect(theBed.Client.Create(ctx, off)).To(Succeed())
 	// A Build of app that ran linux/arm64/v8 (the same cache as linux/arm64).
 	b := newBuild(ns, "app-1", dockerfile, output, []string{"linux/arm64"}, nil)
 	b.Labels = map[string]string{buildv1.BuildConfigLabel: "app"}
@@ -418,8 +424,8 @@ func TestPluginPruneCache(t *testing.T) {
 		{[]string{"prune", "cache", "app", "--keep-younger-than", "soon", "--confirm"}, `invalid argument "soon" for "--keep-younger-than"`},
 		{[]string{"prune", "cache", "app", "--platform", "linux/foo", "--confirm"}, `--platform: "linux/foo": architecture "foo" is not a Go/OCI architecture name`},
 		{[]string{"prune", "cache", "app", "--repository", "Bad Repo", "--confirm"}, "--repository: cache repository"},
-		{[]string{"prune", "cache", "ap", "--confirm"}, `buildconfig "ap" not found in namespace "` + ns + `"; its BuildConfigs: app, plain`},
-		{[]string{"prune", "cache", "plain", "--confirm"}, `buildconfig "plain" has no registry layer cache configured`},
+		{[]string{"prune", "cache", "ap", "--confirm"}, `buildconfig "ap" not found in namespace "` + ns + `"; its BuildConfigs: app, off, plain`},
+		{[]string{"prune", "cache", "off", "--confirm"}, `buildconfig "off" has its layer cache off (spec.strategy.dockerStrategy.layerCache.mode is Disabled): name a cache repository with --repository`},
 	} {
 		out, err := plugin(ctx, ns, bad.args...)
 		g.Expect(err).To(MatchError(ContainSubstring(bad.want)), "%v: %s", bad.args, out)
@@ -435,8 +441,18 @@ func TestPluginPruneCache(t *testing.T) {
 	g.Expect(out).NotTo(ContainSubstring("s390x"))
 	unchanged()
 
-	// The BuildConfig without a layer cache of its own, with the
-	// repository named: a dry run over its spec.platforms.
+	// The BuildConfig that sets no layerCache.mode uses the controller's
+	// default layer cache, next to its output (the same as app's here):
+	// a dry run there, saying so.
+	out, err = plugin(ctx, ns, "prune", "cache", "plain", "--platform", "linux/arm64")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring(`buildconfig "plain" sets no layerCache.mode, so its builds use the build controller's default layer cache: `+
+		"pruning where that keeps it, "+reg.Host+"/it/plugin-app"+run+"-cache-<platform>"), out)
+	g.Expect(out).To(MatchRegexp(`(?m)^`+arm64Repo+` +`+oldCacheTag+` +\S+ +would remove$`), out)
+	g.Expect(out).NotTo(ContainSubstring(amd64Repo))
+	unchanged()
+
+	// With the repository named: a dry run over the platform given.
 	out, err = plugin(ctx, ns, "prune", "cache", "plain", "--repository", reg.Host+"/it/plugin-app"+run+"-cache", "--platform", "linux/arm64", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	var results []cacheprune.Repository
