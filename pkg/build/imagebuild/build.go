@@ -174,9 +174,12 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	if err != nil {
 		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
-	refs := make([]string, 0, len(bases)+1)
-	for _, base := range bases {
-		refs = append(refs, base.Ref)
+	// The registry settings cover every image the build pulls, also those
+	// it does not key: a FROM with a --platform flag of its own, COPY
+	// --from=image, RUN --mount=from=image.
+	refs, err := registryRefs(content, fromArgs)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
 	var cacheRepo reference.Named
 	if req.Cache != nil {

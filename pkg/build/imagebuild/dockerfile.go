@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -52,9 +53,40 @@ type baseFrom struct {
 // baseFroms returns every FROM instruction of dockerfile that pulls a base
 // image (baseImages), in order.
 func baseFroms(dockerfile []byte, args map[string]string) ([]baseFrom, error) {
+	bases, _, err := dockerfileImages(dockerfile, args)
+	return bases, err
+}
+
+// registryRefs returns every image reference dockerfile names when built
+// with args, without duplicates: the bases baseImages returns and the other
+// images the build pulls (see dockerfileImages). A build reaches the
+// registries of all of them, so their settings (a loopback registry reached
+// without TLS, say) must cover each, not just the bases it keys.
+func registryRefs(dockerfile []byte, args map[string]string) ([]string, error) {
+	bases, others, err := dockerfileImages(dockerfile, args)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]string, 0, len(bases)+len(others))
+	for _, b := range bases {
+		refs = append(refs, b.ref)
+	}
+	refs = append(refs, others...)
+	slices.Sort(refs)
+	return slices.Compact(refs), nil
+}
+
+// dockerfileImages walks dockerfile with ARGs expanded from its ARG
+// instructions before the first FROM, overridden by args. bases are the FROM
+// instructions that pull a base image for the target platform (see
+// baseImages); others are the other images the build pulls: those of FROMs
+// with a --platform flag of their own, and those (not stages) that a COPY or
+// ADD --from or a RUN --mount's from= names. References whose ARGs have no
+// value are left out of both.
+func dockerfileImages(dockerfile []byte, args map[string]string) (bases []baseFrom, others []string, err error) {
 	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
 	if err != nil {
-		return nil, fmt.Errorf("parsing the Dockerfile: %w", err)
+		return nil, nil, fmt.Errorf("parsing the Dockerfile: %w", err)
 	}
 	globals := map[string]string{}
 	var order []string
@@ -66,7 +98,17 @@ func baseFroms(dockerfile []byte, args map[string]string) ([]baseFrom, error) {
 	}
 	sawFrom := false
 	stages := map[string]bool{}
-	var out []baseFrom
+	stageCount := 0
+	// other notes the image a --from or from= value names, if it names
+	// no stage (by name or index).
+	other := func(value string) {
+		if n, err := strconv.Atoi(value); value == "" || stages[strings.ToLower(value)] || (err == nil && n >= 0 && n < stageCount) {
+			return
+		}
+		if ref, ok := expandImage(value, args, order, globals); ok && !stages[strings.ToLower(ref)] {
+			others = append(others, ref)
+		}
+	}
 	for _, node := range root.Children {
 		switch strings.ToLower(node.Value) {
 		case "arg":
@@ -90,15 +132,37 @@ func baseFroms(dockerfile []byte, args map[string]string) ([]baseFrom, error) {
 			sawFrom = true
 			words := nodeWords(node)
 			if ref, ok := fromImage(node, words, args, order, globals); ok && !stages[strings.ToLower(ref)] {
-				out = append(out, baseFrom{node: node, ref: ref})
+				bases = append(bases, baseFrom{node: node, ref: ref})
+			} else if len(words) > 0 && hasFlag(node, "platform") && !stages[strings.ToLower(words[0])] {
+				other(words[0])
 			}
-			// A stage name counts from the next FROM on.
+			// A stage name counts from the next FROM on, as does its
+			// index.
 			if len(words) >= 3 && strings.EqualFold(words[1], "as") {
 				stages[strings.ToLower(words[2])] = true
 			}
+			stageCount++
+		case "copy", "add":
+			for _, f := range node.Flags {
+				if from, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "from="); ok {
+					other(from)
+				}
+			}
+		case "run":
+			for _, f := range node.Flags {
+				mount, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "mount=")
+				if !ok {
+					continue
+				}
+				for field := range strings.SplitSeq(mount, ",") {
+					if from, ok := strings.CutPrefix(strings.TrimSpace(field), "from="); ok {
+						other(from)
+					}
+				}
+			}
 		}
 	}
-	return out, nil
+	return bases, others, nil
 }
 
 // fromImage returns the image a FROM instruction pulls for the target
@@ -108,13 +172,21 @@ func fromImage(node *parser.Node, words []string, args map[string]string, order 
 	if len(words) == 0 || hasFlag(node, "platform") {
 		return "", false
 	}
+	return expandImage(words[0], args, order, globals)
+}
+
+// expandImage expands the ARGs of an image reference word: the global
+// ARGs, then the platform args a builder defines without an ARG
+// instruction. ok is false for scratch and for a reference with an ARG
+// that has no value.
+func expandImage(word string, args map[string]string, order []string, globals map[string]string) (ref string, ok bool) {
 	env := environment(order, globals)
 	for name, value := range args {
 		if _, declared := globals[name]; !declared && isPlatformArg(name) {
 			env = append(env, name+"="+value)
 		}
 	}
-	ref, err := imagebuilder.ProcessWord(words[0], env)
+	ref, err := imagebuilder.ProcessWord(word, env)
 	if err != nil || ref == "" || strings.Contains(ref, "$") || strings.EqualFold(ref, "scratch") {
 		return "", false
 	}

@@ -230,3 +230,49 @@ func TestPinBases(t *testing.T) {
 		t.Errorf("pinned:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestRegistryRefs lists every image a build pulls, keyed or not, so that
+// the registry settings cover each: FROMs with a --platform flag, COPY and
+// ADD --from images, RUN --mount from= images; never a stage, by name or
+// index.
+func TestRegistryRefs(t *testing.T) {
+	args := map[string]string{"TARGETARCH": "arm64", "TARGETOS": "linux", "TARGETPLATFORM": "linux/arm64", "BUILDPLATFORM": "linux/amd64"}
+	tests := []struct {
+		name, dockerfile string
+		want             []string
+	}{
+		{
+			name:       "a cross-compiling stage on the build platform",
+			dockerfile: "FROM --platform=$BUILDPLATFORM localhost:5000/golang AS build\nRUN go build\nFROM scratch\nCOPY --from=build /app /app\n",
+			want:       []string{"localhost:5000/golang"},
+		},
+		{
+			name:       "bases and images named by COPY, ADD and RUN --mount",
+			dockerfile: "FROM alpine AS a\nFROM a\nCOPY --from=registry.example.com/tools:1 /t /t\nADD --chown=1 --from=127.0.0.1:5000/x /x /x\n" +
+				"RUN --mount=type=bind,from=localhost:5000/assets,target=/a --mount=type=cache,target=/c true\n" +
+				"RUN --mount=type=bind,from=a,target=/b true\nCOPY --from=0 /y /y\nCOPY --from=A /z /z\n",
+			want: []string{"127.0.0.1:5000/x", "alpine", "localhost:5000/assets", "registry.example.com/tools:1"},
+		},
+		{
+			name:       "ARGs are expanded; references with unset ARGs are left out",
+			dockerfile: "ARG TOOLS=registry.example.com/tools:2\nFROM scratch\nCOPY --from=$TOOLS /t /t\nCOPY --from=$UNSET /u /u\nFROM --platform=$BUILDPLATFORM $NOPE\n",
+			want:       []string{"registry.example.com/tools:2"},
+		},
+		{
+			name:       "an index past the stages is an image",
+			dockerfile: "FROM scratch\nCOPY --from=1 /x /x\n",
+			want:       []string{"1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := registryRefs([]byte(tt.dockerfile), args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("registryRefs = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -78,3 +78,57 @@ func TestBuildxPlatformArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildPullsImagesItDoesNotKey builds Dockerfiles whose only images on
+// the bed's loopback registry (reached over plain HTTP, as loopback
+// registries are) are ones the build pulls without keying them: a
+// cross-compiling stage on $BUILDPLATFORM, as Dockerfiles written for
+// buildx have, and an image COPY --from names. Both build for two
+// platforms; the cross-compiling stage runs on the build machine's
+// architecture for each target.
+func TestBuildPullsImagesItDoesNotKey(t *testing.T) {
+	for name, tc := range map[string]struct {
+		dockerfile, file string
+		want         func(p string) string
+	}{
+		"FROM --platform": {
+			dockerfile: "ARG BASE\nFROM --platform=$BUILDPLATFORM $BASE AS build\nARG TARGETARCH\nRUN echo \"$TARGETARCH $(uname -m)\" > /arch\n" +
+				"FROM scratch\nCOPY --from=build /arch /arch\n",
+			file: "/arch",
+			want: func(p string) string {
+				return map[string]string{"linux/amd64": "amd64", "linux/arm64": "arm64"}[p] + " " +
+					map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
+			},
+		},
+		"COPY --from an image": {
+			dockerfile: "ARG BASE\nFROM scratch\nARG BASE\nCOPY --from=$BASE /bin/busybox /busybox\n",
+			file:       "/busybox",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := t.Context()
+			out := theBed.Registry.Host + "/it/unkeyed-" + uniqueName() + ":v1"
+			log, code := runBuilder(t, nil, "build", "--platform", "linux/amd64,linux/arm64",
+				"--build-arg", "BASE="+theBed.BaseImage, "-t", out, writeContext(t, tc.dockerfile))
+			g.Expect(code).To(Equal(0), log)
+
+			img, err := theBed.Registry.OpenImage(ctx, out)
+			g.Expect(err).NotTo(HaveOccurred())
+			defer img.Close()
+			index, _, err := img.Index(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(index.Manifests).To(HaveLen(2))
+			for _, d := range index.Manifests {
+				got, err := img.TopLayerFile(ctx, d.Digest, tc.file)
+				g.Expect(err).NotTo(HaveOccurred())
+				if tc.want != nil {
+					p := platform.FromOCI(*d.Platform).Normalize().String()
+					g.Expect(strings.TrimSpace(got)).To(Equal(tc.want(p)), "the %s image", p)
+				} else {
+					g.Expect(got).NotTo(BeEmpty())
+				}
+			}
+		})
+	}
+}
