@@ -247,7 +247,7 @@ func TestRegistryRefs(t *testing.T) {
 			want:       []string{"localhost:5000/golang"},
 		},
 		{
-			name:       "bases and images named by COPY, ADD and RUN --mount",
+			name: "bases and images named by COPY, ADD and RUN --mount",
 			dockerfile: "FROM alpine AS a\nFROM a\nCOPY --from=registry.example.com/tools:1 /t /t\nADD --chown=1 --from=127.0.0.1:5000/x /x /x\n" +
 				"RUN --mount=type=bind,from=localhost:5000/assets,target=/a --mount=type=cache,target=/c true\n" +
 				"RUN --mount=type=bind,from=a,target=/b true\nCOPY --from=0 /y /y\nCOPY --from=A /z /z\n",

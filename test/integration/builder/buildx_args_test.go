@@ -89,7 +89,7 @@ func TestBuildxPlatformArgs(t *testing.T) {
 func TestBuildPullsImagesItDoesNotKey(t *testing.T) {
 	for name, tc := range map[string]struct {
 		dockerfile, file string
-		want         func(p string) string
+		want             func(p string) string
 	}{
 		"FROM --platform": {
 			dockerfile: "ARG BASE\nFROM --platform=$BUILDPLATFORM $BASE AS build\nARG TARGETARCH\nRUN echo \"$TARGETARCH $(uname -m)\" > /arch\n" +
