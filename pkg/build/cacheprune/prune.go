@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -33,12 +32,11 @@ import (
 	regremote "github.com/archway-build/archway/pkg/registry/remote"
 )
 
-// Limits on what a registry may make a prune read.
+// Limits on what a registry may make a prune read. A cache image's manifest
+// and config are bounded as the layer cache's reads bound them, by
+// remote.MaxManifestSize and remote.MaxConfigSize of package
+// registry/remote.
 const (
-	// MaxManifestSize and MaxConfigSize bound a cache image's manifest
-	// and config, as the layer cache's reads bound them.
-	MaxManifestSize = 4 << 20
-	MaxConfigSize   = 8 << 20
 	// MaxTagListPageSize bounds one page of a repository's tag list.
 	MaxTagListPageSize = 8 << 20
 	// MaxTags is the most tags listed per repository, MaxTagPages the
@@ -206,7 +204,7 @@ func connect(ctx context.Context, access registry.Access, repository string) (*r
 		return nil, err
 	}
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(e.Auth),
-		remote.WithTransport(limits{inner: e.Transport}), remote.WithPageSize(1000)}
+		remote.WithTransport(regremote.LimitAnswers(e.Transport, limits)), remote.WithPageSize(1000)}
 	puller, err := remote.NewPuller(opts...)
 	if err != nil {
 		return nil, err
@@ -286,8 +284,8 @@ func (r *repo) created(ctx context.Context, tag string) (time.Time, v1.Hash, err
 	if m.Config.MediaType != ggcrtypes.OCIConfigJSON && m.Config.MediaType != ggcrtypes.DockerConfigJSON {
 		return time.Time{}, v1.Hash{}, fmt.Errorf("an artifact (config %s), not a cache image: left alone", m.Config.MediaType)
 	}
-	if m.Config.Size <= 0 || m.Config.Size > MaxConfigSize {
-		return time.Time{}, v1.Hash{}, fmt.Errorf("its config has %d bytes, not 1 to %d: left alone", m.Config.Size, MaxConfigSize)
+	if m.Config.Size <= 0 || m.Config.Size > regremote.MaxConfigSize {
+		return time.Time{}, v1.Hash{}, fmt.Errorf("its config has %d bytes, not 1 to %d: left alone", m.Config.Size, regremote.MaxConfigSize)
 	}
 	// go-containerregistry reads the config's size and checks its digest.
 	cfg, err := img.ConfigFile()
@@ -342,62 +340,17 @@ func isNotFound(err error) bool {
 // limits bounds what the registry's answers may make a prune read:
 // manifests, configs and pages of the tag list, whatever sizes the registry
 // declares.
-type limits struct{ inner http.RoundTripper }
-
-func (l limits) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := l.inner.RoundTrip(req)
-	// A redirect is followed with a request of its own, to a path of the
-	// registry's choosing: the request that began it says what is read.
-	first := req
-	for first.Response != nil && first.Response.Request != nil {
-		first = first.Response.Request
-	}
-	if err != nil || req.Method != http.MethodGet {
-		return resp, err
-	}
-	var limit int64
-	var what string
+func limits(first *http.Request) (int64, string) {
 	switch p := first.URL.Path; {
 	case strings.Contains(p, "/manifests/"):
-		limit, what = MaxManifestSize, "manifest"
+		return regremote.MaxManifestSize, "the registry's manifest"
 	case strings.Contains(p, "/blobs/"):
-		limit, what = MaxConfigSize, "config"
+		return regremote.MaxConfigSize, "the registry's config"
 	case strings.HasSuffix(p, "/tags/list"):
-		limit, what = MaxTagListPageSize, "tag list page"
+		return MaxTagListPageSize, "the registry's tag list page"
 	default:
 		// Anything else (a next page at the address the registry's Link
 		// header gives, for one) is bounded by the largest limit.
-		limit, what = max(MaxManifestSize, MaxConfigSize, MaxTagListPageSize), "answer"
+		return max(regremote.MaxManifestSize, regremote.MaxConfigSize, MaxTagListPageSize), "the registry's answer"
 	}
-	resp.Body = &limitedBody{ReadCloser: resp.Body, declared: resp.ContentLength, left: limit, limit: limit, what: what}
-	return resp, nil
-}
-
-// limitedBody fails a read once the body's declared size or what was read
-// is more than limit.
-type limitedBody struct {
-	io.ReadCloser
-	declared    int64
-	left, limit int64
-	what        string
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.declared > b.limit {
-		return 0, fmt.Errorf("the registry's %s has %d bytes, more than %d", b.what, b.declared, b.limit)
-	}
-	if b.left <= 0 {
-		// Read one byte more to tell the end from too much.
-		var one [1]byte
-		if n, _ := io.ReadFull(b.ReadCloser, one[:]); n > 0 {
-			return 0, fmt.Errorf("the registry's %s has more than %d bytes", b.what, b.limit)
-		}
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
 }

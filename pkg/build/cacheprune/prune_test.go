@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/archway-build/archway/pkg/registry"
+	regremote "github.com/archway-build/archway/pkg/registry/remote"
 )
 
 func TestIsCacheTag(t *testing.T) {
@@ -49,23 +50,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestLimitedBody(t *testing.T) {
-	read := func(body string, declared, limit int64) (string, error) {
-		b := &limitedBody{ReadCloser: io.NopCloser(strings.NewReader(body)), declared: declared, left: limit, limit: limit, what: "manifest"}
-		data, err := io.ReadAll(b)
-		return string(data), err
-	}
-	if got, err := read("abcd", 4, 4); err != nil || got != "abcd" {
-		t.Errorf("at the limit: %q, %v", got, err)
-	}
-	if _, err := read("abcde", -1, 4); err == nil || !strings.Contains(err.Error(), "more than 4 bytes") {
-		t.Errorf("over the limit, size unsaid: %v", err)
-	}
-	if _, err := read("ab", 5, 4); err == nil || !strings.Contains(err.Error(), "has 5 bytes, more than 4") {
-		t.Errorf("declared over the limit: %v", err)
-	}
-}
-
 func TestSummarize(t *testing.T) {
 	s := Summarize([]Repository{{Error: "x"}, {Tags: []Tag{{Action: Removed}, {Action: Kept}, {Action: Failed}, {Action: WouldRemove}}}})
 	if s != (Summary{Removed: 1, WouldRemove: 1, Kept: 1, Failed: 1, FailedRepositories: 1}) || s.Err() == nil {
@@ -95,34 +79,21 @@ func TestWriteTableEscapes(t *testing.T) {
 	}
 }
 
-// TestLimitsFollowRedirects checks that a redirected answer is bounded as
-// the request that began it, and that an answer at an address the registry
-// chose (a Link header's next page) is bounded too.
-func TestLimitsFollowRedirects(t *testing.T) {
-	big := strings.Repeat("x", MaxTagListPageSize+1<<20)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasSuffix(r.URL.Path, "/manifests/redirected"), strings.HasSuffix(r.URL.Path, "/tags/list"):
-			http.Redirect(w, r, "/elsewhere/data", http.StatusTemporaryRedirect)
-		default:
-			_, _ = io.WriteString(w, big)
-		}
-	}))
-	defer srv.Close()
-	c := &http.Client{Transport: limits{inner: http.DefaultTransport}}
-	for path, limit := range map[string]int{
-		"/v2/team/app-cache/manifests/redirected": MaxManifestSize,
-		"/v2/team/app-cache/tags/list":            MaxTagListPageSize,
-		"/elsewhere/next-page":                    max(MaxManifestSize, MaxConfigSize, MaxTagListPageSize),
+// TestLimits checks that every answer a prune reads is bounded, by what
+// its request asks for: one at an address the registry chose (a Link
+// header's next page) by the largest limit.
+func TestLimits(t *testing.T) {
+	for path, want := range map[string]struct {
+		limit int64
+		what  string
+	}{
+		"/v2/team/app-cache/manifests/" + strings.Repeat("a", 64): {regremote.MaxManifestSize, "the registry's manifest"},
+		"/v2/team/app-cache/blobs/sha256:abc":                     {regremote.MaxConfigSize, "the registry's config"},
+		"/v2/team/app-cache/tags/list":                            {MaxTagListPageSize, "the registry's tag list page"},
+		"/elsewhere/next-page":                                    {max(regremote.MaxManifestSize, regremote.MaxConfigSize, MaxTagListPageSize), "the registry's answer"},
 	} {
-		resp, err := c.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err == nil || len(got) > limit {
-			t.Errorf("%s: read %d bytes (%v), want at most %d and an error", path, len(got), err, limit)
+		if limit, what := limits(httptest.NewRequest(http.MethodGet, path, nil)); limit != want.limit || what != want.what {
+			t.Errorf("%s: limit %d (%q), want %d (%q)", path, limit, what, want.limit, want.what)
 		}
 	}
 }

@@ -61,12 +61,6 @@ import (
 // key, 64 hexadecimal digits.
 const cachedResultTagPrefix = "result-"
 
-// The largest manifest and config of a cached result read.
-const (
-	maxCachedManifestSize = 4 << 20
-	maxCachedConfigSize   = 8 << 20
-)
-
 // rootfsLayerTypes are the layer media types a cached result of each
 // format may have.
 var rootfsLayerTypes = map[Format][]ggcrtypes.MediaType{
@@ -131,7 +125,7 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	// A manifest is read up to the limit, whatever the registry says of
 	// its size beforehand.
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(e.Auth),
-		remote.WithTransport(limitManifests{inner: e.Transport, limit: maxCachedManifestSize})}
+		remote.WithTransport(regremote.LimitAnswers(e.Transport, limitManifests))}
 	// One puller authenticates once for every request below.
 	puller, err := remote.NewPuller(opts...)
 	if err != nil {
@@ -149,21 +143,21 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 		}
 		return nil, err
 	}
-	if head.Size > maxCachedManifestSize {
-		return nil, fmt.Errorf("its manifest has %d bytes, more than %d", head.Size, maxCachedManifestSize)
+	if head.Size > regremote.MaxManifestSize {
+		return nil, fmt.Errorf("its manifest has %d bytes, more than %d", head.Size, regremote.MaxManifestSize)
 	}
 	// The manifest is read by the digest the registry named, and checked
 	// against it: what is checked below is what is pushed.
 	d := repo.Digest(head.Digest.String())
 	desc, err := remote.Get(d, opts...)
-	if tooLarge := (*manifestTooLargeError)(nil); errors.As(err, &tooLarge) {
+	if tooLarge := (*regremote.TooLargeError)(nil); errors.As(err, &tooLarge) {
 		return nil, tooLarge
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading its manifest: %w", err)
 	}
-	if len(desc.Manifest) > maxCachedManifestSize {
-		return nil, fmt.Errorf("its manifest has %d bytes, more than %d", len(desc.Manifest), maxCachedManifestSize)
+	if len(desc.Manifest) > regremote.MaxManifestSize {
+		return nil, fmt.Errorf("its manifest has %d bytes, more than %d", len(desc.Manifest), regremote.MaxManifestSize)
 	}
 	if format == "" {
 		format = FormatOCI
@@ -193,8 +187,8 @@ func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registr
 	if m.Config.MediaType != imageConfigTypes[format] {
 		return nil, fmt.Errorf("its config is a %s, not an image's config (%s)", m.Config.MediaType, imageConfigTypes[format])
 	}
-	if m.Config.Size <= 0 || m.Config.Size > maxCachedConfigSize {
-		return nil, fmt.Errorf("its config has %d bytes, not 1 to %d", m.Config.Size, maxCachedConfigSize)
+	if m.Config.Size <= 0 || m.Config.Size > regremote.MaxConfigSize {
+		return nil, fmt.Errorf("its config has %d bytes, not 1 to %d", m.Config.Size, regremote.MaxConfigSize)
 	}
 	// go-containerregistry reads the config's size and checks its digest.
 	config, err := img.ConfigFile()
@@ -271,40 +265,13 @@ func (r *cachedResult) checkLayer(ctx context.Context, i int, l v1.Descriptor) e
 	return nil
 }
 
-// manifestTooLargeError says that a manifest has more bytes than a limit.
-type manifestTooLargeError struct {
-	size  int64 // its size when said, else -1
-	limit int64
-}
-
-func (e *manifestTooLargeError) Error() string {
-	if e.size >= 0 {
-		return fmt.Sprintf("its manifest has %d bytes, more than %d", e.size, e.limit)
+// limitManifests limits the manifests a cached result's reads fetch (and
+// nothing else): a manifest is read no further than MaxManifestSize.
+func limitManifests(first *http.Request) (int64, string) {
+	if first.Method != http.MethodGet || !isManifestPath(first.URL.Path) {
+		return 0, ""
 	}
-	return fmt.Sprintf("its manifest has more than %d bytes", e.limit)
-}
-
-// limitManifests is a transport whose manifest answers fail to be read
-// beyond limit bytes: a registry that says a manifest is small, or says
-// nothing, and sends without end is not read further.
-type limitManifests struct {
-	inner http.RoundTripper
-	limit int64
-}
-
-func (t limitManifests) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.inner.RoundTrip(req)
-	// A redirect is followed with a request of its own, to a path of the
-	// registry's choosing: what counts is the request that began it.
-	first := req
-	for first.Response != nil && first.Response.Request != nil {
-		first = first.Response.Request
-	}
-	if err != nil || first.Method != http.MethodGet || !isManifestPath(first.URL.Path) {
-		return resp, err
-	}
-	resp.Body = &limitedBody{ReadCloser: resp.Body, size: resp.ContentLength, left: t.limit, limit: t.limit}
-	return resp, nil
+	return regremote.MaxManifestSize, "its manifest"
 }
 
 // isManifestPath says whether path is the distribution API's
@@ -319,30 +286,6 @@ func isManifestPath(path string) bool {
 		name += "/manifests/" + more
 	}
 	return ok && strings.HasPrefix(path, "/v2/") && name != "" && ref != "" && !strings.Contains(ref, "/")
-}
-
-// limitedBody reads a body of at most limit bytes: it fails once its
-// declared size or what was read is more.
-type limitedBody struct {
-	io.ReadCloser
-	size  int64 // the declared size, -1 when unknown
-	left  int64
-	limit int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.size > b.limit {
-		return 0, &manifestTooLargeError{size: b.size, limit: b.limit}
-	}
-	if int64(len(p)) > b.left+1 {
-		p = p[:b.left+1]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	if b.left < 0 {
-		return 0, &manifestTooLargeError{size: -1, limit: b.limit}
-	}
-	return n, err
 }
 
 // checkCachedLayers fails unless every layer is of format's own rootfs

@@ -1,7 +1,6 @@
 package imagebuild
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
+
+	regremote "github.com/archway-build/archway/pkg/registry/remote"
 )
 
 // TestCheckCachedLayers checks that a cached result's layers must be of its
@@ -46,73 +47,28 @@ func TestCheckCachedLayers(t *testing.T) {
 	}
 }
 
-// TestLimitedBody checks that a manifest answer is read up to the limit
-// and no further, whether its size is said beforehand or not.
-func TestLimitedBody(t *testing.T) {
-	const limit = 8
+// TestLimitManifests checks that a cached result's reads limit the
+// distribution API's manifest answers, and only those.
+func TestLimitManifests(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		body     string
-		declared int64
-		wantErr  string
+		method, path string
+		limited      bool
 	}{
-		{"at the limit", "12345678", 8, ""},
-		{"at the limit, size not said", "12345678", -1, ""},
-		{"size said beyond the limit", "123", 9, "its manifest has 9 bytes, more than 8"},
-		{"beyond the limit, size not said", "123456789", -1, "its manifest has more than 8 bytes"},
-		{"beyond the limit, size said smaller", "123456789abc", 3, "its manifest has more than 8 bytes"},
+		{http.MethodGet, "/v2/team/app/manifests/latest", true},
+		{http.MethodGet, "/v2/team/app/manifests/sha256:abc", true},
+		{http.MethodGet, "/v2/ci/manifests/cache/manifests/latest", true},
+		{http.MethodGet, "/v2/ci/manifests/cache/blobs/sha256:abc", false},
+		{http.MethodGet, "/v2/team/app/blobs/sha256:abc", false},
+		{http.MethodGet, "/v2/team/app/manifests/", false},
+		{http.MethodGet, "/elsewhere/team/app/manifests/latest", false},
+		{http.MethodPut, "/v2/team/app/manifests/latest", false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			body := &limitedBody{ReadCloser: io.NopCloser(strings.NewReader(tc.body)), size: tc.declared, left: limit, limit: limit}
-			got, err := io.ReadAll(body)
-			switch {
-			case tc.wantErr == "" && (err != nil || string(got) != tc.body):
-				t.Errorf("read %q, %v; want %q", got, err, tc.body)
-			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
-				t.Errorf("error %v, want %q", err, tc.wantErr)
-			case len(got) > limit:
-				t.Errorf("read %d bytes, more than %d", len(got), limit)
-			}
-		})
-	}
-}
-
-// TestLimitManifestsFollowsRedirects checks that a manifest answer is
-// limited when the registry redirects it elsewhere, and that only the
-// distribution API's manifest paths are limited.
-func TestLimitManifestsFollowsRedirects(t *testing.T) {
-	big := strings.Repeat("x", 1<<20)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit, what := limitManifests(httptest.NewRequest(tc.method, tc.path, nil))
 		switch {
-		case strings.HasSuffix(r.URL.Path, "/manifests/redirected"):
-			http.Redirect(w, r, "/elsewhere/data", http.StatusTemporaryRedirect)
-		default:
-			_, _ = io.WriteString(w, big)
-		}
-	}))
-	defer srv.Close()
-	c := &http.Client{Transport: limitManifests{inner: http.DefaultTransport, limit: 1024}}
-	for _, tc := range []struct {
-		path    string
-		limited bool
-	}{
-		{"/v2/team/app/manifests/redirected", true},
-		{"/v2/team/app/manifests/sha256:abc", true},
-		{"/v2/ci/manifests/cache/blobs/sha256:abc", false},
-		{"/v2/ci/manifests/cache/manifests/latest", true},
-		{"/v2/team/app/blobs/sha256:abc", false},
-	} {
-		resp, err := c.Get(srv.URL + tc.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		switch {
-		case tc.limited && (err == nil || len(got) > 1024):
-			t.Errorf("%s: read %d bytes (%v), want at most 1024 and an error", tc.path, len(got), err)
-		case !tc.limited && (err != nil || len(got) != len(big)):
-			t.Errorf("%s: read %d bytes (%v), want all %d", tc.path, len(got), err, len(big))
+		case tc.limited && (limit != regremote.MaxManifestSize || what != "its manifest"):
+			t.Errorf("%s %s: limit %d (%q), want %d (%q)", tc.method, tc.path, limit, what, regremote.MaxManifestSize, "its manifest")
+		case !tc.limited && limit != 0:
+			t.Errorf("%s %s: limit %d, want none", tc.method, tc.path, limit)
 		}
 	}
 }

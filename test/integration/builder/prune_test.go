@@ -35,6 +35,7 @@ import (
 	"github.com/archway-build/archway/pkg/build/cli"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
+	regremote "github.com/archway-build/archway/pkg/registry/remote"
 )
 
 // oldCacheTag is a step's cache key under which a test pushes an image
@@ -197,7 +198,7 @@ func TestPruneCacheHostile(t *testing.T) {
 	r, _ := name.ParseReference(planted+":"+tag(2), name.Insecure)
 	g.Expect(remote.WriteIndex(r, idx, remote.WithContext(ctx))).To(Succeed())
 	pushImage(t, planted+":"+tag(3), mutate.ConfigMediaType(imageCreated(t, longAgo), ggcrtypes.MediaType("application/vnd.example.artifact+json")))
-	big, err := mutate.Config(imageCreated(t, longAgo), v1.Config{Env: []string{"PAD=" + strings.Repeat("x", cacheprune.MaxConfigSize)}})
+	big, err := mutate.Config(imageCreated(t, longAgo), v1.Config{Env: []string{"PAD=" + strings.Repeat("x", regremote.MaxConfigSize)}})
 	g.Expect(err).NotTo(HaveOccurred())
 	pushImage(t, planted+":result-"+tag(4), big)
 
@@ -253,7 +254,7 @@ func TestPruneCacheHostile(t *testing.T) {
 				return
 			}
 			_, _ = fmt.Fprint(w, `{"schemaVersion":2,"mediaType":"`+string(ggcrtypes.OCIManifestSchema1)+`","annotations":{"pad":"`)
-			_, _ = fmt.Fprint(w, strings.Repeat("x", cacheprune.MaxManifestSize+1))
+			_, _ = fmt.Fprint(w, strings.Repeat("x", regremote.MaxManifestSize+1))
 			_, _ = fmt.Fprint(w, `"}}`)
 		case req.Method == http.MethodHead && p == "/v2/it/prune-moved-cache-linux-amd64/manifests/"+tag(5):
 			// A build pushes the step again between the prune's read
@@ -291,7 +292,7 @@ func TestPruneCacheHostile(t *testing.T) {
 		tag(1):             "removed: ",
 		tag(2):             "kept: an image index (" + string(ggcrtypes.OCIImageIndex) + "), not a cache image: left alone",
 		tag(3):             "kept: an artifact (config application/vnd.example.artifact+json), not a cache image: left alone",
-		"result-" + tag(4): fmt.Sprintf("kept: its config has %d bytes, not 1 to %d: left alone", mustConfigSize(t, big), cacheprune.MaxConfigSize),
+		"result-" + tag(4): fmt.Sprintf("kept: its config has %d bytes, not 1 to %d: left alone", mustConfigSize(t, big), regremote.MaxConfigSize),
 	}), table.String())
 	left, err := reg.Tags(ctx, "it/prune-hostile-cache-linux-amd64")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -303,7 +304,7 @@ func TestPruneCacheHostile(t *testing.T) {
 	g.Expect(results[3].Error).To(ContainSubstring(fmt.Sprintf("lists more than %d tags", cacheprune.MaxTags)))
 	g.Expect(results[4].Tags).To(HaveLen(1))
 	g.Expect(results[4].Tags[0].Action).To(Equal(cacheprune.Kept))
-	g.Expect(results[4].Tags[0].Reason).To(ContainSubstring(fmt.Sprintf("manifest has more than %d bytes", cacheprune.MaxManifestSize)))
+	g.Expect(results[4].Tags[0].Reason).To(ContainSubstring(fmt.Sprintf("manifest has more than %d bytes", regremote.MaxManifestSize)))
 	if p := movedErr.Load(); p != nil {
 		t.Fatalf("pushing the step again: %v", *p)
 	}
