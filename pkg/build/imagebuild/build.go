@@ -174,6 +174,13 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	if err != nil {
 		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
+	// A FROM with a --platform flag of its own pulls for that platform
+	// ($BUILDPLATFORM for a cross-compiling stage): it is checked and keyed
+	// by its digest for that platform.
+	platformed, err := platformBaseImages(content, fromArgs)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	}
 	// The registry settings cover every image the build pulls, also those
 	// it does not key: a FROM with a --platform flag of its own, COPY
 	// --from=image, RUN --mount=from=image.
@@ -198,16 +205,31 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	}
 	choice := *sys
 	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = osName, arch, variant
-	resolved := make([]resolvedBase, 0, len(bases))
-	for _, base := range bases {
-		rb, err := checkBaseImage(ctx, &choice, base.Ref, target, keying)
+	resolved := make([]resolvedBase, 0, len(bases)+len(platformed))
+	for _, base := range slices.Concat(bases, platformed) {
+		want, sysFor := target, &choice
+		if base.Platform != "" {
+			if want, err = platform.Parse(base.Platform); err != nil {
+				return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+			}
+			own := *sys
+			own.OSChoice, own.ArchitectureChoice, own.VariantChoice = lplatform.Normalize(want.OS, want.Architecture, want.Variant)
+			sysFor = &own
+		}
+		rb, err := checkBaseImage(ctx, sysFor, base.Ref, want, keying)
 		if err != nil {
 			_, _ = fmt.Fprintf(out, "error: %v\n", err)
 			return Result{}, &StageError{Stage: StageBuild, Err: err}
 		}
+		rb.Platform = base.Platform
 		resolved = append(resolved, rb)
 	}
-	keyed := keyedBuild{dockerfile: content, target: target, bases: resolved, platformArgs: platformArgs, ignore: ignore}
+	_, _, unkeyed, err := dockerfileImages(content, fromArgs)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	}
+	keyed := keyedBuild{dockerfile: content, target: target, bases: resolved, platformArgs: platformArgs, ignore: ignore,
+		unkeyedImages: len(unkeyed) > 0}
 	var key, cacheTag string
 	if cachedResults && cacheRepo != nil {
 		unlabelled := req
@@ -246,7 +268,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		// meanwhile cannot put another base under the key.
 		digests := make(map[string]string, len(resolved))
 		for _, rb := range resolved {
-			digests[rb.Ref] = rb.Digest
+			digests[pinKey(rb.Ref, rb.Platform)] = rb.Digest
 		}
 		pinned, err := pinBases(content, fromArgs, digests)
 		if err != nil {

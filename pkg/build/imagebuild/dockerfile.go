@@ -11,6 +11,8 @@ import (
 	"github.com/openshift/imagebuilder"
 	"github.com/openshift/imagebuilder/dockerfile/parser"
 	"go.podman.io/image/v5/docker/reference"
+
+	"github.com/archway-build/archway/pkg/platform"
 )
 
 // baseImage is an image a Dockerfile's FROM instruction pulls.
@@ -19,6 +21,18 @@ type baseImage struct {
 	Ref string
 	// Line is the FROM instruction's line in the Dockerfile.
 	Line int
+	// Platform is the platform of the FROM's own --platform flag, with
+	// ARGs expanded and normalized; empty for the target platform.
+	Platform string
+}
+
+// pinKey is how pinBases finds a base's digest: its reference, and the
+// platform of its FROM's --platform flag, if any.
+func pinKey(ref, platform string) string {
+	if platform == "" {
+		return ref
+	}
+	return ref + " --platform=" + platform
 }
 
 // baseImages returns the images the FROM instructions of dockerfile pull
@@ -33,27 +47,48 @@ func baseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) 
 	if err != nil {
 		return nil, err
 	}
+	return uniqueBases(froms), nil
+}
+
+// platformBaseImages returns the images the FROM instructions with a
+// --platform flag of their own pull (a cross-compiling stage on
+// $BUILDPLATFORM, say), each with that platform, in order and without
+// duplicates. A FROM whose platform or reference has an ARG without a
+// value, or whose platform does not parse, is left out: dockerfileImages
+// counts its image among the others, which no key can see.
+func platformBaseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) {
+	_, platformed, _, err := dockerfileImages(dockerfile, args)
+	if err != nil {
+		return nil, err
+	}
+	return uniqueBases(platformed), nil
+}
+
+// uniqueBases returns the images froms pull, once each.
+func uniqueBases(froms []baseFrom) []baseImage {
 	seen := map[string]bool{}
 	var out []baseImage
 	for _, f := range froms {
-		if !seen[f.ref] {
-			seen[f.ref] = true
-			out = append(out, baseImage{Ref: f.ref, Line: f.node.StartLine})
+		if k := pinKey(f.ref, f.platform); !seen[k] {
+			seen[k] = true
+			out = append(out, baseImage{Ref: f.ref, Line: f.node.StartLine, Platform: f.platform})
 		}
 	}
-	return out, nil
+	return out
 }
 
-// baseFrom is a FROM instruction that pulls a base image, ref.
+// baseFrom is a FROM instruction that pulls a base image, ref, for the
+// target platform or, with a --platform flag, for platform.
 type baseFrom struct {
-	node *parser.Node
-	ref  string
+	node     *parser.Node
+	ref      string
+	platform string
 }
 
 // baseFroms returns every FROM instruction of dockerfile that pulls a base
 // image (baseImages), in order.
 func baseFroms(dockerfile []byte, args map[string]string) ([]baseFrom, error) {
-	bases, _, err := dockerfileImages(dockerfile, args)
+	bases, _, _, err := dockerfileImages(dockerfile, args)
 	return bases, err
 }
 
@@ -63,12 +98,12 @@ func baseFroms(dockerfile []byte, args map[string]string) ([]baseFrom, error) {
 // registries of all of them, so their settings (a loopback registry reached
 // without TLS, say) must cover each, not just the bases it keys.
 func registryRefs(dockerfile []byte, args map[string]string) ([]string, error) {
-	bases, others, err := dockerfileImages(dockerfile, args)
+	bases, platformed, others, err := dockerfileImages(dockerfile, args)
 	if err != nil {
 		return nil, err
 	}
-	refs := make([]string, 0, len(bases)+len(others))
-	for _, b := range bases {
+	refs := make([]string, 0, len(bases)+len(platformed)+len(others))
+	for _, b := range slices.Concat(bases, platformed) {
 		refs = append(refs, b.ref)
 	}
 	refs = append(refs, others...)
@@ -79,14 +114,16 @@ func registryRefs(dockerfile []byte, args map[string]string) ([]string, error) {
 // dockerfileImages walks dockerfile with ARGs expanded from its ARG
 // instructions before the first FROM, overridden by args. bases are the FROM
 // instructions that pull a base image for the target platform (see
-// baseImages); others are the other images the build pulls: those of FROMs
-// with a --platform flag of their own, and those (not stages) that a COPY or
-// ADD --from or a RUN --mount's from= names. References whose ARGs have no
-// value are left out of both.
-func dockerfileImages(dockerfile []byte, args map[string]string) (bases []baseFrom, others []string, err error) {
+// baseImages); platformed those that pull one for the platform of their own
+// --platform flag (see platformBaseImages); others are the other images the
+// build pulls: those of FROMs whose platform cannot be told (an ARG without
+// a value), and those (not stages) that a COPY or ADD --from or a RUN
+// --mount's from= names. References whose ARGs have no value are left out
+// of all three.
+func dockerfileImages(dockerfile []byte, args map[string]string) (bases, platformed []baseFrom, others []string, err error) {
 	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
 	if err != nil {
-		return nil, nil, fmt.Errorf("parsing the Dockerfile: %w", err)
+		return nil, nil, nil, fmt.Errorf("parsing the Dockerfile: %w", err)
 	}
 	globals := map[string]string{}
 	var order []string
@@ -134,7 +171,14 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (bases []baseFr
 			if ref, ok := fromImage(node, words, args, order, globals); ok && !stages[strings.ToLower(ref)] {
 				bases = append(bases, baseFrom{node: node, ref: ref})
 			} else if len(words) > 0 && hasFlag(node, "platform") && !stages[strings.ToLower(words[0])] {
-				other(words[0])
+				ref, refOK := expandImage(words[0], args, order, globals)
+				p, platformOK := fromPlatform(node, args, order, globals)
+				switch {
+				case refOK && platformOK && !stages[strings.ToLower(ref)]:
+					platformed = append(platformed, baseFrom{node: node, ref: ref, platform: p})
+				case refOK:
+					other(words[0])
+				}
 			}
 			// A stage name counts from the next FROM on, as does its
 			// index.
@@ -162,7 +206,29 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (bases []baseFr
 			}
 		}
 	}
-	return bases, others, nil
+	return bases, platformed, others, nil
+}
+
+// fromPlatform returns the platform of a FROM instruction's --platform
+// flag with ARGs expanded, normalized (linux/arm64/v8 is linux/arm64); ok
+// is false when an ARG has no value or the platform does not parse.
+func fromPlatform(node *parser.Node, args map[string]string, order []string, globals map[string]string) (string, bool) {
+	for _, f := range node.Flags {
+		value, found := strings.CutPrefix(strings.TrimPrefix(f, "--"), "platform=")
+		if !found {
+			continue
+		}
+		expanded, ok := expandImage(value, args, order, globals)
+		if !ok {
+			return "", false
+		}
+		p, err := platform.Parse(expanded)
+		if err != nil {
+			return "", false
+		}
+		return p.Normalize().String(), true
+	}
+	return "", false
 }
 
 // fromImage returns the image a FROM instruction pulls for the target
@@ -234,21 +300,23 @@ func hasFlag(node *parser.Node, name string) bool {
 }
 
 // pinBases returns dockerfile with the image of every FROM instruction
-// that pulls a base image in digests (by its reference with ARGs expanded
-// from args, as baseImages has it) replaced by that image's repository and
-// digest, keeping the instruction's flags and stage name: the build then
-// pulls the very manifest its result key names, whatever the tag names
-// meanwhile.
+// that pulls a base image in digests (by pinKey of its reference with ARGs
+// expanded from args, as baseImages and platformBaseImages have it, and its
+// --platform) replaced by that image's repository and digest, keeping the
+// instruction's flags and stage name: the build then pulls the very
+// manifest its result key names, whatever the tag names meanwhile.
 func pinBases(dockerfile []byte, args map[string]string, digests map[string]string) ([]byte, error) {
-	froms, err := baseFroms(dockerfile, args)
+	bases, platformed, _, err := dockerfileImages(dockerfile, args)
 	if err != nil {
 		return nil, err
 	}
+	froms := slices.Concat(bases, platformed)
+	slices.SortFunc(froms, func(a, b baseFrom) int { return a.node.StartLine - b.node.StartLine })
 	lines := strings.SplitAfter(string(dockerfile), "\n")
 	// From the last FROM to the first, so that earlier line numbers hold.
 	for i := len(froms) - 1; i >= 0; i-- {
 		f := froms[i]
-		dgst, ok := digests[f.ref]
+		dgst, ok := digests[pinKey(f.ref, f.platform)]
 		if !ok {
 			continue
 		}

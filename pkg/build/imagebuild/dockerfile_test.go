@@ -276,3 +276,62 @@ func TestRegistryRefs(t *testing.T) {
 		})
 	}
 }
+
+// TestPlatformBaseImages lists the FROMs with a --platform flag of their
+// own, each with its platform expanded and normalized; one whose platform
+// or image cannot be told is left to the images no key sees.
+func TestPlatformBaseImages(t *testing.T) {
+	args := map[string]string{"TARGETARCH": "arm64", "TARGETOS": "linux", "TARGETPLATFORM": "linux/arm64", "BUILDPLATFORM": "linux/amd64"}
+	dockerfile := "ARG GO=golang:1.26\n" +
+		"FROM --platform=$BUILDPLATFORM $GO AS build\n" +
+		"FROM --platform=${TARGETPLATFORM} alpine AS fetch\n" +
+		"FROM --platform=linux/arm64/v8 alpine AS again\n" +
+		"FROM --platform=$UNSET busybox AS unknown\n" +
+		"FROM --platform=linux/foo busybox AS bad\n" +
+		"FROM --platform=$BUILDPLATFORM build AS stage\n" +
+		"FROM alpine\n"
+	got, err := platformBaseImages([]byte(dockerfile), args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []baseImage{
+		{Ref: "golang:1.26", Line: 2, Platform: "linux/amd64"},
+		{Ref: "alpine", Line: 3, Platform: "linux/arm64"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("platformBaseImages = %+v, want %+v", got, want)
+	}
+	bases, err := baseImages([]byte(dockerfile), args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(bases, []baseImage{{Ref: "alpine", Line: 8}}) {
+		t.Errorf("baseImages = %+v", bases)
+	}
+	_, _, unkeyed, err := dockerfileImages([]byte(dockerfile), args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(unkeyed, []string{"busybox", "busybox"}) {
+		t.Errorf("unkeyed = %q, want both busybox FROMs", unkeyed)
+	}
+}
+
+// TestPinBasesPlatform pins a FROM with a --platform flag by its digest for
+// that platform, and the same image without the flag by the target's.
+func TestPinBasesPlatform(t *testing.T) {
+	const d = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+	const e = "sha256:0000000000000000000000000000000000000000000000000000000000000002"
+	args := map[string]string{"TARGETPLATFORM": "linux/arm64", "BUILDPLATFORM": "linux/amd64"}
+	dockerfile := "FROM --platform=$BUILDPLATFORM reg.example/go:1 AS build\nRUN make\nFROM reg.example/go:1\nCOPY --from=build /out /out\n"
+	got, err := pinBases([]byte(dockerfile), args, map[string]string{
+		pinKey("reg.example/go:1", "linux/amd64"): d, pinKey("reg.example/go:1", ""): e,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "FROM --platform=$BUILDPLATFORM reg.example/go@" + d + " AS build\nRUN make\nFROM reg.example/go@" + e + "\nCOPY --from=build /out /out\n"
+	if string(got) != want {
+		t.Errorf("pinned:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -81,6 +81,9 @@ type resultKeyInputs struct {
 type resolvedBase struct {
 	Ref    string `json:"ref"`
 	Digest string `json:"digest"`
+	// Platform is the platform of the FROM's own --platform flag; empty
+	// for the target platform.
+	Platform string `json:"platform,omitempty"`
 	// OnBuild: the image's config has ONBUILD triggers, which run in the
 	// build and may read any file of the context.
 	OnBuild bool `json:"-"`
@@ -94,12 +97,15 @@ type keyedBuild struct {
 	bases        []resolvedBase
 	platformArgs map[string]string
 	ignore       ignoreFile
+	// unkeyedImages says the build pulls an image the key cannot name:
+	// one a FROM names for a platform that cannot be told.
+	unkeyedImages bool
 }
 
 // resultKey returns the key of req's result, or "" when the build reads
 // something the key cannot see.
 func resultKey(req Request, in keyedBuild) (string, error) {
-	if len(req.RunMounts) > 0 || !keyableDockerfile(in.dockerfile) {
+	if len(req.RunMounts) > 0 || in.unkeyedImages || !keyableDockerfile(in.dockerfile) {
 		return "", nil
 	}
 	for _, b := range in.bases {
@@ -228,7 +234,9 @@ func goBuildID(path string) string {
 
 // keyableDockerfile reports whether everything dockerfile builds from is
 // covered by a result key: no instruction reads a URL, an image other than
-// the FROM bases, or a mount.
+// the FROM bases, or a mount. A FROM with a --platform flag of its own is a
+// base keyed by its digest for that platform (keyedBuild.unkeyedImages
+// when that platform cannot be told).
 func keyableDockerfile(dockerfile []byte) bool {
 	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
 	if err != nil {
@@ -239,9 +247,6 @@ func keyableDockerfile(dockerfile []byte) bool {
 	for _, node := range root.Children {
 		switch strings.ToLower(node.Value) {
 		case "from":
-			if hasFlag(node, "platform") {
-				return false
-			}
 			if words := nodeWords(node); len(words) >= 3 && strings.EqualFold(words[1], "as") {
 				stages[strings.ToLower(words[2])] = true
 			}

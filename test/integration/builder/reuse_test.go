@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +185,76 @@ func TestBuildContextChangedDuringBuild(t *testing.T) {
 	out, code := runBuilder(t, nil, args...)
 	g.Expect(code).To(Equal(0), out)
 	g.Expect(out).NotTo(ContainSubstring("Reusing image"), "the image built while the file changed is not reused for the old content")
+}
+
+// crossDockerfile cross-compiles as Dockerfiles written for buildx do: a
+// stage on the build machine's platform ($BUILDPLATFORM) makes each
+// target's file, which the target's image copies.
+const crossDockerfile = `ARG BASE
+ARG TOOLCHAIN
+FROM --platform=$BUILDPLATFORM $TOOLCHAIN AS build
+ARG TARGETARCH
+COPY a.txt /a.txt
+RUN t=first; if [ -e /out ]; then t=moved; fi; { cat /a.txt; echo "$TARGETARCH $(uname -m) $t"; } > /out
+FROM $BASE
+COPY --from=build /out /out
+`
+
+// TestBuildReusesCrossCompiledResults builds crossDockerfile again with one
+// kept --work-dir: the stage's image is keyed by its digest for the build
+// machine's platform, so the same inputs reuse every platform's image,
+// while the toolchain tag moved to another image builds again.
+func TestBuildReusesCrossCompiledResults(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	reg := theBed.Registry
+	platforms := []string{"linux/amd64", "linux/arm64"}
+	run := uniqueName()
+	base, toolchain := reg.Host+"/it/cross-base"+run+":latest", reg.Host+"/it/cross-toolchain"+run+":latest"
+	copyIndex(t, theBed.BaseImage, base)
+	copyIndex(t, theBed.BaseImage, toolchain)
+	ctxDir := writeContext(t, crossDockerfile)
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("one\n"), 0o644)).To(Succeed())
+	work := t.TempDir()
+	machine := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
+
+	// build builds to tag with the toolchain said, and returns whether
+	// every platform was reused and the images' digests.
+	build := func(tag, toolchainSays string) (bool, map[string]digest.Digest) {
+		t.Helper()
+		ref := reg.Host + "/it/cross" + run + ":" + tag
+		log, code := runBuilder(t, nil, "build", "--platform", strings.Join(platforms, ","), "--build-arg", "BASE="+base,
+			"--build-arg", "TOOLCHAIN="+toolchain, "--work-dir", work, "-t", ref, ctxDir)
+		g.Expect(code).To(Equal(0), log)
+		img, err := reg.OpenImage(ctx, ref)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer img.Close()
+		index, _, err := img.Index(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(index.Manifests).To(HaveLen(len(platforms)))
+		digests := map[string]digest.Digest{}
+		for _, d := range index.Manifests {
+			digests[d.Platform.Architecture] = d.Digest
+			got, err := img.TopLayerFile(ctx, d.Digest, "/out")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal("one\n"+d.Platform.Architecture+" "+machine+" "+toolchainSays+"\n"),
+				"the stage ran on the build machine for %s, with the toolchain the tag names", d.Platform.Architecture)
+		}
+		reused := strings.Count(log, "Reusing image")
+		g.Expect(reused).To(Or(Equal(0), Equal(len(platforms))), log)
+		return reused > 0, digests
+	}
+
+	reused, first := build("v1", "first")
+	g.Expect(reused).To(BeFalse(), "the first build builds")
+	reused, again := build("v2", "first")
+	g.Expect(reused).To(BeTrue(), "the same inputs reuse every platform's image")
+	g.Expect(again).To(Equal(first))
+
+	// The toolchain tag now names another image (the first build's index,
+	// which has an /out).
+	copyIndex(t, reg.Host+"/it/cross"+run+":v1", toolchain)
+	reused, moved := build("toolchain-moved", "moved")
+	g.Expect(reused).To(BeFalse(), "a toolchain tag moved to another image builds again")
+	g.Expect(moved).NotTo(Equal(first))
 }
