@@ -232,6 +232,30 @@ func goBuildID(path string) string {
 	return strings.TrimRight(string(desc), "\x00")
 }
 
+// keyableMount reports whether a RUN --mount leaves a step's result to
+// what a key sees: a cache (whose content is a cache, as BuildKit and
+// buildah's own layer cache take it: they key no step by it) or a tmpfs,
+// unseeded or seeded from a stage of stages. A bind mount (of the context,
+// which may hold files the ignore file leaves out of the key, or of an
+// image), a secret and an SSH agent are read by the step and not keyed.
+func keyableMount(mount string, stages map[string]bool) bool {
+	typ := "bind" // the default, as in Docker and buildah
+	from := ""
+	for field := range strings.SplitSeq(mount, ",") {
+		name, value, _ := strings.Cut(strings.TrimSpace(field), "=")
+		switch strings.ToLower(name) {
+		case "type":
+			typ = strings.ToLower(value)
+		case "from":
+			from = value
+		}
+	}
+	if typ != "cache" && typ != "tmpfs" {
+		return false
+	}
+	return from == "" || stages[strings.ToLower(from)]
+}
+
 // keyableDockerfile reports whether everything dockerfile builds from is
 // covered by a result key: no instruction reads a URL, an image other than
 // the FROM bases, or a mount. A FROM with a --platform flag of its own is a
@@ -253,8 +277,10 @@ func keyableDockerfile(dockerfile []byte) bool {
 			stages[strconv.Itoa(count)] = true
 			count++
 		case "run":
-			if hasFlag(node, "mount") {
-				return false
+			for _, f := range node.Flags {
+				if mount, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "mount="); ok && !keyableMount(mount, stages) {
+					return false
+				}
 			}
 		case "add", "copy":
 			for _, f := range node.Flags {

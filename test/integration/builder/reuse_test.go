@@ -258,3 +258,58 @@ func TestBuildReusesCrossCompiledResults(t *testing.T) {
 	g.Expect(reused).To(BeFalse(), "a toolchain tag moved to another image builds again")
 	g.Expect(moved).NotTo(Equal(first))
 }
+
+// TestBuildReusesResultsWithCacheMounts builds a Dockerfile whose RUN step
+// has a cache and a tmpfs mount, as Dockerfiles written for buildx have,
+// again with one kept --work-dir: a cache's content is a cache, keyed by
+// nothing (as BuildKit and buildah's layer cache take it), so the same
+// inputs reuse every platform's image and a one-byte change in the copied
+// file builds again. A step that bind-mounts a file of the context reads
+// what the key may not see (the ignore file leaves files out of the key,
+// not out of a bind mount): it builds every time.
+func TestBuildReusesResultsWithCacheMounts(t *testing.T) {
+	for _, tc := range []struct {
+		name, run string
+		keyed     bool
+	}{
+		{"cache and tmpfs", "RUN --mount=type=cache,target=/cache --mount=type=tmpfs,target=/scratch cat /a.txt > /out && touch /cache/stamp /scratch/x", true},
+		{"bind of the context", "RUN --mount=type=bind,source=a.txt,target=/in cat /in > /out", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := t.Context()
+			reg := theBed.Registry
+			platforms := []string{"linux/amd64", "linux/arm64"}
+			run := uniqueName()
+			ctxDir := writeContext(t, "ARG BASE\nFROM $BASE\nCOPY a.txt /a.txt\n"+tc.run+"\n")
+			file := filepath.Join(ctxDir, "a.txt")
+			g.Expect(os.WriteFile(file, []byte("one\n"), 0o644)).To(Succeed())
+			work := t.TempDir()
+			build := func(tag, want string) bool {
+				t.Helper()
+				ref := reg.Host + "/it/mounts" + run + ":" + tag
+				log, code := runBuilder(t, nil, "build", "--platform", strings.Join(platforms, ","),
+					"--build-arg", "BASE="+theBed.BaseImage, "--work-dir", work, "-t", ref, ctxDir)
+				g.Expect(code).To(Equal(0), log)
+				img, err := reg.OpenImage(ctx, ref)
+				g.Expect(err).NotTo(HaveOccurred())
+				defer img.Close()
+				index, _, err := img.Index(ctx)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(index.Manifests).To(HaveLen(len(platforms)))
+				for _, d := range index.Manifests {
+					got, err := img.TopLayerFile(ctx, d.Digest, "/out")
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(got).To(Equal(want))
+				}
+				reused := strings.Count(log, "Reusing image")
+				g.Expect(reused).To(Or(Equal(0), Equal(len(platforms))), log)
+				return reused > 0
+			}
+			g.Expect(build("v1", "one\n")).To(BeFalse(), "the first build builds")
+			g.Expect(build("v2", "one\n")).To(Equal(tc.keyed), "the same inputs again")
+			g.Expect(os.WriteFile(file, []byte("onf\n"), 0o644)).To(Succeed())
+			g.Expect(build("changed", "onf\n")).To(BeFalse(), "a one-byte change in the copied file builds again")
+		})
+	}
+}
