@@ -493,6 +493,51 @@ func nextRead(t *testing.T, reg *fakeRegistry, done <-chan error) manifestlist.E
 	return manifestlist.Entry{}
 }
 
+// hangingRead is a run under way whose linux/amd64 entry says Complete
+// with an image whose read hangs until it is stopped.
+type hangingRead struct {
+	builds *builds
+	reg    *fakeRegistry
+	out    *strings.Builder
+	done   chan error // Do's result
+	image  digest.Digest
+}
+
+// startHangingRead starts a run under ctx, has linux/amd64 report image,
+// and returns once the read of image, which hangs until it is stopped, is
+// under way.
+func startHangingRead(ctx context.Context, t *testing.T, image digest.Digest) hangingRead {
+	t.Helper()
+	r := hangingRead{
+		builds: newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))),
+		reg:    &fakeRegistry{reads: make(chan manifestlist.Entry, 16), hang: map[digest.Digest]bool{image: true}, cancelled: make(chan manifestlist.Entry, 16)},
+		done:   make(chan error, 1),
+		image:  image,
+	}
+	var run *Run
+	run, r.out = newRun(r.builds, r.reg)
+	go func() { r.done <- run.Do(ctx) }()
+	r.builds.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", image))
+	if e := nextRead(t, r.reg, r.done); e.Digest != image {
+		t.Fatalf("read %s, want %s", e.Digest, image)
+	}
+	return r
+}
+
+// waitStopped waits for the hanging read to be stopped, failing when it
+// is not; after says what should have stopped it.
+func (r hangingRead) waitStopped(t *testing.T, after string) {
+	t.Helper()
+	select {
+	case e := <-r.reg.cancelled:
+		if e.Digest != r.image {
+			t.Errorf("stopped the read of %s, want %s", e.Digest, r.image)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the read of %s was not stopped when %s", r.image, after)
+	}
+}
+
 // TestReadsEachPlatformAsItCompletes: each platform's image is read as
 // soon as its entry says Complete, by the digest it recorded, while the
 // run waits for the others; the push then finds every image read.
@@ -535,31 +580,16 @@ func TestReadsEachPlatformAsItCompletes(t *testing.T) {
 // digest.
 func TestReadAheadFollowsARetriedPlatform(t *testing.T) {
 	first, second := digest.FromString("first amd64 image"), digest.FromString("second amd64 image")
-	reg := &fakeRegistry{reads: make(chan manifestlist.Entry, 16), hang: map[digest.Digest]bool{first: true}, cancelled: make(chan manifestlist.Entry, 16)}
-	b := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)))
-	run, out := newRun(b, reg)
-	done := make(chan error, 1)
-	go func() { done <- run.Do(context.Background()) }()
-	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", first))
-	if e := nextRead(t, reg, done); e.Digest != first {
-		t.Fatalf("read %s, want %s", e.Digest, first)
-	}
-	b.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))) // retried
-	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", second))
-	select {
-	case e := <-reg.cancelled:
-		if e.Digest != first {
-			t.Errorf("stopped the read of %s, want %s", e.Digest, first)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the read of the first image was not stopped when the platform reported another")
-	}
-	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)), "linux/amd64", second))
-	if err := <-done; err != nil {
-		t.Fatalf("Do: %v\n%s", err, out)
+	r := startHangingRead(context.Background(), t, first)
+	r.builds.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))) // retried
+	r.builds.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", second))
+	r.waitStopped(t, "the platform reported another")
+	r.builds.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)), "linux/amd64", second))
+	if err := <-r.done; err != nil {
+		t.Fatalf("Do: %v\n%s", err, r.out)
 	}
 	var listed digest.Digest
-	for _, e := range reg.assembled[0].Entries {
+	for _, e := range r.reg.assembled[0].Entries {
 		if e.Platform == "linux/amd64" {
 			listed = e.Digest
 		}
@@ -567,8 +597,8 @@ func TestReadAheadFollowsARetriedPlatform(t *testing.T) {
 	if listed != second {
 		t.Errorf("listed linux/amd64 as %s, want the image it reported last, %s", listed, second)
 	}
-	if !slices.ContainsFunc(reg.fromReadAhead, func(e manifestlist.Entry) bool { return e.Platform == "linux/amd64" && e.Digest == second }) {
-		t.Errorf("the push found %v read ahead, want linux/amd64 read as %s", reg.fromReadAhead, second)
+	if !slices.ContainsFunc(r.reg.fromReadAhead, func(e manifestlist.Entry) bool { return e.Platform == "linux/amd64" && e.Digest == second }) {
+		t.Errorf("the push found %v read ahead, want linux/amd64 read as %s", r.reg.fromReadAhead, second)
 	}
 }
 
@@ -577,27 +607,12 @@ func TestReadAheadFollowsARetriedPlatform(t *testing.T) {
 // all) has its read stopped at once, before it reports again.
 func TestReadAheadStopsWhenNoLongerComplete(t *testing.T) {
 	first, second := digest.FromString("first amd64 image"), digest.FromString("second amd64 image")
-	reg := &fakeRegistry{reads: make(chan manifestlist.Entry, 16), hang: map[digest.Digest]bool{first: true}, cancelled: make(chan manifestlist.Entry, 16)}
-	b := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)))
-	run, out := newRun(b, reg)
-	done := make(chan error, 1)
-	go func() { done <- run.Do(context.Background()) }()
-	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", first))
-	if e := nextRead(t, reg, done); e.Digest != first {
-		t.Fatalf("read %s, want %s", e.Digest, first)
-	}
-	b.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))) // retried
-	select {
-	case e := <-reg.cancelled:
-		if e.Digest != first {
-			t.Errorf("stopped the read of %s, want %s", e.Digest, first)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the read of the image was not stopped when the platform's entry no longer said Complete")
-	}
-	b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)), "linux/amd64", second))
-	if err := <-done; err != nil {
-		t.Fatalf("Do: %v\n%s", err, out)
+	r := startHangingRead(context.Background(), t, first)
+	r.builds.send(t, watch.Modified, build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning))) // retried
+	r.waitStopped(t, "the platform's entry no longer said Complete")
+	r.builds.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)), "linux/amd64", second))
+	if err := <-r.done; err != nil {
+		t.Fatalf("Do: %v\n%s", err, r.out)
 	}
 }
 
@@ -619,32 +634,25 @@ func TestReadAheadStopsWithTheRun(t *testing.T) {
 		{name: "stopped", stop: true, wantErr: "stopped"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			amd64 := digest.FromString("linux/amd64")
-			reg := &fakeRegistry{reads: make(chan manifestlist.Entry, 16), hang: map[digest.Digest]bool{amd64: true}, cancelled: make(chan manifestlist.Entry, 16)}
-			b := newBuilds(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)))
-			run, out := newRun(b, reg)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- run.Do(ctx) }()
-			b.send(t, watch.Modified, withDigest(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), "linux/amd64", amd64))
-			nextRead(t, reg, done)
+			r := startHangingRead(ctx, t, digest.FromString("linux/amd64"))
 			if tt.stop {
 				cancel()
 			} else {
-				b.send(t, tt.event, tt.then)
+				r.builds.send(t, tt.event, tt.then)
 			}
-			err := <-done
+			err := <-r.done
 			if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Fatalf("Do: %v, want error %q\n%s", err, tt.wantErr, out)
+				t.Fatalf("Do: %v, want error %q\n%s", err, tt.wantErr, r.out)
 			}
 			select {
-			case <-reg.cancelled:
+			case <-r.reg.cancelled:
 			default:
 				t.Errorf("Do returned with the read of linux/amd64 still under way")
 			}
-			if len(reg.assembled) != 0 {
-				t.Errorf("a manifest list was pushed: %+v", reg.assembled)
+			if len(r.reg.assembled) != 0 {
+				t.Errorf("a manifest list was pushed: %+v", r.reg.assembled)
 			}
 		})
 	}

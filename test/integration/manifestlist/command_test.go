@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/manifest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -243,51 +244,83 @@ func getBuild(t *testing.T, b *buildv1.Build) *buildv1.Build {
 	return &got
 }
 
+// waitingCommand is `builder manifest-list` waiting for the four platforms
+// of a Build, whose images are pushed but not yet reported Complete.
+type waitingCommand struct {
+	repo, output string
+	build        *buildv1.Build
+	proc         *manifestListProcess
+	digests      map[string]digest.Digest
+}
+
+// startWaiting creates a Build of the four platforms, all Running, starts
+// `builder manifest-list` for it, and pushes the platforms' images once it
+// says it waits for them.
+func startWaiting(t *testing.T) *waitingCommand {
+	t.Helper()
+	reg := theBed.Registry
+	w := &waitingCommand{repo: repoName(t)}
+	w.output = reg.Host + "/" + w.repo + ":v1"
+	w.build = createBuild(t, w.output, fourPlatforms, nil)
+	for _, p := range fourPlatforms {
+		platformStatus{platform: p, phase: buildv1.BuildPhaseRunning}.apply(t, w.build)
+	}
+	w.proc = startManifestList(t, w.build, nil)
+	w.proc.waitOutput(t, "Waiting for linux/amd64 (Running)")
+	w.digests = pushPlatforms(t, reg, w.output, fourPlatforms, pushOptions{})
+	return w
+}
+
+// complete reports platforms Complete, with the images pushed for them.
+func (w *waitingCommand) complete(t *testing.T, platforms ...string) {
+	t.Helper()
+	for _, p := range platforms {
+		platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: w.digests[p], output: w.output}.apply(t, w.build)
+	}
+}
+
+// checkPushed checks that the command ended well having pushed the index
+// of the four platforms, recorded its digest in the Build and untagged
+// the platforms' tags; it returns the index and its digest.
+func (w *waitingCommand) checkPushed(t *testing.T) (ocispec.Index, digest.Digest) {
+	t.Helper()
+	if code := w.proc.waitExit(t); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+	index, _, indexDigest := readIndex(t, theBed.Registry, w.output)
+	if got := indexPlatforms(index); !slices.Equal(got, wantPlatforms) {
+		t.Errorf("index platforms %v, want %v", got, wantPlatforms)
+	}
+	if got := getBuild(t, w.build); got.Status.Output.To == nil || got.Status.Output.To.ImageDigest != indexDigest.String() {
+		t.Errorf("status.output.to = %+v, want imageDigest %s", got.Status.Output.To, indexDigest)
+	}
+	if got := tagsOf(t, theBed.Registry, w.repo); !slices.Equal(got, []string{"v1"}) {
+		t.Errorf("tags %v, want only v1", got)
+	}
+	return index, indexDigest
+}
+
 // TestCommandWaitsThenPushes starts `builder manifest-list` while the
 // platforms are still running: it waits, and once the last one completes it
 // pushes the index, records its digest in the Build and untags.
 func TestCommandWaitsThenPushes(t *testing.T) {
-	reg := theBed.Registry
-	repo := repoName(t)
-	output := reg.Host + "/" + repo + ":v1"
-	build := createBuild(t, output, fourPlatforms, nil)
-	for _, p := range fourPlatforms {
-		platformStatus{platform: p, phase: buildv1.BuildPhaseRunning}.apply(t, build)
+	w := startWaiting(t)
+	w.complete(t, fourPlatforms[:3]...)
+	w.proc.waitOutput(t, "Waiting for linux/s390x (Running)")
+	if w.proc.exited() {
+		t.Fatalf("builder manifest-list ended while linux/s390x was running:\n%s", w.proc.out)
 	}
-	proc := startManifestList(t, build, nil)
-	proc.waitOutput(t, "Waiting for linux/amd64 (Running)")
+	w.complete(t, "linux/s390x")
 
-	digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
-	for _, p := range fourPlatforms[:3] {
-		platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: digests[p], output: output}.apply(t, build)
-	}
-	proc.waitOutput(t, "Waiting for linux/s390x (Running)")
-	if proc.exited() {
-		t.Fatalf("builder manifest-list ended while linux/s390x was running:\n%s", proc.out)
-	}
-	platformStatus{platform: "linux/s390x", phase: buildv1.BuildPhaseComplete, digest: digests["linux/s390x"], output: output}.apply(t, build)
-
-	if code := proc.waitExit(t); code != 0 {
-		t.Fatalf("exit code %d, want 0", code)
-	}
-	index, _, indexDigest := readIndex(t, reg, output)
-	if got := indexPlatforms(index); !slices.Equal(got, wantPlatforms) {
-		t.Errorf("index platforms %v, want %v", got, wantPlatforms)
-	}
-	got := getBuild(t, build)
-	if got.Status.Output.To == nil || got.Status.Output.To.ImageDigest != indexDigest.String() {
-		t.Errorf("status.output.to = %+v, want imageDigest %s", got.Status.Output.To, indexDigest)
-	}
-	if got.Status.OutputDockerImageReference != output {
-		t.Errorf("status.outputDockerImageReference = %q, want %q", got.Status.OutputDockerImageReference, output)
+	_, indexDigest := w.checkPushed(t)
+	got := getBuild(t, w.build)
+	if got.Status.OutputDockerImageReference != w.output {
+		t.Errorf("status.outputDockerImageReference = %q, want %q", got.Status.OutputDockerImageReference, w.output)
 	}
 	if len(got.Status.Platforms) != 4 {
 		t.Errorf("status.platforms has %d entries after the manifest-list apply, want 4", len(got.Status.Platforms))
 	}
-	if got := tagsOf(t, reg, repo); !slices.Equal(got, []string{"v1"}) {
-		t.Errorf("tags %v, want only v1", got)
-	}
-	pullAll(t, reg, reg.Host+"/"+repo+"@"+indexDigest.String())
+	pullAll(t, theBed.Registry, theBed.Registry.Host+"/"+w.repo+"@"+indexDigest.String())
 }
 
 // TestCommandReadsAhead: `builder manifest-list` reads each platform's
@@ -297,19 +330,10 @@ func TestCommandWaitsThenPushes(t *testing.T) {
 // image and the index push (and the untagging).
 func TestCommandReadsAhead(t *testing.T) {
 	reg := theBed.Registry
-	repo := repoName(t)
-	output := reg.Host + "/" + repo + ":v1"
-	build := createBuild(t, output, fourPlatforms, nil)
-	for _, p := range fourPlatforms {
-		platformStatus{platform: p, phase: buildv1.BuildPhaseRunning}.apply(t, build)
-	}
-	proc := startManifestList(t, build, nil)
-	proc.waitOutput(t, "Waiting for linux/amd64 (Running)")
-
-	digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
+	w := startWaiting(t)
 	reads := map[string][]string{} // each platform's manifest and config paths
 	for _, p := range fourPlatforms {
-		raw, mediaType, err := getManifest(context.Background(), reg, reg.Host+"/"+repo+"@"+digests[p].String())
+		raw, mediaType, err := getManifest(context.Background(), reg, reg.Host+"/"+w.repo+"@"+w.digests[p].String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,15 +341,13 @@ func TestCommandReadsAhead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reads[p] = []string{"/v2/" + repo + "/manifests/" + digests[p].String(), "/v2/" + repo + "/blobs/" + m.ConfigInfo().Digest.String()}
+		reads[p] = []string{"/v2/" + w.repo + "/manifests/" + w.digests[p].String(), "/v2/" + w.repo + "/blobs/" + m.ConfigInfo().Digest.String()}
 	}
 	start, err := reg.Requests()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range fourPlatforms[:3] {
-		platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: digests[p], output: output}.apply(t, build)
-	}
+	w.complete(t, fourPlatforms[:3]...)
 	// The registry's own log says when the three images have been read.
 	var beforeLast []bed.RegistryRequest
 	deadline := time.Now().Add(time.Minute)
@@ -338,14 +360,14 @@ func TestCommandReadsAhead(t *testing.T) {
 		if !slices.ContainsFunc(fourPlatforms[:3], func(p string) bool { return countGets(beforeLast, reads[p]...) < 2 }) {
 			break
 		}
-		if proc.exited() || time.Now().After(deadline) {
+		if w.proc.exited() || time.Now().After(deadline) {
 			t.Fatalf("the images of %v were not read while linux/s390x was running; registry requests since they completed: %v\n%s",
-				fourPlatforms[:3], beforeLast, proc.out)
+				fourPlatforms[:3], beforeLast, w.proc.out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	platformStatus{platform: "linux/s390x", phase: buildv1.BuildPhaseComplete, digest: digests["linux/s390x"], output: output}.apply(t, build)
-	if code := proc.waitExit(t); code != 0 {
+	w.complete(t, "linux/s390x")
+	if code := w.proc.waitExit(t); code != 0 {
 		t.Fatalf("exit code %d, want 0", code)
 	}
 	all, err := reg.Requests()
@@ -362,20 +384,11 @@ func TestCommandReadsAhead(t *testing.T) {
 		t.Errorf("linux/s390x's manifest and config were read %d times after it reported, want 2", n)
 	}
 	t.Logf("registry requests after the last platform reported: %d (%v)", len(afterLast), afterLast)
-	index, _, indexDigest := readIndex(t, reg, output)
-	if got := indexPlatforms(index); !slices.Equal(got, wantPlatforms) {
-		t.Errorf("index platforms %v, want %v", got, wantPlatforms)
-	}
+	index, _ := w.checkPushed(t)
 	for _, d := range index.Manifests {
-		if !slices.Contains(slices.Collect(maps.Values(digests)), d.Digest) {
+		if !slices.Contains(slices.Collect(maps.Values(w.digests)), d.Digest) {
 			t.Errorf("the index lists %s, which no platform reported", d.Digest)
 		}
-	}
-	if got := getBuild(t, build); got.Status.Output.To == nil || got.Status.Output.To.ImageDigest != indexDigest.String() {
-		t.Errorf("status.output.to = %+v, want imageDigest %s", got.Status.Output.To, indexDigest)
-	}
-	if got := tagsOf(t, reg, repo); !slices.Equal(got, []string{"v1"}) {
-		t.Errorf("tags %v, want only v1", got)
 	}
 }
 
