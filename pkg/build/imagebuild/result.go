@@ -235,25 +235,42 @@ func goBuildID(path string) string {
 // keyableMount reports whether a RUN --mount leaves a step's result to
 // what a key sees: a cache (whose content is a cache, as BuildKit and
 // buildah's own layer cache take it: they key no step by it) or a tmpfs,
-// unseeded or seeded from a stage of stages. A bind mount (of the context,
-// which may hold files the ignore file leaves out of the key, or of an
-// image), a secret and an SSH agent are read by the step and not keyed.
+// unseeded or seeded from a stage of stages; or a bind mount of a stage or
+// of the build context, whose source contextSources has the key digest
+// (ignored files included: buildah binds the context as it is). A mount of
+// an image, a secret and an SSH agent are read by the step and not keyed.
 func keyableMount(mount string, stages map[string]bool) bool {
-	typ := "bind" // the default, as in Docker and buildah
-	from := ""
+	m := parseMount(mount)
+	switch m.typ {
+	case "cache", "tmpfs", "bind":
+		return m.from == "" || stages[strings.ToLower(m.from)]
+	}
+	return false
+}
+
+// runMount is what a RUN --mount flag says of where its content comes
+// from.
+type runMount struct {
+	typ    string // lower case; bind when not said, as in Docker and buildah
+	from   string // a stage or an image; empty for the build context
+	source string // the path in from (or the context); empty for its root
+}
+
+// parseMount reads a RUN --mount flag's value (its CSV fields).
+func parseMount(mount string) runMount {
+	m := runMount{typ: "bind"}
 	for field := range strings.SplitSeq(mount, ",") {
 		name, value, _ := strings.Cut(strings.TrimSpace(field), "=")
 		switch strings.ToLower(name) {
 		case "type":
-			typ = strings.ToLower(value)
+			m.typ = strings.ToLower(value)
 		case "from":
-			from = value
+			m.from = value
+		case "source", "src":
+			m.source = value
 		}
 	}
-	if typ != "cache" && typ != "tmpfs" {
-		return false
-	}
-	return from == "" || stages[strings.ToLower(from)]
+	return m
 }
 
 // keyableDockerfile reports whether everything dockerfile builds from is
@@ -303,9 +320,10 @@ func keyableDockerfile(dockerfile []byte) bool {
 }
 
 // contextSources returns the paths of the build context that dockerfile's
-// COPY and ADD instructions read, cleaned and relative to the context, or
-// ok false when that cannot be told from the Dockerfile alone: a source
-// with a wildcard or a variable, or the whole context (".").
+// COPY and ADD instructions and RUN bind mounts of the context read,
+// cleaned and relative to the context, or ok false when that cannot be
+// told from the Dockerfile alone: a source with a wildcard or a variable,
+// or the whole context (".", or a bind mount without a source).
 func contextSources(dockerfile []byte) (paths []string, ok bool) {
 	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
 	if err != nil {
@@ -314,6 +332,28 @@ func contextSources(dockerfile []byte) (paths []string, ok bool) {
 	for _, node := range root.Children {
 		switch strings.ToLower(node.Value) {
 		case "add", "copy":
+		case "run":
+			// A bind mount of the context reads its source, every file
+			// of it: the ignore file leaves nothing out of a mount.
+			for _, f := range node.Flags {
+				value, isMount := strings.CutPrefix(strings.TrimPrefix(f, "--"), "mount=")
+				if !isMount {
+					continue
+				}
+				m := parseMount(value)
+				if m.typ != "bind" || m.from != "" {
+					continue
+				}
+				if strings.ContainsAny(m.source, "*?[\\$") {
+					return nil, false
+				}
+				clean := strings.TrimPrefix(path.Clean("/"+m.source), "/")
+				if clean == "" {
+					return nil, false // the whole context
+				}
+				paths = append(paths, clean)
+			}
+			continue
 		default:
 			continue
 		}

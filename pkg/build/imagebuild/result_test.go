@@ -34,9 +34,10 @@ func TestKeyableDockerfile(t *testing.T) {
 		{"tmpfs mount", "FROM base\nRUN --mount=type=tmpfs,target=/tmp --mount=type=cache,target=/c make\n", true},
 		{"cache mount seeded from a stage", "FROM base AS seed\nFROM base\nRUN --mount=type=cache,from=Seed,target=/c make\n", true},
 		{"cache mount seeded from an image", "FROM base\nRUN --mount=type=cache,from=alpine,target=/c make\n", false},
-		{"bind mount of the context", "FROM base\nRUN --mount=type=bind,target=/src make\n", false},
-		{"mount without a type binds", "FROM base\nRUN --mount=target=/src make\n", false},
-		{"bind mount of a stage", "FROM base AS b\nFROM base\nRUN --mount=type=bind,from=b,target=/b make\n", false},
+		{"bind mount of the context", "FROM base\nRUN --mount=type=bind,target=/src make\n", true},
+		{"mount without a type binds", "FROM base\nRUN --mount=target=/src,source=go.mod make\n", true},
+		{"bind mount of a stage", "FROM base AS b\nFROM base\nRUN --mount=type=bind,from=b,target=/b make\n", true},
+		{"bind mount of an image", "FROM base\nRUN --mount=type=bind,from=alpine:3,target=/b make\n", false},
 		{"secret mount", "FROM base\nRUN --mount=type=secret,id=token make\n", false},
 		{"ssh mount", "FROM base\nRUN --mount=type=ssh make\n", false},
 		{"one keyable and one not", "FROM base\nRUN --mount=type=cache,target=/c --mount=type=secret,id=x make\n", false},
@@ -178,6 +179,39 @@ func TestResultKey(t *testing.T) {
 				k.write("Dockerfile", "FROM base\nCOPY <<x /d\none\nx\n", 0o644)
 			},
 			change: func(k *keyTest) { k.write("<<x", "2", 0o644) }},
+		{name: "a bind-mounted file",
+			before: func(k *keyTest) {
+				k.write("Dockerfile", "FROM base\nRUN --mount=type=bind,source=go.mod,target=/m cat /m\n", 0o644)
+			},
+			change: func(k *keyTest) { k.write("go.mod", "module x\n", 0o644) }},
+		{name: "a bind-mounted file the ignore file leaves out (a mount shows it)",
+			before: func(k *keyTest) {
+				k.write(".dockerignore", "go.mod\n", 0o644)
+				k.write("go.mod", "module a\n", 0o644)
+				k.write("Dockerfile", "FROM base\nRUN --mount=src=go.mod,target=/m cat /m\n", 0o644)
+			},
+			change: func(k *keyTest) { k.write("go.mod", "module b\n", 0o644) }},
+		{name: "a file below a bind-mounted directory",
+			before: func(k *keyTest) {
+				k.write("src/a.go", "package a\n", 0o644)
+				k.write("Dockerfile", "FROM base\nRUN --mount=type=bind,source=/src/,target=/s --mount=type=cache,target=/c ls /s\n", 0o644)
+			},
+			change: func(k *keyTest) { k.write("src/b.go", "package a\n", 0o644) }},
+		{name: "anything, with the whole context bind-mounted",
+			before: func(k *keyTest) {
+				k.write("Dockerfile", "FROM base\nRUN --mount=type=bind,target=/ctx ls /ctx\n", 0o644)
+			},
+			change: func(k *keyTest) { k.write(".git/HEAD", "ref: refs/heads/other\n", 0o644) }},
+		{name: "a file beside a bind-mounted one", same: true,
+			before: func(k *keyTest) {
+				k.write("Dockerfile", "FROM base\nRUN --mount=type=bind,source=go.mod,target=/m cat /m\n", 0o644)
+			},
+			change: func(k *keyTest) { k.write("b.txt", "x", 0o644) }},
+		{name: "a file of a stage's bind mount's path in the context", same: true,
+			before: func(k *keyTest) {
+				k.write("Dockerfile", "FROM base AS s\nFROM base\nRUN --mount=type=bind,from=s,source=/etc,target=/e ls /e\n", 0o644)
+			},
+			change: func(k *keyTest) { k.write("etc/x", "x", 0o644) }},
 		{name: ".dockerignore", change: func(k *keyTest) { k.write(".dockerignore", "other\n", 0o644) }},
 		{name: ".containerignore over .dockerignore",
 			before: func(k *keyTest) { k.write(".containerignore", "x\n", 0o644) },

@@ -259,21 +259,24 @@ func TestBuildReusesCrossCompiledResults(t *testing.T) {
 	g.Expect(moved).NotTo(Equal(first))
 }
 
-// TestBuildReusesResultsWithCacheMounts builds a Dockerfile whose RUN step
-// has a cache and a tmpfs mount, as Dockerfiles written for buildx have,
-// again with one kept --work-dir: a cache's content is a cache, keyed by
-// nothing (as BuildKit and buildah's layer cache take it), so the same
-// inputs reuse every platform's image and a one-byte change in the copied
-// file builds again. A step that bind-mounts a file of the context reads
-// what the key may not see (the ignore file leaves files out of the key,
-// not out of a bind mount): it builds every time.
-func TestBuildReusesResultsWithCacheMounts(t *testing.T) {
+// TestBuildReusesResultsWithMounts builds Dockerfiles whose RUN step has
+// mounts, as Dockerfiles written for buildx have, again with one kept
+// --work-dir: a cache's content is a cache, keyed by nothing (as BuildKit
+// and buildah's layer cache take it), and a bind mount of the context is
+// keyed by every file of its source, those the ignore file leaves out
+// included (buildah binds the context as it is). So the same inputs reuse
+// every platform's image, and a one-byte change in the file the step reads,
+// copied or bind-mounted, ignored or not, builds again with the new content.
+func TestBuildReusesResultsWithMounts(t *testing.T) {
 	for _, tc := range []struct {
-		name, run string
-		keyed     bool
+		name, run, ignore, changed string
 	}{
-		{"cache and tmpfs", "RUN --mount=type=cache,target=/cache --mount=type=tmpfs,target=/scratch cat /a.txt > /out && touch /cache/stamp /scratch/x", true},
-		{"bind of the context", "RUN --mount=type=bind,source=a.txt,target=/in cat /in > /out", false},
+		{name: "cache and tmpfs", changed: "in.txt",
+			run: "COPY in.txt /in\nRUN --mount=type=cache,target=/cache --mount=type=tmpfs,target=/scratch cat /in > /out && touch /cache/stamp /scratch/x"},
+		{name: "bind of an ignored file of the context", ignore: "in.txt\n", changed: "in.txt",
+			run: "RUN --mount=type=bind,source=in.txt,target=/in cat /in > /out"},
+		{name: "bind of the whole context", changed: "in.txt",
+			run: "RUN --mount=type=bind,target=/ctx --mount=type=cache,target=/cache cat /ctx/in.txt > /out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -281,9 +284,11 @@ func TestBuildReusesResultsWithCacheMounts(t *testing.T) {
 			reg := theBed.Registry
 			platforms := []string{"linux/amd64", "linux/arm64"}
 			run := uniqueName()
-			ctxDir := writeContext(t, "ARG BASE\nFROM $BASE\nCOPY a.txt /a.txt\n"+tc.run+"\n")
-			file := filepath.Join(ctxDir, "a.txt")
-			g.Expect(os.WriteFile(file, []byte("one\n"), 0o644)).To(Succeed())
+			ctxDir := writeContext(t, "ARG BASE\nFROM $BASE\n"+tc.run+"\n")
+			g.Expect(os.WriteFile(filepath.Join(ctxDir, "in.txt"), []byte("one\n"), 0o644)).To(Succeed())
+			if tc.ignore != "" {
+				g.Expect(os.WriteFile(filepath.Join(ctxDir, ".dockerignore"), []byte(tc.ignore), 0o644)).To(Succeed())
+			}
 			work := t.TempDir()
 			build := func(tag, want string) bool {
 				t.Helper()
@@ -307,9 +312,9 @@ func TestBuildReusesResultsWithCacheMounts(t *testing.T) {
 				return reused > 0
 			}
 			g.Expect(build("v1", "one\n")).To(BeFalse(), "the first build builds")
-			g.Expect(build("v2", "one\n")).To(Equal(tc.keyed), "the same inputs again")
-			g.Expect(os.WriteFile(file, []byte("onf\n"), 0o644)).To(Succeed())
-			g.Expect(build("changed", "onf\n")).To(BeFalse(), "a one-byte change in the copied file builds again")
+			g.Expect(build("v2", "one\n")).To(BeTrue(), "the same inputs reuse every platform's image")
+			g.Expect(os.WriteFile(filepath.Join(ctxDir, tc.changed), []byte("onf\n"), 0o644)).To(Succeed())
+			g.Expect(build("changed", "onf\n")).To(BeFalse(), "a one-byte change in the file the step reads builds again")
 		})
 	}
 }
