@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -341,12 +340,12 @@ func isNotFound(err error) bool {
 // manifests, configs and pages of the tag list, whatever sizes the registry
 // declares.
 func limits(first *http.Request) (int64, string) {
-	switch p := first.URL.Path; {
-	case strings.Contains(p, "/manifests/"):
+	switch regremote.PathKind(first.URL.Path) {
+	case regremote.ManifestPath:
 		return regremote.MaxManifestSize, "the registry's manifest"
-	case strings.Contains(p, "/blobs/"):
+	case regremote.BlobPath:
 		return regremote.MaxConfigSize, "the registry's config"
-	case strings.HasSuffix(p, "/tags/list"):
+	case regremote.TagListPath:
 		return MaxTagListPageSize, "the registry's tag list page"
 	default:
 		// Anything else (a next page at the address the registry's Link

@@ -91,6 +91,9 @@ func TestLimits(t *testing.T) {
 		"/v2/team/app-cache/blobs/sha256:abc":                     {regremote.MaxConfigSize, "the registry's config"},
 		"/v2/team/app-cache/tags/list":                            {MaxTagListPageSize, "the registry's tag list page"},
 		"/elsewhere/next-page":                                    {max(regremote.MaxManifestSize, regremote.MaxConfigSize, MaxTagListPageSize), "the registry's answer"},
+		// A repository may have a component called manifests.
+		"/v2/ci/manifests/cache/blobs/sha256:abc": {regremote.MaxConfigSize, "the registry's config"},
+		"/v2/ci/manifests/cache/tags/list":        {MaxTagListPageSize, "the registry's tag list page"},
 	} {
 		if limit, what := limits(httptest.NewRequest(http.MethodGet, path, nil)); limit != want.limit || what != want.what {
 			t.Errorf("%s: limit %d (%q), want %d (%q)", path, limit, what, want.limit, want.what)

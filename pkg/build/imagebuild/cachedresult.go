@@ -268,24 +268,10 @@ func (r *cachedResult) checkLayer(ctx context.Context, i int, l v1.Descriptor) e
 // limitManifests limits the manifests a cached result's reads fetch (and
 // nothing else): a manifest is read no further than MaxManifestSize.
 func limitManifests(first *http.Request) (int64, string) {
-	if first.Method != http.MethodGet || !isManifestPath(first.URL.Path) {
+	if first.Method != http.MethodGet || regremote.PathKind(first.URL.Path) != regremote.ManifestPath {
 		return 0, ""
 	}
 	return regremote.MaxManifestSize, "its manifest"
-}
-
-// isManifestPath says whether path is the distribution API's
-// /v2/<name>/manifests/<reference>: a repository name may have a
-// component called manifests, but a reference has no slash.
-func isManifestPath(path string) bool {
-	name, ref, ok := strings.Cut(strings.TrimPrefix(path, "/v2/"), "/manifests/")
-	for ok && strings.Contains(ref, "/manifests/") {
-		// The last /manifests/ is the one before the reference.
-		var more string
-		more, ref, _ = strings.Cut(ref, "/manifests/")
-		name += "/manifests/" + more
-	}
-	return ok && strings.HasPrefix(path, "/v2/") && name != "" && ref != "" && !strings.Contains(ref, "/")
 }
 
 // checkCachedLayers fails unless every layer is of format's own rootfs

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // The largest manifest and config archway reads from a registry: far more
@@ -96,4 +97,41 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
 	return n, err
+}
+
+// The endpoints of the distribution API that PathKind tells apart.
+const (
+	ManifestPath = "manifest" // /v2/<name>/manifests/<reference>
+	BlobPath     = "blob"     // /v2/<name>/blobs/<digest>
+	TagListPath  = "tags"     // /v2/<name>/tags/list
+)
+
+// PathKind says which endpoint of the distribution API path is:
+// ManifestPath, BlobPath or TagListPath, or "" for any other. It reads the
+// path from its end: a repository name may have components called
+// manifests, blobs or tags, but a reference or digest has no slash.
+func PathKind(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v2/")
+	if !ok {
+		return ""
+	}
+	if name, ok := strings.CutSuffix(rest, "/tags/list"); ok && name != "" {
+		return TagListPath
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 {
+		return ""
+	}
+	head, ref := rest[:i], rest[i+1:]
+	j := strings.LastIndexByte(head, '/')
+	if j <= 0 || ref == "" {
+		return ""
+	}
+	switch head[j+1:] {
+	case "manifests":
+		return ManifestPath
+	case "blobs":
+		return BlobPath
+	}
+	return ""
 }

@@ -89,3 +89,27 @@ func TestLimitAnswersFollowsRedirects(t *testing.T) {
 		}
 	}
 }
+
+func TestPathKind(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v2/team/app/manifests/v1":               ManifestPath,
+		"/v2/app/manifests/sha256:abc":            ManifestPath,
+		"/v2/ci/manifests/cache/manifests/latest": ManifestPath,
+		"/v2/team/app/blobs/sha256:abc":           BlobPath,
+		"/v2/ci/manifests/cache/blobs/sha256:abc": BlobPath,
+		"/v2/ci/manifests/cache/tags/list":        TagListPath,
+		"/v2/team/blobs/tags/list":                TagListPath,
+		"/v2/team/app/blobs/uploads/0b1c":         "",
+		"/v2/team/app/manifests/":                 "",
+		"/v2/manifests/v1":                        "",
+		"/v2/tags/list":                           "",
+		"/v2/":                                    "",
+		"/elsewhere/team/app/manifests/v1":        "",
+		"/v2/team/app/manifests/v1/extra":         "",
+		"/v2/team/app/referrers/sha256:abc":       "",
+	} {
+		if got := PathKind(path); got != want {
+			t.Errorf("PathKind(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
