@@ -79,8 +79,10 @@ type Request struct {
 	// its inputs, in the work directory, and reuses it, without building,
 	// for a later build with the same inputs (unless NoCache); a push of a
 	// reused image to the repository it was pushed to before only tags it.
-	// Builds whose inputs cannot all be digested (RUN mounts, ADD from a
-	// URL, COPY --from an image, FROM --platform) build as usual.
+	// Builds whose inputs cannot all be digested (RUN mounts of an image,
+	// a secret or SSH, ADD from a URL, COPY --from an image, a FROM
+	// --platform not told as buildah tells it; see dockerfileImages) build
+	// as usual.
 	ReuseResults bool
 	// PullAuth holds the credentials for pulling base images.
 	PullAuth registry.AuthFile
@@ -170,6 +172,8 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	platformArgs := platformBuildArgs(osName, arch, variant)
 	fromArgs := maps.Clone(platformArgs)
 	maps.Copy(fromArgs, args)
+	// buildah drops a build arg named TARGETPLATFORM: its own always holds.
+	fromArgs["TARGETPLATFORM"] = platformArgs["TARGETPLATFORM"]
 	bases, err := baseImages(content, fromArgs)
 	if err != nil {
 		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
@@ -217,6 +221,11 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 			sysFor = &own
 		}
 		rb, err := checkBaseImage(ctx, sysFor, base.Ref, want, keying)
+		if err != nil && base.Platform != "" {
+			// buildah says so if the stage is built; it may be one no
+			// target needs. The build is not keyed by it.
+			rb, err = resolvedBase{Ref: base.Ref}, nil
+		}
 		if err != nil {
 			_, _ = fmt.Fprintf(out, "error: %v\n", err)
 			return Result{}, &StageError{Stage: StageBuild, Err: err}
@@ -224,12 +233,17 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		rb.Platform = base.Platform
 		resolved = append(resolved, rb)
 	}
-	_, _, unkeyed, err := dockerfileImages(content, fromArgs)
+	found, err := dockerfileImages(content, fromArgs)
 	if err != nil {
 		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
+	// A build arg for a BUILD* platform arg makes what buildah gives
+	// those args a guess.
+	setsBuildArgs := slices.ContainsFunc(slices.Collect(maps.Keys(req.Args)), func(name string) bool {
+		return strings.HasPrefix(name, "BUILD") && isPlatformArg(name)
+	})
 	keyed := keyedBuild{dockerfile: content, target: target, bases: resolved, platformArgs: platformArgs, ignore: ignore,
-		unkeyedImages: len(unkeyed) > 0}
+		unkeyedImages: found.unkeyed() || setsBuildArgs}
 	var key, cacheTag string
 	if cachedResults && cacheRepo != nil {
 		unlabelled := req

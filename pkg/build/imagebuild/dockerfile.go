@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,15 +54,15 @@ func baseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) 
 // platformBaseImages returns the images the FROM instructions with a
 // --platform flag of their own pull (a cross-compiling stage on
 // $BUILDPLATFORM, say), each with that platform, in order and without
-// duplicates. A FROM whose platform or reference has an ARG without a
-// value, or whose platform does not parse, is left out: dockerfileImages
-// counts its image among the others, which no key can see.
+// duplicates. A FROM whose platform is not told as buildah tells it (see
+// fromPlatform) is left out: dockerfileImages counts its image among the
+// others, which no key can see.
 func platformBaseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) {
-	_, platformed, _, err := dockerfileImages(dockerfile, args)
+	found, err := dockerfileImages(dockerfile, args)
 	if err != nil {
 		return nil, err
 	}
-	return uniqueBases(platformed), nil
+	return uniqueBases(found.platformed), nil
 }
 
 // uniqueBases returns the images froms pull, once each.
@@ -88,8 +89,8 @@ type baseFrom struct {
 // baseFroms returns every FROM instruction of dockerfile that pulls a base
 // image (baseImages), in order.
 func baseFroms(dockerfile []byte, args map[string]string) ([]baseFrom, error) {
-	bases, _, _, err := dockerfileImages(dockerfile, args)
-	return bases, err
+	refs, err := dockerfileImages(dockerfile, args)
+	return refs.bases, err
 }
 
 // registryRefs returns every image reference dockerfile names when built
@@ -98,32 +99,55 @@ func baseFroms(dockerfile []byte, args map[string]string) ([]baseFrom, error) {
 // registries of all of them, so their settings (a loopback registry reached
 // without TLS, say) must cover each, not just the bases it keys.
 func registryRefs(dockerfile []byte, args map[string]string) ([]string, error) {
-	bases, platformed, others, err := dockerfileImages(dockerfile, args)
+	found, err := dockerfileImages(dockerfile, args)
 	if err != nil {
 		return nil, err
 	}
-	refs := make([]string, 0, len(bases)+len(platformed)+len(others))
-	for _, b := range slices.Concat(bases, platformed) {
+	refs := make([]string, 0, len(found.bases)+len(found.platformed)+len(found.others))
+	for _, b := range slices.Concat(found.bases, found.platformed) {
 		refs = append(refs, b.ref)
 	}
-	refs = append(refs, others...)
+	refs = append(refs, found.others...)
 	slices.Sort(refs)
 	return slices.Compact(refs), nil
 }
 
-// dockerfileImages walks dockerfile with ARGs expanded from its ARG
-// instructions before the first FROM, overridden by args. bases are the FROM
-// instructions that pull a base image for the target platform (see
-// baseImages); platformed those that pull one for the platform of their own
-// --platform flag (see platformBaseImages); others are the other images the
-// build pulls: those of FROMs whose platform cannot be told (an ARG without
-// a value), and those (not stages) that a COPY or ADD --from or a RUN
-// --mount's from= names. References whose ARGs have no value are left out
-// of all three.
-func dockerfileImages(dockerfile []byte, args map[string]string) (bases, platformed []baseFrom, others []string, err error) {
+// imageRefs are the images a Dockerfile pulls, as dockerfileImages tells
+// them.
+type imageRefs struct {
+	// bases are the FROM instructions that pull a base image for the
+	// target platform (see baseImages).
+	bases []baseFrom
+	// platformed are those that pull one for the platform of their own
+	// --platform flag, when that platform is told as buildah tells it (see
+	// platformBaseImages).
+	platformed []baseFrom
+	// others are the other images the build pulls: those (not stages) a
+	// COPY or ADD --from or a RUN --mount's from= names, and those of FROMs
+	// whose platform is not told.
+	others []string
+	// unknown says the Dockerfile names an image, a stage or a platform
+	// that cannot be told the way buildah tells it (an ARG without a
+	// value here, a stage name with an ARG, several --platform flags): a
+	// key cannot name what it pulls.
+	unknown bool
+}
+
+// unkeyed says the build pulls an image no key can name.
+func (r imageRefs) unkeyed() bool { return r.unknown || len(r.others) > 0 }
+
+// dockerfileImages walks dockerfile as buildah reads it with args (the
+// build args and the TARGET*/BUILD* platform args buildah defines): FROM
+// lines and their --platform flags are expanded with the ARGs before the
+// first FROM, their values overridden by args, and then the platform args
+// not declared there; --from and from= values with the ARGs their stage
+// declares (a global ARG only when redeclared). Stage names are matched
+// exactly, by name or index, as buildah matches them.
+func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, error) {
+	var out imageRefs
 	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("parsing the Dockerfile: %w", err)
+		return out, fmt.Errorf("parsing the Dockerfile: %w", err)
 	}
 	globals := map[string]string{}
 	var order []string
@@ -136,29 +160,65 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (bases, platfor
 	sawFrom := false
 	stages := map[string]bool{}
 	stageCount := 0
+	// locals are the ARGs the current stage declared, with their values.
+	var locals map[string]string
+	var localOrder []string
+	isStage := func(name string) bool {
+		n, err := strconv.Atoi(name)
+		return stages[name] || (err == nil && n >= 0 && n < stageCount)
+	}
 	// other notes the image a --from or from= value names, if it names
-	// no stage (by name or index).
+	// no stage.
 	other := func(value string) {
-		if n, err := strconv.Atoi(value); value == "" || stages[strings.ToLower(value)] || (err == nil && n >= 0 && n < stageCount) {
+		if value == "" || isStage(value) {
+			out.unknown = out.unknown || value == ""
 			return
 		}
-		if ref, ok := expandImage(value, args, order, globals); ok && !stages[strings.ToLower(ref)] {
-			others = append(others, ref)
+		ref, err := imagebuilder.ProcessWord(value, environment(localOrder, locals))
+		switch {
+		case err != nil || ref == "" || strings.Contains(ref, "$"):
+			out.unknown = true
+		case !isStage(ref):
+			out.others = append(out.others, ref)
 		}
 	}
 	for _, node := range root.Children {
 		switch strings.ToLower(node.Value) {
 		case "arg":
-			if sawFrom {
-				continue
-			}
 			for n := node.Next; n != nil; n = n.Next {
 				name, value, hasValue := strings.Cut(n.Value, "=")
+				if sawFrom {
+					// A stage's ARG: the build arg, else its default,
+					// else the global of that name.
+					switch v, ok := args[name]; {
+					case ok:
+						value = v
+					case hasValue:
+						if expanded, err := imagebuilder.ProcessWord(value, environment(localOrder, locals)); err == nil {
+							value = expanded
+						}
+					default:
+						value, hasValue = globals[name]
+						if !hasValue {
+							continue
+						}
+					}
+					if _, seen := locals[name]; !seen {
+						localOrder = append(localOrder, name)
+					}
+					locals[name] = value
+					continue
+				}
 				if v, ok := args[name]; ok {
 					setGlobal(name, v)
 					continue
 				}
 				if hasValue {
+					// buildah expands a default with its platform args too,
+					// which this walk does not: such a default is not told.
+					if mentionsPlatformArg(value) {
+						out.unknown = true
+					}
 					if expanded, err := imagebuilder.ProcessWord(value, environment(order, globals)); err == nil {
 						value = expanded
 					}
@@ -167,23 +227,34 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (bases, platfor
 			}
 		case "from":
 			sawFrom = true
+			locals, localOrder = map[string]string{}, nil
 			words := nodeWords(node)
-			if ref, ok := fromImage(node, words, args, order, globals); ok && !stages[strings.ToLower(ref)] {
-				bases = append(bases, baseFrom{node: node, ref: ref})
-			} else if len(words) > 0 && hasFlag(node, "platform") && !stages[strings.ToLower(words[0])] {
-				ref, refOK := expandImage(words[0], args, order, globals)
-				p, platformOK := fromPlatform(node, args, order, globals)
-				switch {
-				case refOK && platformOK && !stages[strings.ToLower(ref)]:
-					platformed = append(platformed, baseFrom{node: node, ref: ref, platform: p})
-				case refOK:
-					other(words[0])
+			if len(words) == 0 {
+				out.unknown = true
+				break
+			}
+			if len(words) >= 3 && strings.EqualFold(words[1], "as") && strings.Contains(words[2], "$") {
+				out.unknown = true // buildah expands stage names; this walk does not
+			}
+			ref, known := expandImage(words[0], args, order, globals)
+			switch {
+			case !known:
+				out.unknown = true
+			case ref == "" || isStage(ref):
+				// scratch, or a stage
+			case !hasFlag(node, "platform"):
+				out.bases = append(out.bases, baseFrom{node: node, ref: ref})
+			default:
+				if p, ok := fromPlatform(node, args, globals); ok {
+					out.platformed = append(out.platformed, baseFrom{node: node, ref: ref, platform: p})
+				} else {
+					out.others = append(out.others, ref)
 				}
 			}
 			// A stage name counts from the next FROM on, as does its
 			// index.
 			if len(words) >= 3 && strings.EqualFold(words[1], "as") {
-				stages[strings.ToLower(words[2])] = true
+				stages[words[2]] = true
 			}
 			stageCount++
 		case "copy", "add":
@@ -194,58 +265,68 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (bases, platfor
 			}
 		case "run":
 			for _, f := range node.Flags {
-				mount, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "mount=")
-				if !ok {
-					continue
-				}
-				for field := range strings.SplitSeq(mount, ",") {
-					if from, ok := strings.CutPrefix(strings.TrimSpace(field), "from="); ok {
-						other(from)
+				if mount, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "mount="); ok {
+					if m := parseMount(mount); m.from != "" {
+						other(m.from)
 					}
 				}
 			}
 		}
 	}
-	return bases, platformed, others, nil
+	return out, nil
 }
+
+// platformArgRef finds a reference to a platform arg in a word.
+var platformArgRef = regexp.MustCompile(`\$\{?(TARGET|BUILD)(PLATFORM|OS|ARCH|VARIANT)\b`)
+
+// mentionsPlatformArg says whether word refers to one of the platform args.
+func mentionsPlatformArg(word string) bool { return platformArgRef.MatchString(word) }
 
 // fromPlatform returns the platform of a FROM instruction's --platform
-// flag with ARGs expanded, normalized (linux/arm64/v8 is linux/arm64); ok
-// is false when an ARG has no value or the platform does not parse.
-func fromPlatform(node *parser.Node, args map[string]string, order []string, globals map[string]string) (string, bool) {
+// flag, normalized (linux/arm64/v8 is linux/arm64), when it is told as
+// buildah tells it: one flag, whose value is a platform written out or is
+// exactly $BUILDPLATFORM or $TARGETPLATFORM, which no ARG before the first
+// FROM declares (buildah's own value then comes first) and which args
+// (holding buildah's values) has. An arm platform needs its variant
+// written: without one, an index's first arm image is pulled, whichever
+// that is.
+func fromPlatform(node *parser.Node, args map[string]string, globals map[string]string) (string, bool) {
+	var values []string
 	for _, f := range node.Flags {
-		value, found := strings.CutPrefix(strings.TrimPrefix(f, "--"), "platform=")
-		if !found {
-			continue
+		if value, found := strings.CutPrefix(strings.TrimPrefix(f, "--"), "platform="); found {
+			values = append(values, value)
 		}
-		expanded, ok := expandImage(value, args, order, globals)
-		if !ok {
-			return "", false
-		}
-		p, err := platform.Parse(expanded)
-		if err != nil {
-			return "", false
-		}
-		return p.Normalize().String(), true
 	}
-	return "", false
-}
-
-// fromImage returns the image a FROM instruction pulls for the target
-// platform, with ARGs expanded; ok is false for scratch, for a FROM with a
-// --platform flag, and for a reference with an ARG that has no value.
-func fromImage(node *parser.Node, words []string, args map[string]string, order []string, globals map[string]string) (ref string, ok bool) {
-	if len(words) == 0 || hasFlag(node, "platform") {
+	if len(values) != 1 {
 		return "", false
 	}
-	return expandImage(words[0], args, order, globals)
+	value := values[0]
+	switch value {
+	case "$BUILDPLATFORM", "${BUILDPLATFORM}", "$TARGETPLATFORM", "${TARGETPLATFORM}":
+		name := strings.Trim(value, "${}")
+		if _, declared := globals[name]; declared {
+			return "", false
+		}
+		if value = args[name]; value == "" {
+			return "", false
+		}
+	default:
+		if strings.ContainsAny(value, "$") {
+			return "", false
+		}
+	}
+	p, err := platform.Parse(value)
+	if err != nil || (p.Architecture == "arm" && p.Variant == "") {
+		return "", false
+	}
+	return p.Normalize().String(), true
 }
 
-// expandImage expands the ARGs of an image reference word: the global
-// ARGs, then the platform args a builder defines without an ARG
-// instruction. ok is false for scratch and for a reference with an ARG
-// that has no value.
-func expandImage(word string, args map[string]string, order []string, globals map[string]string) (ref string, ok bool) {
+// expandImage expands the ARGs of an image reference word of a FROM: the
+// global ARGs, then the platform args a builder defines without an ARG
+// instruction. known is false for a reference with an ARG that has no
+// value or that expands to nothing; ref is empty for scratch.
+func expandImage(word string, args map[string]string, order []string, globals map[string]string) (ref string, known bool) {
 	env := environment(order, globals)
 	for name, value := range args {
 		if _, declared := globals[name]; !declared && isPlatformArg(name) {
@@ -253,8 +334,11 @@ func expandImage(word string, args map[string]string, order []string, globals ma
 		}
 	}
 	ref, err := imagebuilder.ProcessWord(word, env)
-	if err != nil || ref == "" || strings.Contains(ref, "$") || strings.EqualFold(ref, "scratch") {
+	if err != nil || ref == "" || strings.Contains(ref, "$") {
 		return "", false
+	}
+	if strings.EqualFold(ref, "scratch") {
+		return "", true
 	}
 	return ref, true
 }
@@ -306,11 +390,11 @@ func hasFlag(node *parser.Node, name string) bool {
 // instruction's flags and stage name: the build then pulls the very
 // manifest its result key names, whatever the tag names meanwhile.
 func pinBases(dockerfile []byte, args map[string]string, digests map[string]string) ([]byte, error) {
-	bases, platformed, _, err := dockerfileImages(dockerfile, args)
+	found, err := dockerfileImages(dockerfile, args)
 	if err != nil {
 		return nil, err
 	}
-	froms := slices.Concat(bases, platformed)
+	froms := slices.Concat(found.bases, found.platformed)
 	slices.SortFunc(froms, func(a, b baseFrom) int { return a.node.StartLine - b.node.StartLine })
 	lines := strings.SplitAfter(string(dockerfile), "\n")
 	// From the last FROM to the first, so that earlier line numbers hold.

@@ -35,9 +35,9 @@ func TestBaseImages(t *testing.T) {
 			want:       []string{"golang:1.26", "registry.example.com/base"},
 		},
 		{
-			name:       "stage names are case-insensitive",
-			dockerfile: "FROM alpine as Builder\nFROM builder\n",
-			want:       []string{"alpine"},
+			name:       "stage names are matched exactly, as buildah matches them",
+			dockerfile: "FROM alpine as Builder\nFROM builder\nFROM Builder\n",
+			want:       []string{"alpine", "builder"},
 		},
 		{
 			name:       "a stage name counts only after it is declared",
@@ -251,12 +251,14 @@ func TestRegistryRefs(t *testing.T) {
 			dockerfile: "FROM alpine AS a\nFROM a\nCOPY --from=registry.example.com/tools:1 /t /t\nADD --chown=1 --from=127.0.0.1:5000/x /x /x\n" +
 				"RUN --mount=type=bind,from=localhost:5000/assets,target=/a --mount=type=cache,target=/c true\n" +
 				"RUN --mount=type=bind,from=a,target=/b true\nCOPY --from=0 /y /y\nCOPY --from=A /z /z\n",
-			want: []string{"127.0.0.1:5000/x", "alpine", "localhost:5000/assets", "registry.example.com/tools:1"},
+			// A is no stage: buildah matches stage names exactly.
+			want: []string{"127.0.0.1:5000/x", "A", "alpine", "localhost:5000/assets", "registry.example.com/tools:1"},
 		},
 		{
-			name:       "ARGs are expanded; references with unset ARGs are left out",
-			dockerfile: "ARG TOOLS=registry.example.com/tools:2\nFROM scratch\nCOPY --from=$TOOLS /t /t\nCOPY --from=$UNSET /u /u\nFROM --platform=$BUILDPLATFORM $NOPE\n",
-			want:       []string{"registry.example.com/tools:2"},
+			name: "ARGs are expanded; references with unset ARGs are left out",
+			dockerfile: "ARG TOOLS=registry.example.com/tools:2\nFROM scratch\nARG TOOLS\nARG MORE=localhost:5000/more\nCOPY --from=$TOOLS /t /t\nCOPY --from=$MORE /m /m\n" +
+				"COPY --from=$UNSET /u /u\nFROM --platform=$BUILDPLATFORM $NOPE\nCOPY --from=$TOOLS /v /v\n",
+			want: []string{"localhost:5000/more", "registry.example.com/tools:2"},
 		},
 		{
 			name:       "an index past the stages is an image",
@@ -308,12 +310,12 @@ func TestPlatformBaseImages(t *testing.T) {
 	if !reflect.DeepEqual(bases, []baseImage{{Ref: "alpine", Line: 8}}) {
 		t.Errorf("baseImages = %+v", bases)
 	}
-	_, _, unkeyed, err := dockerfileImages([]byte(dockerfile), args)
+	found, err := dockerfileImages([]byte(dockerfile), args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(unkeyed, []string{"busybox", "busybox"}) {
-		t.Errorf("unkeyed = %q, want both busybox FROMs", unkeyed)
+	if !reflect.DeepEqual(found.others, []string{"busybox", "busybox"}) || found.unknown {
+		t.Errorf("others = %q, unknown %v; want both busybox FROMs", found.others, found.unknown)
 	}
 }
 
@@ -333,5 +335,49 @@ func TestPinBasesPlatform(t *testing.T) {
 	want := "FROM --platform=$BUILDPLATFORM reg.example/go@" + d + " AS build\nRUN make\nFROM reg.example/go@" + e + "\nCOPY --from=build /out /out\n"
 	if string(got) != want {
 		t.Errorf("pinned:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestDockerfileImagesUnkeyed lists Dockerfiles whose images this walk
+// cannot tell the way buildah tells them, or that pull images no key names:
+// each must leave the build unkeyed, else a moved tag would reuse a stale
+// image.
+func TestDockerfileImagesUnkeyed(t *testing.T) {
+	args := map[string]string{"TARGETARCH": "arm64", "TARGETOS": "linux", "TARGETPLATFORM": "linux/arm64",
+		"BUILDPLATFORM": "linux/amd64", "BUILDOS": "linux", "BUILDARCH": "amd64"}
+	for name, dockerfile := range map[string]string{
+		"a stage name in another case is an image to buildah": "FROM golang:1.22 AS Golang\nFROM alpine\nCOPY --from=golang /usr/local/go /go\n",
+		"a mount from a stage name in another case":           "FROM golang:1.22 AS Golang\nFROM alpine\nRUN --mount=type=cache,from=golang,target=/c true\n",
+		"an ARG default built from platform args":             "ARG IMG=${BUILDARCH:+golang:1.22}\nFROM --platform=$BUILDPLATFORM $IMG AS b\nFROM $IMG\n",
+		"a platform from an ARG":                              "ARG TARGETARCH\nARG P=linux/$TARGETARCH\nFROM --platform=$P golang AS b\nFROM alpine\n",
+		"several --platform flags":                            "FROM --platform=linux/amd64 --platform=linux/s390x golang AS b\nFROM alpine\n",
+		"a declared BUILDPLATFORM":                            "ARG BUILDPLATFORM=linux/s390x\nFROM --platform=$BUILDPLATFORM golang AS b\nFROM alpine\n",
+		"arm without a variant":                               "FROM --platform=linux/arm golang AS b\nFROM alpine\n",
+		"a stage name with an ARG":                            "ARG S=ubuntu\nFROM alpine AS $S\nFROM ubuntu\n",
+		"a FROM with an unset ARG":                            "FROM $UNSET\n",
+		"COPY --from an unset ARG":                            "FROM alpine\nCOPY --from=$UNSET /x /x\n",
+		"COPY --from a global ARG not declared in the stage":  "ARG T=tools\nFROM alpine\nCOPY --from=$T /x /x\n",
+	} {
+		found, err := dockerfileImages([]byte(dockerfile), args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !found.unkeyed() {
+			t.Errorf("%s: keyed: %+v", name, found)
+		}
+	}
+	for name, dockerfile := range map[string]string{
+		"a cross-compiling stage":              "FROM --platform=$BUILDPLATFORM golang AS build\nFROM alpine\nCOPY --from=build /x /x\n",
+		"a platform written out, with variant": "FROM --platform=linux/arm/v7 golang AS b\nFROM --platform=${TARGETPLATFORM} alpine\n",
+		"a stage by index and by exact name":   "FROM alpine AS Build\nFROM alpine\nCOPY --from=0 /x /x\nCOPY --from=Build /y /y\n",
+		"scratch":                              "FROM scratch\nCOPY a /a\n",
+	} {
+		found, err := dockerfileImages([]byte(dockerfile), args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found.unkeyed() {
+			t.Errorf("%s: unkeyed: %+v", name, found)
+		}
 	}
 }

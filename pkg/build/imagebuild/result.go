@@ -243,7 +243,7 @@ func keyableMount(mount string, stages map[string]bool) bool {
 	m := parseMount(mount)
 	switch m.typ {
 	case "cache", "tmpfs", "bind":
-		return m.from == "" || stages[strings.ToLower(m.from)]
+		return m.from == "" || stages[m.from]
 	}
 	return false
 }
@@ -289,7 +289,7 @@ func keyableDockerfile(dockerfile []byte) bool {
 		switch strings.ToLower(node.Value) {
 		case "from":
 			if words := nodeWords(node); len(words) >= 3 && strings.EqualFold(words[1], "as") {
-				stages[strings.ToLower(words[2])] = true
+				stages[words[2]] = true
 			}
 			stages[strconv.Itoa(count)] = true
 			count++
@@ -301,7 +301,7 @@ func keyableDockerfile(dockerfile []byte) bool {
 			}
 		case "add", "copy":
 			for _, f := range node.Flags {
-				if from, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "from="); ok && !stages[strings.ToLower(from)] {
+				if from, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "from="); ok && !stages[from] {
 					return false
 				}
 			}

@@ -79,14 +79,14 @@ func TestBuildxPlatformArgs(t *testing.T) {
 	}
 }
 
-// TestBuildPullsImagesItDoesNotKey builds Dockerfiles whose only images on
-// the bed's loopback registry (reached over plain HTTP, as loopback
-// registries are) are ones the build pulls without keying them: a
-// cross-compiling stage on $BUILDPLATFORM, as Dockerfiles written for
-// buildx have, and an image COPY --from names. Both build for two
+// TestBuildReachesEveryImagesRegistry builds Dockerfiles whose only images
+// on the bed's loopback registry (reached over plain HTTP, as loopback
+// registries are) are not bases of the target platform: a cross-compiling
+// stage on $BUILDPLATFORM, as Dockerfiles written for buildx have, and an
+// image COPY --from names. Both build for two
 // platforms; the cross-compiling stage runs on the build machine's
 // architecture for each target.
-func TestBuildPullsImagesItDoesNotKey(t *testing.T) {
+func TestBuildReachesEveryImagesRegistry(t *testing.T) {
 	for name, tc := range map[string]struct {
 		dockerfile, file string
 		want             func(p string) string
