@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -30,6 +32,11 @@ func admissionPatch(raw []byte, labels map[string]string, gate bool) ([]jsonpatc
 		Spec *struct {
 			SchedulingGates []json.RawMessage `json:"schedulingGates"`
 		} `json:"spec"`
+	}
+	// A patch applies to an object: JSON null decodes into an empty pod,
+	// and no path of it can be added to.
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil, errors.New("the pod is not a JSON object")
 	}
 	// Case-sensitive, as the apiserver reads JSON: a "Metadata" key is not
 	// where a patch path "/metadata" points.

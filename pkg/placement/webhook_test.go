@@ -170,6 +170,7 @@ func FuzzWebhookPodDecoding(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"labels":null},"spec":{"schedulingGates":null,"nodeName":""}}`))
 	f.Add([]byte(`{"metadata":{"labels":{"multiarch.openshift.io/scheduling-gate":"removed"}},"spec":{"schedulingGates":[{"name":"other"}]}}`))
 	f.Add([]byte(`not json`))
+	f.Add([]byte("null "))
 	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}
 	h, _ := newTestWebhook(f, &stubCache{config: cfg})
 	f.Fuzz(func(t *testing.T, raw []byte) {
