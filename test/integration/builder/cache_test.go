@@ -541,3 +541,42 @@ func TestCachedResultOtherPlatform(t *testing.T) {
 	g.Expect(oci.log).To(ContainSubstring("not the build's application/vnd.oci.image.manifest.v1+json"), oci.log)
 	g.Expect(oci.mediaType).To(Equal("application/vnd.oci.image.manifest.v1+json"))
 }
+
+// TestCachedCrossCompiledResults builds crossDockerfile for linux/arm64
+// with a registry layer cache, as build pods do, each time with a new
+// store: the second build takes the whole result from the cache
+// repository (its cross-compiling stage is keyed by its image's digest for
+// the build machine's platform), and the toolchain tag moved to another
+// image builds again.
+func TestCachedCrossCompiledResults(t *testing.T) {
+	g := NewWithT(t)
+	reg := theBed.Registry
+	run := uniqueName()
+	base, toolchain := reg.Host+"/it/cached-cross-base"+run+":v1", reg.Host+"/it/cached-cross-toolchain"+run+":v1"
+	copyIndex(t, theBed.BaseImage, base)
+	copyIndex(t, theBed.BaseImage, toolchain)
+	ctxDir := writeContext(t, crossDockerfile)
+	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("one\n"), 0o644)).To(Succeed())
+	cacheRepo, err := platform.CacheRepository(reg.Host+"/it/cached-cross"+run+"-cache", "linux/arm64")
+	g.Expect(err).NotTo(HaveOccurred())
+	c := resultBuild{t: t, ctxDir: ctxDir, cache: cacheRepo, dest: reg.Host + "/it/cached-cross" + run + ":v1"}
+	args := map[string]string{"BASE": base, "TOOLCHAIN": toolchain}
+
+	first := c.build("linux/arm64", "first", args, false)
+	g.Expect(builtSteps(first.log)).To(BeTrue(), first.log)
+	second := c.build("linux/arm64", "second", args, false)
+	g.Expect(builtSteps(second.log)).To(BeFalse(), "the same inputs run no step\n%s", second.log)
+	g.Expect(second.log).To(ContainSubstring("from the layer cache: an earlier build had the same inputs"))
+	g.Expect(second.layers).To(Equal(first.layers))
+
+	// The toolchain tag now names another index of both platforms, whose
+	// images have an /out.
+	other := reg.Host + "/it/cached-cross-other" + run + ":v1"
+	log, code := runBuilder(t, nil, "build", "--platform", "linux/amd64,linux/arm64", "--build-arg", "BASE="+base,
+		"-t", other, writeContext(t, "ARG BASE\nFROM $BASE\nRUN touch /out\n"))
+	g.Expect(code).To(Equal(0), log)
+	copyIndex(t, other, toolchain)
+	moved := c.build("linux/arm64", "moved", args, false)
+	g.Expect(builtSteps(moved.log)).To(BeTrue(), "a moved toolchain tag builds again\n%s", moved.log)
+	g.Expect(moved.layers).NotTo(Equal(first.layers))
+}
