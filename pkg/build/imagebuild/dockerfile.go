@@ -158,8 +158,11 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, err
 		globals[name] = value
 	}
 	sawFrom := false
+	// stages are the stages before the current one (named current), by
+	// name; stageCount is how many there are.
 	stages := map[string]bool{}
 	stageCount := 0
+	current := ""
 	// locals are the ARGs the current stage declared, with their values.
 	var locals map[string]string
 	var localOrder []string
@@ -226,7 +229,17 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, err
 				}
 			}
 		case "from":
+			// The stage before this one counts from here on, by name and
+			// index; a stage's own name in its instructions names an
+			// image, as buildah looks names up among earlier stages only.
+			if sawFrom {
+				if current != "" {
+					stages[current] = true
+				}
+				stageCount++
+			}
 			sawFrom = true
+			current = ""
 			locals, localOrder = map[string]string{}, nil
 			words := nodeWords(node)
 			if len(words) == 0 {
@@ -251,12 +264,9 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, err
 					out.others = append(out.others, ref)
 				}
 			}
-			// A stage name counts from the next FROM on, as does its
-			// index.
 			if len(words) >= 3 && strings.EqualFold(words[1], "as") {
-				stages[words[2]] = true
+				current = words[2]
 			}
-			stageCount++
 		case "copy", "add":
 			for _, f := range node.Flags {
 				if from, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "from="); ok {
@@ -265,6 +275,10 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, err
 			}
 		case "run":
 			for _, f := range node.Flags {
+				if strings.ContainsAny(f, flagSpecials) {
+					out.unknown = true // buildah expands and unquotes it first
+					continue
+				}
 				if mount, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "mount="); ok {
 					if m := parseMount(mount); m.from != "" {
 						other(m.from)

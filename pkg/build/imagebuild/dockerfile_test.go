@@ -357,6 +357,9 @@ func TestDockerfileImagesUnkeyed(t *testing.T) {
 		"a FROM with an unset ARG":                            "FROM $UNSET\n",
 		"COPY --from an unset ARG":                            "FROM alpine\nCOPY --from=$UNSET /x /x\n",
 		"COPY --from a global ARG not declared in the stage":  "ARG T=tools\nFROM alpine\nCOPY --from=$T /x /x\n",
+		"a mount from the stage's own name":                   "FROM golang:1.22 AS golang\nRUN --mount=type=cache,from=golang,target=/x true\n",
+		"a RUN flag from an ARG":                              "ARG X=mount=type=bind,from=img,target=/b\nFROM alpine\nRUN --$X cat /b/x\n",
+		"an escaped from= field":                              "FROM alpine\nRUN --mount=type=bind,fr\\\\om=img,target=/b cat /b/x\n",
 	} {
 		found, err := dockerfileImages([]byte(dockerfile), args)
 		if err != nil {

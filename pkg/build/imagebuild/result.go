@@ -42,9 +42,12 @@ import (
 // manifest format, the digest of each base image's manifest for the target
 // platform as the registry has it now, and the builder's own version. A
 // build that reads anything the key cannot see is never reused: one with
-// RUN mounts (Request.RunMounts, RUN --mount), ADD from a URL, COPY --from
-// an image rather than a stage, a FROM --platform, or a base image that
-// cannot be read.
+// build volumes (Request.RunMounts), a RUN --mount of an image, a secret or
+// SSH, a RUN flag buildah would expand or unquote, ADD from a URL, COPY
+// --from an image rather than an earlier stage, an image, stage or
+// platform not told as buildah tells it (dockerfileImages), or a base
+// image that cannot be read. A cache or tmpfs mount's content is not
+// keyed: it is a cache, as BuildKit and buildah's layer cache take it.
 
 // resultRecord is what a build whose inputs hash to a key gave: the file
 // results/<key>.json in the work directory.
@@ -232,6 +235,11 @@ func goBuildID(path string) string {
 	return strings.TrimRight(string(desc), "\x00")
 }
 
+// flagSpecials are the characters that make an instruction's flag or
+// source read other than it is written: buildah expands ARGs and ENV
+// values ($) in them and removes quotes and escapes.
+const flagSpecials = "$\\\"'"
+
 // keyableMount reports whether a RUN --mount leaves a step's result to
 // what a key sees: a cache (whose content is a cache, as BuildKit and
 // buildah's own layer cache take it: they key no step by it) or a tmpfs,
@@ -275,26 +283,43 @@ func parseMount(mount string) runMount {
 
 // keyableDockerfile reports whether everything dockerfile builds from is
 // covered by a result key: no instruction reads a URL, an image other than
-// the FROM bases, or a mount. A FROM with a --platform flag of its own is a
-// base keyed by its digest for that platform (keyedBuild.unkeyedImages
-// when that platform cannot be told).
+// the FROM bases, or a mount the key cannot see (keyableMount), and no RUN
+// flag holds what buildah expands or unquotes. A FROM with a --platform
+// flag of its own is a base keyed by its digest for that platform
+// (keyedBuild.unkeyedImages when that platform cannot be told).
 func keyableDockerfile(dockerfile []byte) bool {
 	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
 	if err != nil {
 		return false
 	}
+	// stages are the stages before the current one, by name and index:
+	// buildah looks a name up among those only, so a stage's own name in
+	// its instructions names an image.
 	stages := map[string]bool{}
 	count := 0
+	current := ""
 	for _, node := range root.Children {
 		switch strings.ToLower(node.Value) {
 		case "from":
-			if words := nodeWords(node); len(words) >= 3 && strings.EqualFold(words[1], "as") {
-				stages[words[2]] = true
+			if count > 0 {
+				stages[strconv.Itoa(count-1)] = true
+				if current != "" {
+					stages[current] = true
+				}
 			}
-			stages[strconv.Itoa(count)] = true
+			current = ""
+			if words := nodeWords(node); len(words) >= 3 && strings.EqualFold(words[1], "as") {
+				current = words[2]
+			}
 			count++
 		case "run":
 			for _, f := range node.Flags {
+				// buildah expands a RUN flag's ARGs and removes its
+				// quotes and escapes before reading it: one with any of
+				// them may read other than what it says here.
+				if strings.ContainsAny(f, flagSpecials) {
+					return false
+				}
 				if mount, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "mount="); ok && !keyableMount(mount, stages) {
 					return false
 				}
@@ -344,7 +369,7 @@ func contextSources(dockerfile []byte) (paths []string, ok bool) {
 				if m.typ != "bind" || m.from != "" {
 					continue
 				}
-				if strings.ContainsAny(m.source, "*?[\\$") {
+				if strings.ContainsAny(m.source, "*?["+flagSpecials) {
 					return nil, false
 				}
 				clean := strings.TrimPrefix(path.Clean("/"+m.source), "/")
@@ -371,7 +396,7 @@ func contextSources(dockerfile []byte) (paths []string, ok bool) {
 			if strings.HasPrefix(src, "<<") && len(node.Heredocs) > 0 {
 				continue // its content is in the Dockerfile
 			}
-			if strings.ContainsAny(src, "*?[\\$") {
+			if strings.ContainsAny(src, "*?["+flagSpecials) {
 				return nil, false
 			}
 			// buildah resolves a source inside the context: "/a" and
@@ -522,10 +547,11 @@ func fileKind(m fs.FileMode) string {
 }
 
 // contextDigestFor digests what dockerfile can read of the build context
-// in dir: the paths its COPY and ADD instructions name (each a file, or a
-// directory and all below it), or, when those paths cannot be told or one of them leads through a
-// symbolic link, the whole context (contextDigest). So a file no
-// instruction copies, such as a clone's .git, does not change the key.
+// in dir: the paths its COPY and ADD instructions and its RUN bind mounts
+// of the context name (contextSources; each a file, or a directory and all
+// below it), or, when those paths cannot be told or one of them leads
+// through a symbolic link, the whole context (contextDigest). So a file no
+// instruction reads, such as a clone's .git, does not change the key.
 func contextDigestFor(dir string, dockerfile []byte) (string, bool, error) {
 	sources, ok := contextSources(dockerfile)
 	if !ok {

@@ -45,6 +45,17 @@ func TestKeyableDockerfile(t *testing.T) {
 		{"one keyable and one not", "FROM base\nRUN --mount=type=cache,target=/c --mount=type=secret,id=x make\n", false},
 		{"from another platform (keyed by its digest for that platform)", "FROM --platform=$BUILDPLATFORM base\nRUN make\n", true},
 		{"onbuild", "FROM base\nONBUILD RUN make\n", false},
+		// buildah expands a RUN flag's ARGs and removes its quotes and
+		// escapes before it reads it.
+		{"a mount flag with an escape", "FROM base\nRUN --mount=type=bind,source=go.mod,s\\\\rc=secret.txt,target=/m cat /m\n", false},
+		{"a mount flag with an ARG", "ARG S=src=secret.txt\nFROM base\nRUN --mount=type=bind,source=go.mod,$S,target=/m cat /m\n", false},
+		{"a mount flag with quotes", "FROM base\nRUN --mount=type=bind,source='\"secret.txt\"',target=/m cat /m\n", false},
+		{"a type hidden behind an escape", "FROM base\nRUN --mount=type=cache,source=secret.txt,target=/m,ty\\\\pe=bind cat /m\n", false},
+		{"a whole flag from an ARG", "ARG X=mount=type=bind,from=img,target=/b\nFROM base\nRUN --$X cat /b/x\n", false},
+		// buildah looks a name up among the earlier stages only.
+		{"a mount from the stage's own name", "FROM base AS golang\nRUN --mount=type=cache,from=golang,target=/x true\n", false},
+		{"a copy from the stage's own name", "FROM base AS tools\nCOPY --from=tools /x /y\n", false},
+		{"a copy from the stage's own index", "FROM base\nFROM base\nCOPY --from=1 /x /y\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := keyableDockerfile([]byte(tc.dockerfile)); got != tc.want {
@@ -181,6 +192,9 @@ func TestResultKey(t *testing.T) {
 				k.write("Dockerfile", "FROM base\nCOPY <<x /d\none\nx\n", 0o644)
 			},
 			change: func(k *keyTest) { k.write("<<x", "2", 0o644) }},
+		{name: "a quoted source (buildah unquotes it)",
+			before: func(k *keyTest) { k.write("Dockerfile", "FROM base\nCOPY \"b.txt\" /x\n", 0o644) },
+			change: func(k *keyTest) { k.write("b.txt", "changed", 0o644) }},
 		{name: "a bind-mounted file",
 			before: func(k *keyTest) {
 				k.write("Dockerfile", "FROM base\nRUN --mount=type=bind,source=go.mod,target=/m cat /m\n", 0o644)
