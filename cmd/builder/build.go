@@ -33,6 +33,7 @@ type localBuildOptions struct {
 	platforms          []string
 	tag                string
 	file               string
+	target             string
 	buildArgs          []string
 	labels             []string
 	volumes            []string
@@ -82,6 +83,7 @@ pushed), else 1.`,
 	f.StringSliceVar(&opts.platforms, "platform", nil, "target platforms, os/arch[/variant], comma-separated or repeated (default: this machine's)")
 	f.StringVarP(&opts.tag, "tag", "t", "", "image reference to push the manifest list to (default: build only)")
 	f.StringVarP(&opts.file, "file", "f", "", "Dockerfile, relative to CONTEXT or absolute (default: CONTEXT/Dockerfile)")
+	f.StringVar(&opts.target, "target", "", "stage to build and push, by its name, as docker buildx build --target (default: the last stage)")
 	f.StringArrayVar(&opts.buildArgs, "build-arg", nil, "ARG value, NAME=VALUE (or NAME, from the environment); repeatable")
 	f.StringArrayVar(&opts.labels, "label", nil, "image label, NAME=VALUE; repeatable")
 	f.StringArrayVarP(&opts.volumes, "volume", "v", nil, "bind mount for RUN steps, SOURCE:DESTINATION[:ro], left out of the image; repeatable")
@@ -414,6 +416,7 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 	req := imagebuild.Request{
 		ContextDir: contextDir,
 		Dockerfile: opts.file,
+		Target:     opts.target,
 		Platform:   target,
 		Args:       plan.buildArgs,
 		Labels:     plan.labels,

@@ -46,6 +46,10 @@ type Request struct {
 	// From replaces the image of the Dockerfile's last FROM (a Docker
 	// strategy's from). Default: the Dockerfile's.
 	From string
+	// Target is the stage to build and give as the image, as buildx's
+	// --target names it; the stages it does not need are not built.
+	// Default: the last stage.
+	Target string
 	// Args are the Dockerfile's ARG values. TARGETPLATFORM, TARGETOS,
 	// TARGETARCH and TARGETVARIANT are set from Platform as buildx spells
 	// it (Platform.Normalize: linux/arm64 and no variant for arm64).
@@ -327,6 +331,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		NetworkInterface: hostNetwork{},
 		CommonBuildOpts:  &define.CommonBuildOptions{Ulimit: ulimits},
 		OutputFormat:     manifestType(req.Format),
+		Target:           req.Target,
 		Platforms: []struct{ OS, Arch, Variant string }{
 			{OS: spelled.OS, Arch: spelled.Architecture, Variant: spelled.Variant},
 		},

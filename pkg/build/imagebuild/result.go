@@ -76,6 +76,7 @@ type resultKeyInputs struct {
 	Labels       map[string]string `json:"labels"`
 	Env          []string          `json:"env"`
 	Format       Format            `json:"format"`
+	Target       string            `json:"target,omitempty"`
 	Bases        []resolvedBase    `json:"bases"`
 }
 
@@ -141,6 +142,7 @@ func resultKey(req Request, in keyedBuild) (string, error) {
 		Labels:       orEmpty(req.Labels),
 		Env:          req.Env,
 		Format:       format,
+		Target:       req.Target,
 		Bases:        in.bases,
 	}
 	raw, err := json.Marshal(inputs)

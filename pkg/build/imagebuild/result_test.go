@@ -146,6 +146,7 @@ func TestResultKey(t *testing.T) {
 		{name: "label", change: func(k *keyTest) { k.req.Labels = map[string]string{"l": "v"} }},
 		{name: "env", change: func(k *keyTest) { k.req.Env = []string{"E=1"} }},
 		{name: "format", change: func(k *keyTest) { k.req.Format = FormatDocker }},
+		{name: "target stage", change: func(k *keyTest) { k.req.Target = "build" }},
 		{name: "builder executable", change: func(k *keyTest) {
 			saved := executableDigest
 			executableDigest = func() (string, error) { return "sha256:another-builder", nil }

@@ -132,3 +132,48 @@ func TestBuildReachesEveryImagesRegistry(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildTarget builds one stage of a multi-stage Dockerfile by name, as
+// docker buildx build --target does, for two platforms: each image is that
+// stage's. With a kept --work-dir the same build again is reused, while
+// another target builds (the target is keyed).
+func TestBuildTarget(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ctxDir := writeContext(t, "ARG BASE\nFROM $BASE AS base\nRUN echo base > /which\n"+
+		"FROM base AS test\nRUN echo test > /which\nFROM base AS prod\nRUN echo prod > /which\n")
+	work := t.TempDir()
+	run := uniqueName()
+	build := func(tag, target, want string) string {
+		t.Helper()
+		out := theBed.Registry.Host + "/it/target" + run + ":" + tag
+		args := []string{"build", "--platform", "linux/amd64,linux/arm64", "--build-arg", "BASE=" + theBed.BaseImage,
+			"--work-dir", work, "-t", out}
+		if target != "" {
+			args = append(args, "--target", target)
+		}
+		log, code := runBuilder(t, nil, append(args, ctxDir)...)
+		g.Expect(code).To(Equal(0), log)
+		img, err := theBed.Registry.OpenImage(ctx, out)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer img.Close()
+		index, _, err := img.Index(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(index.Manifests).To(HaveLen(2))
+		for _, d := range index.Manifests {
+			got, err := img.TopLayerFile(ctx, d.Digest, "/which")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(want+"\n"), "the %s image of target %q", d.Platform.Architecture, target)
+		}
+		return log
+	}
+	g.Expect(build("test", "test", "test")).NotTo(ContainSubstring("Reusing image"))
+	g.Expect(build("test-again", "test", "test")).To(ContainSubstring("Reusing image"))
+	g.Expect(build("prod", "", "prod")).NotTo(ContainSubstring("Reusing image"), "the last stage is another target")
+	g.Expect(build("base", "base", "base")).NotTo(ContainSubstring("Reusing image"))
+
+	log, code := runBuilder(t, nil, "build", "--platform", "linux/amd64", "--build-arg", "BASE="+theBed.BaseImage,
+		"--target", "nope", ctxDir)
+	g.Expect(code).NotTo(Equal(0), log)
+	g.Expect(log).To(ContainSubstring("nope"), "the error names the missing target")
+}
