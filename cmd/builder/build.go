@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.podman.io/buildah/pkg/parse"
 	"golang.org/x/sync/semaphore"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -34,6 +35,7 @@ type localBuildOptions struct {
 	tag                string
 	file               string
 	target             string
+	secrets            []string
 	buildArgs          []string
 	labels             []string
 	volumes            []string
@@ -84,6 +86,7 @@ pushed), else 1.`,
 	f.StringVarP(&opts.tag, "tag", "t", "", "image reference to push the manifest list to (default: build only)")
 	f.StringVarP(&opts.file, "file", "f", "", "Dockerfile, relative to CONTEXT or absolute (default: CONTEXT/Dockerfile)")
 	f.StringVar(&opts.target, "target", "", "stage to build and push, by its name, as docker buildx build --target (default: the last stage)")
+	f.StringArrayVar(&opts.secrets, "secret", nil, "secret for RUN --mount=type=secret, as docker buildx build --secret: id=ID[,src=FILE|,env=VAR] (default source: the file or environment variable named ID); never stored in the image; repeatable")
 	f.StringArrayVar(&opts.buildArgs, "build-arg", nil, "ARG value, NAME=VALUE (or NAME, from the environment); repeatable")
 	f.StringArrayVar(&opts.labels, "label", nil, "image label, NAME=VALUE; repeatable")
 	f.StringArrayVarP(&opts.volumes, "volume", "v", nil, "bind mount for RUN steps, SOURCE:DESTINATION[:ro], left out of the image; repeatable")
@@ -283,6 +286,9 @@ func planLocalBuild(opts localBuildOptions) (localPlan, error) {
 	if plan.labels, err = parseKeyValues(opts.labels, false); err != nil {
 		return localPlan{}, fmt.Errorf("--label: %w", err)
 	}
+	if err := checkSecrets(opts.secrets); err != nil {
+		return localPlan{}, err
+	}
 	plan.jobs = opts.jobs
 	if plan.jobs <= 0 {
 		plan.jobs = min(len(plan.platforms), maxDefaultJobs)
@@ -417,6 +423,7 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 		ContextDir: contextDir,
 		Dockerfile: opts.file,
 		Target:     opts.target,
+		Secrets:    opts.secrets,
 		Platform:   target,
 		Args:       plan.buildArgs,
 		Labels:     plan.labels,
@@ -552,4 +559,27 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// checkSecrets checks --secret values as buildah reads them, and that each
+// file source is a readable file, so that a wrong one is refused before any
+// build starts.
+func checkSecrets(secrets []string) error {
+	parsed, err := parse.Secrets(secrets)
+	if err != nil {
+		return fmt.Errorf("--secret: %w (give id=ID[,src=FILE|,env=VAR], naming a file that exists or a variable that is set)", err)
+	}
+	for id, sec := range parsed {
+		if sec.SourceType != "file" {
+			continue
+		}
+		info, err := os.Stat(sec.Source)
+		if err != nil {
+			return fmt.Errorf("--secret %s: %w", id, err)
+		}
+		if !info.Mode().IsRegular() {
+			return fmt.Errorf("--secret %s: %s is not a regular file", id, sec.Source)
+		}
+	}
+	return nil
 }

@@ -46,6 +46,10 @@ type Request struct {
 	// From replaces the image of the Dockerfile's last FROM (a Docker
 	// strategy's from). Default: the Dockerfile's.
 	From string
+	// Secrets are the secrets RUN --mount=type=secret reads, as buildah
+	// takes them: id=ID[,src=FILE|,env=VAR]. A build whose Dockerfile
+	// mounts a secret is never keyed.
+	Secrets []string
 	// Target is the stage to build and give as the image, as buildx's
 	// --target names it; the stages it does not need are not built.
 	// Default: the last stage.
@@ -329,7 +333,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 			{Name: string(specs.NetworkNamespace), Host: true},
 		},
 		NetworkInterface: hostNetwork{},
-		CommonBuildOpts:  &define.CommonBuildOptions{Ulimit: ulimits},
+		CommonBuildOpts:  &define.CommonBuildOptions{Ulimit: ulimits, Secrets: req.Secrets},
 		OutputFormat:     manifestType(req.Format),
 		Target:           req.Target,
 		Platforms: []struct{ OS, Arch, Variant string }{

@@ -177,3 +177,59 @@ func TestBuildTarget(t *testing.T) {
 	g.Expect(code).NotTo(Equal(0), log)
 	g.Expect(log).To(ContainSubstring("nope"), "the error names the missing target")
 }
+
+// TestBuildSecrets builds a Dockerfile that reads secrets through RUN
+// --mount=type=secret, as Dockerfiles written for buildx do, from a file
+// and from an environment variable given with --secret: the step reads
+// them, the image holds neither, and with a kept --work-dir the build is
+// never reused (a secret's content is keyed by nothing). A required secret
+// not given fails the build, and a wrong --secret is refused before any
+// build starts.
+func TestBuildSecrets(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ctxDir := writeContext(t, "ARG BASE\nFROM $BASE\n"+
+		"RUN --mount=type=secret,id=token,required=true --mount=type=secret,id=key,env=KEY "+
+		"{ wc -c < /run/secrets/token; echo \"${#KEY}\"; ls /run/secrets; } > /out\n")
+	token := filepath.Join(t.TempDir(), "token")
+	g.Expect(os.WriteFile(token, []byte("s3cr3t-token"), 0o600)).To(Succeed())
+	work := t.TempDir()
+	out := theBed.Registry.Host + "/it/secrets" + uniqueName() + ":v1"
+	env := []string{"ARCHWAY_TEST_KEY=0123456789"}
+	args := []string{"build", "--platform", "linux/amd64,linux/arm64", "--build-arg", "BASE=" + theBed.BaseImage,
+		"--work-dir", work, "--secret", "id=token,src=" + token, "--secret", "id=key,env=ARCHWAY_TEST_KEY", "-t", out, ctxDir}
+	for range 2 {
+		log, code := runBuilder(t, env, args...)
+		g.Expect(code).To(Equal(0), log)
+		g.Expect(log).NotTo(ContainSubstring("Reusing image"), "a build reading secrets is never reused")
+		g.Expect(log).NotTo(ContainSubstring("s3cr3t-token"))
+	}
+	img, err := theBed.Registry.OpenImage(ctx, out)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	index, _, err := img.Index(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(index.Manifests).To(HaveLen(2))
+	for _, d := range index.Manifests {
+		got, err := img.TopLayerFile(ctx, d.Digest, "/out")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(strings.Fields(got)).To(Equal([]string{"12", "10", "token"}), "the step read both; only the file one is a file")
+		_, err = img.TopLayerFile(ctx, d.Digest, "/run/secrets/token")
+		g.Expect(err).To(HaveOccurred(), "the secret is not in the image")
+	}
+
+	log, code := runBuilder(t, nil, "build", "--platform", "linux/amd64", "--build-arg", "BASE="+theBed.BaseImage, ctxDir)
+	g.Expect(code).NotTo(Equal(0), log)
+	g.Expect(log).To(ContainSubstring("token"), "a required secret not given fails, naming it")
+	for _, bad := range []struct{ secret, want string }{
+		{"src=" + token, "--secret: "},
+		{"id=token,src=" + filepath.Join(t.TempDir(), "missing"), "no such file or directory"},
+		{"id=token,src=" + t.TempDir(), "is not a regular file"},
+		{"id=token,kind=file", "--secret: "},
+	} {
+		log, code := runBuilder(t, nil, "build", "--platform", "linux/amd64", "--secret", bad.secret, ctxDir)
+		g.Expect(code).NotTo(Equal(0), log)
+		g.Expect(log).To(ContainSubstring(bad.want), bad.secret)
+		g.Expect(log).NotTo(ContainSubstring("STEP"), "refused before any build")
+	}
+}
