@@ -182,17 +182,17 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	maps.Copy(fromArgs, args)
 	// buildah drops a build arg named TARGETPLATFORM: its own always holds.
 	fromArgs["TARGETPLATFORM"] = platformArgs["TARGETPLATFORM"]
-	bases, err := baseImages(content, fromArgs)
+	found, err := dockerfileImages(content, fromArgs)
 	if err != nil {
 		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
+	// The stages after the target are not built: their bases are neither
+	// checked nor keyed.
+	bases := stagesUpTo(uniqueBases(found.bases), found.stages, req.Target)
 	// A FROM with a --platform flag of its own pulls for that platform
 	// ($BUILDPLATFORM for a cross-compiling stage): it is checked and keyed
 	// by its digest for that platform.
-	platformed, err := platformBaseImages(content, fromArgs)
-	if err != nil {
-		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
-	}
+	platformed := stagesUpTo(uniqueBases(found.platformed), found.stages, req.Target)
 	// The registry settings cover every image the build pulls, also those
 	// it does not key: a FROM with a --platform flag of its own, COPY
 	// --from=image, RUN --mount=from=image.
@@ -240,10 +240,6 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		}
 		rb.Platform = base.Platform
 		resolved = append(resolved, rb)
-	}
-	found, err := dockerfileImages(content, fromArgs)
-	if err != nil {
-		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
 	// A build arg for a BUILD* platform arg makes what buildah gives
 	// those args a guess.

@@ -25,6 +25,9 @@ type baseImage struct {
 	// Platform is the platform of the FROM's own --platform flag, with
 	// ARGs expanded and normalized; empty for the target platform.
 	Platform string
+	// Stage is the index of the stage the FROM begins (of the first such
+	// FROM, for an image several pull).
+	Stage int
 }
 
 // pinKey is how pinBases finds a base's digest: its reference, and the
@@ -72,7 +75,7 @@ func uniqueBases(froms []baseFrom) []baseImage {
 	for _, f := range froms {
 		if k := pinKey(f.ref, f.platform); !seen[k] {
 			seen[k] = true
-			out = append(out, baseImage{Ref: f.ref, Line: f.node.StartLine, Platform: f.platform})
+			out = append(out, baseImage{Ref: f.ref, Line: f.node.StartLine, Platform: f.platform, Stage: f.stage})
 		}
 	}
 	return out
@@ -84,6 +87,7 @@ type baseFrom struct {
 	node     *parser.Node
 	ref      string
 	platform string
+	stage    int // the index of the stage the FROM begins
 }
 
 // baseFroms returns every FROM instruction of dockerfile that pulls a base
@@ -126,6 +130,8 @@ type imageRefs struct {
 	// COPY or ADD --from or a RUN --mount's from= names, and those of FROMs
 	// whose platform is not told.
 	others []string
+	// stages are the stages' names by index ("" for one without).
+	stages []string
 	// unknown says the Dockerfile names an image, a stage or a platform
 	// that cannot be told the way buildah tells it (an ARG without a
 	// value here, a stage name with an ARG, several --platform flags): a
@@ -167,8 +173,9 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, err
 	var locals map[string]string
 	var localOrder []string
 	isStage := func(name string) bool {
+		// An index as buildah writes it: "00" is an image.
 		n, err := strconv.Atoi(name)
-		return stages[name] || (err == nil && n >= 0 && n < stageCount)
+		return stages[name] || (err == nil && strconv.Itoa(n) == name && n >= 0 && n < stageCount)
 	}
 	// other notes the image a --from or from= value names, if it names
 	// no stage.
@@ -242,8 +249,13 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, err
 			current = ""
 			locals, localOrder = map[string]string{}, nil
 			words := nodeWords(node)
-			if len(words) == 0 {
+			// A --platform value is told by fromPlatform; any other flag
+			// with what buildah expands or unquotes may be one.
+			if len(words) == 0 || slices.ContainsFunc(node.Flags, func(f string) bool {
+				return strings.ContainsAny(f, flagSpecials) && !strings.HasPrefix(f, "--platform=")
+			}) {
 				out.unknown = true
+				out.stages = append(out.stages, "")
 				break
 			}
 			if len(words) >= 3 && strings.EqualFold(words[1], "as") && strings.Contains(words[2], "$") {
@@ -256,10 +268,10 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, err
 			case ref == "" || isStage(ref):
 				// scratch, or a stage
 			case !hasFlag(node, "platform"):
-				out.bases = append(out.bases, baseFrom{node: node, ref: ref})
+				out.bases = append(out.bases, baseFrom{node: node, ref: ref, stage: stageCount})
 			default:
 				if p, ok := fromPlatform(node, args, globals); ok {
-					out.platformed = append(out.platformed, baseFrom{node: node, ref: ref, platform: p})
+					out.platformed = append(out.platformed, baseFrom{node: node, ref: ref, platform: p, stage: stageCount})
 				} else {
 					out.others = append(out.others, ref)
 				}
@@ -267,8 +279,12 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, err
 			if len(words) >= 3 && strings.EqualFold(words[1], "as") {
 				current = words[2]
 			}
+			out.stages = append(out.stages, current)
 		case "copy", "add":
 			for _, f := range node.Flags {
+				if strings.ContainsAny(f, flagSpecials) {
+					out.unknown = true // buildah expands and unquotes it first
+				}
 				if from, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "from="); ok {
 					other(from)
 				}
@@ -290,11 +306,13 @@ func dockerfileImages(dockerfile []byte, args map[string]string) (imageRefs, err
 	return out, nil
 }
 
-// platformArgRef finds a reference to a platform arg in a word.
-var platformArgRef = regexp.MustCompile(`\$\{?(TARGET|BUILD)(PLATFORM|OS|ARCH|VARIANT)\b`)
+// builtinArgRef finds a reference to an arg buildah defines without an ARG
+// instruction: the platform args and the proxy args.
+var builtinArgRef = regexp.MustCompile(`\$\{?((TARGET|BUILD)(PLATFORM|OS|ARCH|VARIANT)|(?i:(HTTP|HTTPS|FTP|NO|ALL)_PROXY))\b`)
 
-// mentionsPlatformArg says whether word refers to one of the platform args.
-func mentionsPlatformArg(word string) bool { return platformArgRef.MatchString(word) }
+// mentionsPlatformArg says whether word refers to one of the args buildah
+// defines itself (the platform args, the proxy args).
+func mentionsPlatformArg(word string) bool { return builtinArgRef.MatchString(word) }
 
 // fromPlatform returns the platform of a FROM instruction's --platform
 // flag, normalized (linux/arm64/v8 is linux/arm64), when it is told as
@@ -487,4 +505,15 @@ func replaceLastFrom(dockerfile []byte, image string) ([]byte, error) {
 		out.WriteString(l)
 	}
 	return []byte(out.String()), nil
+}
+
+// stagesUpTo returns the images of bases that the stages up to target (by
+// name, as buildah's --target names it) pull: the later stages are not
+// built. All of them when target is empty or names no stage.
+func stagesUpTo(bases []baseImage, stageNames []string, target string) []baseImage {
+	last := slices.Index(stageNames, target)
+	if target == "" || last < 0 {
+		return bases
+	}
+	return slices.DeleteFunc(slices.Clone(bases), func(b baseImage) bool { return b.Stage > last })
 }

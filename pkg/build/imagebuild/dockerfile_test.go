@@ -297,8 +297,8 @@ func TestPlatformBaseImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []baseImage{
-		{Ref: "golang:1.26", Line: 2, Platform: "linux/amd64"},
-		{Ref: "alpine", Line: 3, Platform: "linux/arm64"},
+		{Ref: "golang:1.26", Line: 2, Platform: "linux/amd64", Stage: 0},
+		{Ref: "alpine", Line: 3, Platform: "linux/arm64", Stage: 1},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("platformBaseImages = %+v, want %+v", got, want)
@@ -307,7 +307,7 @@ func TestPlatformBaseImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(bases, []baseImage{{Ref: "alpine", Line: 8}}) {
+	if !reflect.DeepEqual(bases, []baseImage{{Ref: "alpine", Line: 8, Stage: 6}}) {
 		t.Errorf("baseImages = %+v", bases)
 	}
 	found, err := dockerfileImages([]byte(dockerfile), args)
@@ -358,6 +358,10 @@ func TestDockerfileImagesUnkeyed(t *testing.T) {
 		"COPY --from an unset ARG":                            "FROM alpine\nCOPY --from=$UNSET /x /x\n",
 		"COPY --from a global ARG not declared in the stage":  "ARG T=tools\nFROM alpine\nCOPY --from=$T /x /x\n",
 		"a mount from the stage's own name":                   "FROM golang:1.22 AS golang\nRUN --mount=type=cache,from=golang,target=/x true\n",
+		"a COPY --from hidden behind an ARG":                  "ARG E\nFROM alpine\nCOPY --from$E=reg.example/src:latest /f /f\n",
+		"a COPY --from hidden behind an escape":               "FROM alpine\nCOPY --from\\\\=reg.example/src:latest /f /f\n",
+		"a FROM flag with an ARG":                             "ARG E\nFROM --platform$E=linux/arm64 alpine\n",
+		"an ARG default built from a proxy arg":               "ARG B=reg.example/img${http_proxy}\nFROM $B\n",
 		"a RUN flag from an ARG":                              "ARG X=mount=type=bind,from=img,target=/b\nFROM alpine\nRUN --$X cat /b/x\n",
 		"an escaped from= field":                              "FROM alpine\nRUN --mount=type=bind,fr\\\\om=img,target=/b cat /b/x\n",
 	} {
@@ -381,6 +385,46 @@ func TestDockerfileImagesUnkeyed(t *testing.T) {
 		}
 		if found.unkeyed() {
 			t.Errorf("%s: unkeyed: %+v", name, found)
+		}
+	}
+}
+
+// TestStageIndexAsBuildahWritesIt keys "00" as the image it is to buildah,
+// which matches a stage index only as strconv.Itoa writes it.
+func TestStageIndexAsBuildahWritesIt(t *testing.T) {
+	bases, err := baseImages([]byte("FROM alpine\nFROM 00\nFROM 0\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(bases, []baseImage{{Ref: "alpine", Line: 1}, {Ref: "00", Line: 2, Stage: 1}}) {
+		t.Errorf("baseImages = %+v", bases)
+	}
+}
+
+// TestStagesUpTo leaves out the bases of the stages after a --target: they
+// are not built.
+func TestStagesUpTo(t *testing.T) {
+	found, err := dockerfileImages([]byte("FROM alpine AS base\nFROM golang AS build\nFROM base AS test\nFROM debian AS prod\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bases := uniqueBases(found.bases)
+	refs := func(bs []baseImage) (out []string) {
+		for _, b := range bs {
+			out = append(out, b.Ref)
+		}
+		return out
+	}
+	for target, want := range map[string][]string{
+		"":      {"alpine", "golang", "debian"},
+		"base":  {"alpine"},
+		"test":  {"alpine", "golang"},
+		"prod":  {"alpine", "golang", "debian"},
+		"nope":  {"alpine", "golang", "debian"},
+		"Build": {"alpine", "golang", "debian"},
+	} {
+		if got := refs(stagesUpTo(bases, found.stages, target)); !reflect.DeepEqual(got, want) {
+			t.Errorf("target %q: %q, want %q", target, got, want)
 		}
 	}
 }

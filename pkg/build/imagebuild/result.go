@@ -25,6 +25,7 @@ import (
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/types"
+	"golang.org/x/sys/unix"
 
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/version"
@@ -109,7 +110,9 @@ type keyedBuild struct {
 // resultKey returns the key of req's result, or "" when the build reads
 // something the key cannot see.
 func resultKey(req Request, in keyedBuild) (string, error) {
-	if len(req.RunMounts) > 0 || in.unkeyedImages || !keyableDockerfile(in.dockerfile) {
+	// A Dockerfile named *.in is run through cpp by buildah, which reads
+	// the files it includes: the key sees none of them.
+	if len(req.RunMounts) > 0 || in.unkeyedImages || strings.HasSuffix(req.Dockerfile, ".in") || !keyableDockerfile(in.dockerfile) {
 		return "", nil
 	}
 	for _, b := range in.bases {
@@ -328,13 +331,20 @@ func keyableDockerfile(dockerfile []byte) bool {
 			}
 		case "add", "copy":
 			for _, f := range node.Flags {
+				// buildah expands and unquotes these flags too, and pulls
+				// an image for any flag with --from in it.
+				if strings.ContainsAny(f, flagSpecials) {
+					return false
+				}
 				if from, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "from="); ok && !stages[from] {
 					return false
 				}
 			}
 			if strings.EqualFold(node.Value, "add") {
 				for _, w := range nodeWords(node) {
-					if strings.Contains(w, "://") || strings.HasPrefix(w, "git@") {
+					// A source buildah expands or unquotes may become a
+					// URL it downloads.
+					if strings.Contains(w, "://") || strings.HasPrefix(w, "git@") || strings.ContainsAny(w, flagSpecials) {
 						return false
 					}
 				}
@@ -649,6 +659,9 @@ func digestTree(root *os.Root, dir, rel string, h hash.Hash) (bool, error) {
 			}
 			fh := sha256.New()
 			n, err := io.Copy(fh, f)
+			if err == nil {
+				err = digestXattrs(f, h)
+			}
 			_ = f.Close()
 			if err != nil {
 				return err
@@ -661,6 +674,15 @@ func digestTree(root *os.Root, dir, rel string, h hash.Hash) (bool, error) {
 			}
 			fmt.Fprintf(h, " -> %q", target)
 		case info.IsDir():
+			f, err := root.Open(rel)
+			if err != nil {
+				return err
+			}
+			err = digestXattrs(f, h)
+			_ = f.Close()
+			if err != nil {
+				return err
+			}
 		default:
 			ok = false
 			return fs.SkipAll
@@ -755,4 +777,40 @@ func retag(ctx context.Context, sys *types.SystemContext, img Image, dest string
 		return err
 	}
 	return d.Commit(ctx, nil)
+}
+
+// digestXattrs writes to h the extended attributes of f (a file or a
+// directory of the context), which buildah's copier keeps in the layer:
+// user.*, security.capability (a binary's capabilities), IMA's. Nothing is
+// written for a file without any, or on a file system without them.
+func digestXattrs(f *os.File, h hash.Hash) error {
+	fd := int(f.Fd())
+	size, err := unix.Flistxattr(fd, nil)
+	if err != nil || size == 0 {
+		if err == nil || errors.Is(err, unix.ENOTSUP) {
+			return nil
+		}
+		return fmt.Errorf("listing the extended attributes of %s: %w", f.Name(), err)
+	}
+	buf := make([]byte, size)
+	if size, err = unix.Flistxattr(fd, buf); err != nil {
+		return fmt.Errorf("listing the extended attributes of %s: %w", f.Name(), err)
+	}
+	names := strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00")
+	slices.Sort(names)
+	for _, name := range names {
+		n, err := unix.Fgetxattr(fd, name, nil)
+		if errors.Is(err, unix.ENODATA) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("reading the extended attribute %s of %s: %w", name, f.Name(), err)
+		}
+		value := make([]byte, n)
+		if n, err = unix.Fgetxattr(fd, name, value); err != nil {
+			return fmt.Errorf("reading the extended attribute %s of %s: %w", name, f.Name(), err)
+		}
+		fmt.Fprintf(h, " xattr %q %x", name, value[:n])
+	}
+	return nil
 }

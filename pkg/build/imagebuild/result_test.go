@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -45,6 +47,10 @@ func TestKeyableDockerfile(t *testing.T) {
 		{"one keyable and one not", "FROM base\nRUN --mount=type=cache,target=/c --mount=type=secret,id=x make\n", false},
 		{"from another platform (keyed by its digest for that platform)", "FROM --platform=$BUILDPLATFORM base\nRUN make\n", true},
 		{"onbuild", "FROM base\nONBUILD RUN make\n", false},
+		{"ADD of a URL from an ARG", "ARG URL\nFROM base\nADD $URL /fetched\n", false},
+		{"ADD of a quoted URL", "FROM base\nADD http:\"//\"h/f /fetched\n", false},
+		{"COPY --from hidden behind an ARG", "ARG E\nFROM base\nCOPY --from$E=reg.example/src /f /f\n", false},
+		{"COPY --from hidden behind an escape", "FROM base\nCOPY --from\\\\=reg.example/src /f /f\n", false},
 		// buildah expands a RUN flag's ARGs and removes its quotes and
 		// escapes before it reads it.
 		{"a mount flag with an escape", "FROM base\nRUN --mount=type=bind,source=go.mod,s\\\\rc=secret.txt,target=/m cat /m\n", false},
@@ -193,6 +199,12 @@ func TestResultKey(t *testing.T) {
 				k.write("Dockerfile", "FROM base\nCOPY <<x /d\none\nx\n", 0o644)
 			},
 			change: func(k *keyTest) { k.write("<<x", "2", 0o644) }},
+		{name: "an extended attribute of a copied file",
+			change: func(k *keyTest) {
+				if err := unix.Setxattr(filepath.Join(k.dir, "a.txt"), "user.rev", []byte("2"), 0); err != nil {
+					k.t.Skipf("this file system keeps no user extended attributes: %v", err)
+				}
+			}},
 		{name: "a quoted source (buildah unquotes it)",
 			before: func(k *keyTest) { k.write("Dockerfile", "FROM base\nCOPY \"b.txt\" /x\n", 0o644) },
 			change: func(k *keyTest) { k.write("b.txt", "changed", 0o644) }},
@@ -315,6 +327,11 @@ func TestResultKeyNone(t *testing.T) {
 			executableDigest = func() (string, error) { return "", fs.ErrNotExist }
 			k.t.Cleanup(func() { executableDigest = saved })
 		}},
+		{"a Dockerfile buildah runs through cpp (*.in)", func(k *keyTest) {
+			k.write("Containerfile.in", "FROM base\nCOPY a.txt /\n", 0o644)
+			k.req.Dockerfile = "Containerfile.in"
+		}},
+		{"images that cannot be told", func(k *keyTest) { k.in.unkeyedImages = true }},
 		{"a pipe in the context, COPY .", func(k *keyTest) {
 			k.write("Dockerfile", "FROM base\nCOPY . /\n", 0o644)
 			if err := syscall.Mkfifo(filepath.Join(k.dir, "fifo"), 0o600); err != nil {
