@@ -217,6 +217,17 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	}
 	choice := *sys
 	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = osName, arch, variant
+	// The bases the target stage (the last, or --target) pulls itself.
+	targetStage := slices.Index(found.stages, req.Target)
+	if req.Target == "" || targetStage < 0 {
+		targetStage = len(found.stages) - 1
+	}
+	targetBases := map[string]bool{}
+	for _, b := range found.bases {
+		if b.stage == targetStage {
+			targetBases[b.ref] = true
+		}
+	}
 	resolved := make([]resolvedBase, 0, len(bases)+len(platformed))
 	for _, base := range slices.Concat(bases, platformed) {
 		want, sysFor := target, &choice
@@ -229,9 +240,11 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 			sysFor = &own
 		}
 		rb, err := checkBaseImage(ctx, sysFor, base.Ref, want, keying)
-		if err != nil && base.Platform != "" {
-			// buildah says so if the stage is built; it may be one no
-			// target needs. The build is not keyed by it.
+		if err != nil && (base.Platform != "" || !targetBases[base.Ref]) {
+			// Only the target stage's base is sure to be pulled: buildah
+			// skips the stages the target does not need, and says so
+			// itself for one it builds. The build is not keyed by it.
+			_, _ = fmt.Fprintf(out, "note: %v; going on, since the target stage does not pull it\n", err)
 			rb, err = resolvedBase{Ref: base.Ref}, nil
 		}
 		if err != nil {

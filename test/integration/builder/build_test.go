@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -215,4 +216,27 @@ func killAll(pids []int) {
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+}
+
+// TestBaseImageOnlyAnUnusedStageLacks builds for linux/amd64 a Dockerfile
+// with a stage no target needs whose base has only linux/arm64, as
+// multi-target Dockerfiles have: buildah skips the stage, so the build goes
+// on (it says why) and builds. The target stage's own base lacking the
+// platform still fails, naming the image (TestBaseImageWithoutThePlatform).
+func TestBaseImageOnlyAnUnusedStageLacks(t *testing.T) {
+	g := NewWithT(t)
+	armOnly := theBed.Registry.Host + "/it/arm-only" + uniqueName() + ":v1"
+	_, err := theBed.PushBasePlatform(t.Context(), theBed.Registry, armOnly, "linux/arm64")
+	g.Expect(err).NotTo(HaveOccurred())
+	ctxDir := writeContext(t, "ARG BASE\nFROM "+armOnly+" AS unused\nRUN true\nFROM $BASE\nRUN echo built > /out\n")
+	log, code := runBuilder(t, nil, "build", "--platform", "linux/amd64", "--build-arg", "BASE="+theBed.BaseImage, ctxDir)
+	g.Expect(code).To(Equal(0), log)
+	g.Expect(log).To(MatchRegexp(`note: base image ` + regexp.QuoteMeta(armOnly) + ` is a single-platform image for linux/arm64\S*, not for linux/amd64.*; going on, since the target stage does not pull it`))
+
+	// The same stage as the target fails before buildah runs.
+	log, code = runBuilder(t, nil, "build", "--platform", "linux/amd64", "--build-arg", "BASE="+theBed.BaseImage,
+		"--target", "unused", ctxDir)
+	g.Expect(code).To(Equal(1), log)
+	g.Expect(log).To(ContainSubstring("base image " + armOnly + " is a single-platform image for linux/arm64"))
+	g.Expect(log).NotTo(ContainSubstring("note: "))
 }
