@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,10 +31,11 @@ type BaseInspector interface {
 // platforms that are known before any pod starts, and whether they are
 // known at all: dockerStrategy.from (a DockerImage), and the FROM images of
 // an inline Dockerfile (spec.source.dockerfile) when every one of them is
-// written without build args ($). Stage names, scratch and FROMs with a
-// --platform of their own (they pull for another platform) are left out;
-// from replaces the last FROM's image, as the builder does. A Dockerfile
-// from the source repository is not known here: only from is.
+// written without build args ($). Stage names, scratch, FROMs with a
+// --platform of their own (they pull for another platform) and the stages
+// the last one does not need (buildah skips them) are left out; from
+// replaces the last FROM's image, as the builder does. A Dockerfile from the
+// source repository is not known here: only from is.
 func BaseImages(b *buildv1.Build) ([]string, bool) {
 	var from string
 	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.From != nil {
@@ -48,36 +50,94 @@ func BaseImages(b *buildv1.Build) ([]string, bool) {
 		if err != nil {
 			return nil, false
 		}
-		type fromLine struct {
-			image    string
-			platform bool
+		// A stage: the image its FROM pulls ("" for scratch or a stage),
+		// and the earlier stages it needs (its FROM's, COPY --from's and
+		// RUN --mount from='s).
+		type stage struct {
+			image     string
+			platform  bool
+			fromStage int // the stage its FROM names, or -1
+			needs     []int
 		}
-		var froms []fromLine
-		stages := map[string]bool{}
+		var stages []stage
+		names := map[string]int{}
+		stageOf := func(ref string) (int, bool) {
+			if i, ok := names[strings.ToLower(ref)]; ok {
+				return i, true
+			}
+			if i, err := strconv.Atoi(ref); err == nil && strconv.Itoa(i) == ref && i < len(stages)-1 {
+				return i, true
+			}
+			return 0, false
+		}
 		for _, node := range res.AST.Children {
-			if !strings.EqualFold(node.Value, "from") || node.Next == nil {
-				continue
-			}
-			image := node.Next.Value
-			if strings.Contains(image, "$") {
-				return nil, false
-			}
-			hasPlatform := slices.ContainsFunc(node.Flags, func(f string) bool { return strings.HasPrefix(f, "--platform") })
-			if stages[strings.ToLower(image)] || strings.EqualFold(image, "scratch") {
-				image = ""
-			}
-			froms = append(froms, fromLine{image: image, platform: hasPlatform})
-			if n := node.Next.Next; n != nil && strings.EqualFold(n.Value, "as") && n.Next != nil {
-				stages[strings.ToLower(n.Next.Value)] = true
+			switch strings.ToLower(node.Value) {
+			case "from":
+				if node.Next == nil {
+					continue
+				}
+				image := node.Next.Value
+				if strings.Contains(image, "$") {
+					return nil, false
+				}
+				st := stage{fromStage: -1, platform: slices.ContainsFunc(node.Flags, func(f string) bool { return strings.HasPrefix(f, "--platform") })}
+				if i, ok := names[strings.ToLower(image)]; ok {
+					st.fromStage = i
+				} else if !strings.EqualFold(image, "scratch") {
+					st.image = image
+				}
+				stages = append(stages, st)
+				if n := node.Next.Next; n != nil && strings.EqualFold(n.Value, "as") && n.Next != nil {
+					names[strings.ToLower(n.Next.Value)] = len(stages) - 1
+				}
+			case "copy", "add", "run":
+				if len(stages) == 0 {
+					continue
+				}
+				cur := &stages[len(stages)-1]
+				for _, f := range node.Flags {
+					var froms []string
+					if v, ok := strings.CutPrefix(f, "--from="); ok {
+						froms = append(froms, v)
+					}
+					if v, ok := strings.CutPrefix(f, "--mount="); ok {
+						for field := range strings.SplitSeq(v, ",") {
+							if from, ok := strings.CutPrefix(field, "from="); ok {
+								froms = append(froms, from)
+							}
+						}
+					}
+					for _, from := range froms {
+						if i, ok := stageOf(from); ok {
+							cur.needs = append(cur.needs, i)
+						}
+					}
+				}
 			}
 		}
-		if from != "" && len(froms) > 0 {
-			froms[len(froms)-1].image = from
+		if from != "" && len(stages) > 0 {
+			last := &stages[len(stages)-1]
+			last.image, last.fromStage = from, -1
 			from = ""
 		}
-		for _, f := range froms {
-			if f.image != "" && !f.platform && !slices.Contains(refs, f.image) {
-				refs = append(refs, f.image)
+		// Only the stages the last one needs are built: buildah skips the
+		// others, so their bases are not checked.
+		needed := make([]bool, len(stages))
+		var visit func(i int)
+		visit = func(i int) {
+			if i < 0 || i >= len(stages) || needed[i] {
+				return
+			}
+			needed[i] = true
+			visit(stages[i].fromStage)
+			for _, n := range stages[i].needs {
+				visit(n)
+			}
+		}
+		visit(len(stages) - 1)
+		for i, st := range stages {
+			if needed[i] && st.image != "" && !st.platform && !slices.Contains(refs, st.image) {
+				refs = append(refs, st.image)
 			}
 		}
 	}
