@@ -47,25 +47,11 @@ func pinKey(ref, platform string) string {
 // instructions before the first FROM, overridden by args (the build args
 // and the TARGET*/BUILD* platform args).
 func baseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) {
-	froms, err := baseFroms(dockerfile, args)
-	if err != nil {
-		return nil, err
-	}
-	return uniqueBases(froms), nil
-}
-
-// platformBaseImages returns the images the FROM instructions with a
-// --platform flag of their own pull (a cross-compiling stage on
-// $BUILDPLATFORM, say), each with that platform, in order and without
-// duplicates. A FROM whose platform is not told as buildah tells it (see
-// fromPlatform) is left out: dockerfileImages counts its image among the
-// others, which no key can see.
-func platformBaseImages(dockerfile []byte, args map[string]string) ([]baseImage, error) {
 	found, err := dockerfileImages(dockerfile, args)
 	if err != nil {
 		return nil, err
 	}
-	return uniqueBases(found.platformed), nil
+	return uniqueBases(found.bases), nil
 }
 
 // uniqueBases returns the images froms pull, once each.
@@ -88,13 +74,6 @@ type baseFrom struct {
 	ref      string
 	platform string
 	stage    int // the index of the stage the FROM begins
-}
-
-// baseFroms returns every FROM instruction of dockerfile that pulls a base
-// image (baseImages), in order.
-func baseFroms(dockerfile []byte, args map[string]string) ([]baseFrom, error) {
-	refs, err := dockerfileImages(dockerfile, args)
-	return refs.bases, err
 }
 
 // registryRefs returns every image reference dockerfile names when built
@@ -124,7 +103,7 @@ type imageRefs struct {
 	bases []baseFrom
 	// platformed are those that pull one for the platform of their own
 	// --platform flag, when that platform is told as buildah tells it (see
-	// platformBaseImages).
+	// fromPlatform).
 	platformed []baseFrom
 	// others are the other images the build pulls: those (not stages) a
 	// COPY or ADD --from or a RUN --mount's from= names, and those of FROMs
@@ -417,7 +396,7 @@ func hasFlag(node *parser.Node, name string) bool {
 
 // pinBases returns dockerfile with the image of every FROM instruction
 // that pulls a base image in digests (by pinKey of its reference with ARGs
-// expanded from args, as baseImages and platformBaseImages have it, and its
+// expanded from args, as dockerfileImages has it, and its
 // --platform) replaced by that image's repository and digest, keeping the
 // instruction's flags and stage name: the build then pulls the very
 // manifest its result key names, whatever the tag names meanwhile.

@@ -292,16 +292,17 @@ func TestPlatformBaseImages(t *testing.T) {
 		"FROM --platform=linux/foo busybox AS bad\n" +
 		"FROM --platform=$BUILDPLATFORM build AS stage\n" +
 		"FROM alpine\n"
-	got, err := platformBaseImages([]byte(dockerfile), args)
+	found, err := dockerfileImages([]byte(dockerfile), args)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := uniqueBases(found.platformed)
 	want := []baseImage{
 		{Ref: "golang:1.26", Line: 2, Platform: "linux/amd64", Stage: 0},
 		{Ref: "alpine", Line: 3, Platform: "linux/arm64", Stage: 1},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("platformBaseImages = %+v, want %+v", got, want)
+		t.Errorf("the platformed bases = %+v, want %+v", got, want)
 	}
 	bases, err := baseImages([]byte(dockerfile), args)
 	if err != nil {
@@ -309,10 +310,6 @@ func TestPlatformBaseImages(t *testing.T) {
 	}
 	if !reflect.DeepEqual(bases, []baseImage{{Ref: "alpine", Line: 8, Stage: 6}}) {
 		t.Errorf("baseImages = %+v", bases)
-	}
-	found, err := dockerfileImages([]byte(dockerfile), args)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(found.others, []string{"busybox", "busybox"}) || found.unknown {
 		t.Errorf("others = %q, unknown %v; want both busybox FROMs", found.others, found.unknown)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/opencontainers/go-digest"
 
 	"github.com/archway-build/archway/pkg/platform"
 )
@@ -56,24 +57,14 @@ func TestBuildxPlatformArgs(t *testing.T) {
 	} {
 		t.Run(strings.Join(spelling, ","), func(t *testing.T) {
 			g := NewWithT(t)
-			ctx := t.Context()
 			repo := "it/buildx-" + strings.ReplaceAll(spelling[1], "/", "-")
 			out := theBed.Registry.Host + "/" + repo + ":v1"
 			log, code := runBuilder(t, nil, "build", "--platform", strings.Join(spelling, ","),
 				"--build-arg", "BASE="+theBed.BaseImage, "-t", out, ctxDir)
 			g.Expect(code).To(Equal(0), log)
 
-			img, err := theBed.Registry.OpenImage(ctx, out)
-			g.Expect(err).NotTo(HaveOccurred())
-			defer img.Close()
-			index, _, err := img.Index(ctx)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(index.Manifests).To(HaveLen(3))
-			for _, d := range index.Manifests {
-				p := platform.FromOCI(*d.Platform).Normalize().String()
-				got, err := img.TopLayerFile(ctx, d.Digest, "/out")
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(strings.TrimSpace(got)).To(Equal(want[p]), "the %s image", p)
+			for _, f := range indexTopFiles(t, out, 3, "/out") {
+				g.Expect(strings.TrimSpace(f.content)).To(Equal(want[f.platform]), "the %s image", f.platform)
 			}
 		})
 	}
@@ -107,26 +98,16 @@ func TestBuildReachesEveryImagesRegistry(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			ctx := t.Context()
 			out := theBed.Registry.Host + "/it/unkeyed-" + uniqueName() + ":v1"
 			log, code := runBuilder(t, nil, "build", "--platform", "linux/amd64,linux/arm64",
 				"--build-arg", "BASE="+theBed.BaseImage, "-t", out, writeContext(t, tc.dockerfile))
 			g.Expect(code).To(Equal(0), log)
 
-			img, err := theBed.Registry.OpenImage(ctx, out)
-			g.Expect(err).NotTo(HaveOccurred())
-			defer img.Close()
-			index, _, err := img.Index(ctx)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(index.Manifests).To(HaveLen(2))
-			for _, d := range index.Manifests {
-				got, err := img.TopLayerFile(ctx, d.Digest, tc.file)
-				g.Expect(err).NotTo(HaveOccurred())
+			for _, f := range indexTopFiles(t, out, 2, tc.file) {
 				if tc.want != nil {
-					p := platform.FromOCI(*d.Platform).Normalize().String()
-					g.Expect(strings.TrimSpace(got)).To(Equal(tc.want(p)), "the %s image", p)
+					g.Expect(strings.TrimSpace(f.content)).To(Equal(tc.want(f.platform)), "the %s image", f.platform)
 				} else {
-					g.Expect(got).NotTo(BeEmpty())
+					g.Expect(f.content).NotTo(BeEmpty())
 				}
 			}
 		})
@@ -139,7 +120,6 @@ func TestBuildReachesEveryImagesRegistry(t *testing.T) {
 // another target builds (the target is keyed).
 func TestBuildTarget(t *testing.T) {
 	g := NewWithT(t)
-	ctx := t.Context()
 	ctxDir := writeContext(t, "ARG BASE\nFROM $BASE AS base\nRUN echo base > /which\n"+
 		"FROM base AS test\nRUN echo test > /which\nFROM base AS prod\nRUN echo prod > /which\n")
 	work := t.TempDir()
@@ -154,16 +134,8 @@ func TestBuildTarget(t *testing.T) {
 		}
 		log, code := runBuilder(t, nil, append(args, ctxDir)...)
 		g.Expect(code).To(Equal(0), log)
-		img, err := theBed.Registry.OpenImage(ctx, out)
-		g.Expect(err).NotTo(HaveOccurred())
-		defer img.Close()
-		index, _, err := img.Index(ctx)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(index.Manifests).To(HaveLen(2))
-		for _, d := range index.Manifests {
-			got, err := img.TopLayerFile(ctx, d.Digest, "/which")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(got).To(Equal(want+"\n"), "the %s image of target %q", d.Platform.Architecture, target)
+		for _, f := range indexTopFiles(t, out, 2, "/which") {
+			g.Expect(f.content).To(Equal(want+"\n"), "the %s image of target %q", f.arch, target)
 		}
 		return log
 	}
@@ -232,4 +204,34 @@ func TestBuildSecrets(t *testing.T) {
 		g.Expect(log).To(ContainSubstring(bad.want), bad.secret)
 		g.Expect(log).NotTo(ContainSubstring("STEP"), "refused before any build")
 	}
+}
+
+// topFile is a file of the top layer of an index's image.
+type topFile struct {
+	platform string // the image's, normalized (linux/arm64)
+	arch     string
+	digest   digest.Digest
+	content  string
+}
+
+// indexTopFiles opens the index ref, checks that it holds n images, and
+// reads path from each image's top layer.
+func indexTopFiles(t testing.TB, ref string, n int, path string) []topFile {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	img, err := theBed.Registry.OpenImage(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	index, _, err := img.Index(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(index.Manifests).To(HaveLen(n))
+	files := make([]topFile, 0, n)
+	for _, d := range index.Manifests {
+		got, err := img.TopLayerFile(ctx, d.Digest, path)
+		g.Expect(err).NotTo(HaveOccurred())
+		files = append(files, topFile{platform: platform.FromOCI(*d.Platform).Normalize().String(),
+			arch: d.Platform.Architecture, digest: d.Digest, content: got})
+	}
+	return files
 }
