@@ -4,8 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 )
@@ -85,6 +88,18 @@ func TestPodPlacementConfig(t *testing.T) {
 		if err := k8s.Delete(h.ctx, &multiarchv1beta1.PodPlacementConfig{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The webhook judges from its informer cache: a dry-run delete tells
+	// when it has seen the namespace configs go.
+	err = wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := k8s.Delete(ctx, cfg, client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), "cannot be deleted while") {
+			return false, nil
+		}
+		return true, err
+	})
+	if err != nil {
+		t.Fatalf("deleting the cluster config once the namespace configs are gone: %v", err)
 	}
 	if err := deleteConfig(h.ctx); err != nil {
 		t.Fatal(err)
