@@ -69,9 +69,30 @@ part_apt() {
 	apt_install runc
 	# C cross compilers for builder's cgo in make images (hack/images.sh):
 	# the Go binaries are cross-compiled, never compiled under emulation.
+	# Each compiler only recommends its target's C library and headers, and
+	# recommends are off, so those are named too.
 	if [ "$(uname -m)" = x86_64 ]; then
-		apt_install gcc-aarch64-linux-gnu gcc-powerpc64le-linux-gnu gcc-s390x-linux-gnu
+		apt_install gcc-aarch64-linux-gnu gcc-powerpc64le-linux-gnu gcc-s390x-linux-gnu \
+			libc6-dev-arm64-cross libc6-dev-ppc64el-cross libc6-dev-s390x-cross
+		check_cross aarch64-linux-gnu powerpc64le-linux-gnu s390x-linux-gnu
 	fi
+}
+
+# check_cross TRIPLET... compiles and statically links a C program with each
+# cross compiler, as the builder's cgo build does, so a missing piece fails
+# here naming its package rather than minutes into make images.
+check_cross() {
+	local dir t
+	dir=$(mktemp -d)
+	printf '#include <stdlib.h>\n#include <stdio.h>\nint main(void) { puts("ok"); return EXIT_SUCCESS; }\n' >"$dir/c.c"
+	for t in "$@"; do
+		if ! "$t-gcc" -static -o "$dir/c-$t" "$dir/c.c" 2>"$dir/err"; then
+			cat "$dir/err" >&2
+			rm -rf "$dir"
+			fail "$t-gcc cannot build a static C program (packages gcc-${t//_/-} and libc6-dev-<debian arch>-cross)" apt
+		fi
+	done
+	rm -rf "$dir"
 }
 
 # part_qemu registers qemu user-mode handlers with binfmt_misc so foreign
