@@ -149,6 +149,10 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 lint: tools ## golangci-lint with the repository's .golangci.yml.
 	$(GOLANGCI_LINT) run --build-tags "$(BUILD_TAGS)" ./...
 
+.PHONY: docs
+docs: ## Build the docs site (mkdocs.yml, docs/) into _site/, failing on a broken link; installs MkDocs via apt.
+	hack/docs.sh
+
 .PHONY: bed-up
 bed-up: tools ## Start a long-running bed for people; prints KUBECONFIG and the registry.
 	go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/bed ./test/bed/cmd/bed
@@ -161,7 +165,7 @@ bed-down: ## Stop the bed started by bed-up.
 
 .PHONY: clean
 clean: ## Remove build output (the tool cache in ARCHWAY_CACHE stays).
-	rm -rf $(BIN_DIR)
+	rm -rf $(BIN_DIR) _site
 
 .PHONY: help
 help:
