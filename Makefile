@@ -129,20 +129,21 @@ release-manifests: ## Write RELEASE_OUT: the install overlay with every image pi
 		--platforms "$(PLATFORMS)" --base "$(RELEASE_BASE)" --out "$(RELEASE_OUT)" $(RELEASE_FLAGS)
 
 .PHONY: generate
-generate: ## Generate deepcopy code, apply configurations and CRDs with controller-gen.
+generate: ## Generate deepcopy code, apply configurations and CRDs with controller-gen, and the API reference pages.
 	hack/tools.sh controller-gen
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...
 	rm -rf pkg/apis/*/*/applyconfiguration
 	$(CONTROLLER_GEN) applyconfiguration:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=false paths=./pkg/apis/... output:crd:artifacts:config=manifests/crd/bases
+	go run ./hack/apidocs -apis pkg/apis -out docs/reference/api
 	@# RBAC is not generated: each component's roles (manifests/*/rbac) are
 	@# written by hand, each rule next to its reason, and TestInstall shows
 	@# each rule is needed.
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- pkg/apis manifests)" ]; then \
-		git status --porcelain -- pkg/apis manifests; git diff --stat -- pkg/apis manifests; \
+	@if [ -n "$$(git status --porcelain -- pkg/apis manifests docs/reference/api)" ]; then \
+		git status --porcelain -- pkg/apis manifests docs/reference/api; git diff --stat -- pkg/apis manifests docs/reference/api; \
 		echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
 
 .PHONY: lint

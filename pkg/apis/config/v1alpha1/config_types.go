@@ -61,9 +61,9 @@ type BuildControllerConfig struct {
 	// (hostUsers: false), not privileged, with seccomp RuntimeDefault,
 	// all capabilities dropped but the few buildah needs, and no privilege
 	// escalation beyond them; the cluster needs user-namespace support
-	// (see the README). "Privileged" runs them privileged in the host's
-	// user namespace, as before: build-controller logs a warning at start,
-	// and every build pod carries the annotation
+	// (docs/admin-guide/build-pod-security.md). "Privileged" runs them
+	// privileged in the host's user namespace, as before: build-controller
+	// logs a warning at start, and every build pod carries the annotation
 	// build.archway.dev/pod-security: Privileged for audits.
 	// +optional
 	// +kubebuilder:validation:Enum=Unprivileged;Privileged
@@ -153,7 +153,7 @@ type EmulatedPlatform struct {
 	HostArchitectures []string `json:"hostArchitectures"`
 
 	// onRequest makes the platform emulated only for Builds that ask for
-	// it by name in their build.archway.dev/emulation annotation. Default:
+	// it by name in their build.openshift.io/emulation annotation. Default:
 	// false (every Build that needs it, unless its annotation says
 	// otherwise).
 	// +optional

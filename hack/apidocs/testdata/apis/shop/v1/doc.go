@@ -1,0 +1,8 @@
+// Package v1 is a test API.
+//
+// # Orders
+//
+// Orders are kept.
+//
+// +groupName=shop.example.com
+package v1
