@@ -67,6 +67,18 @@ build() {
 		fail "pages under docs/ are missing from nav in mkdocs.yml (listed above)" build
 	fi
 	/usr/bin/python3 "$ROOT/hack/docs-links.py" "$DOCS_OUT" || fail "broken links in the built site (listed above)" build
+	# The README and CONTRIBUTING link into docs/ from outside the site.
+	local f ref broken=0
+	for f in README.md CONTRIBUTING.md; do
+		while IFS= read -r ref; do
+			ref=${ref%%#*}
+			if [ -n "$ref" ] && [ ! -e "$ROOT/$ref" ]; then
+				echo "$f: $ref: no such file" >&2
+				broken=1
+			fi
+		done < <(grep -o '](\([^)]*\))' "$ROOT/$f" | sed 's/^](//; s/)$//' | grep -v '^[a-z]*:' || true)
+	done
+	[ "$broken" -eq 0 ] || fail "broken links in README.md or CONTRIBUTING.md (listed above)" build
 	step "site written to $DOCS_OUT ($(find "$DOCS_OUT" -name '*.html' | wc -l) pages)"
 }
 

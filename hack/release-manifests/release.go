@@ -357,7 +357,7 @@ func render(manifests, base, out, registry, tag string, imgs map[string]Image) (
 #   %s (build pods: config.yaml, a copy of
 #     manifests/build-controller/config.yaml with build.builderImage pinned)
 # Install: kubectl apply --server-side -k manifests/crd, then this
-# directory (see the README's "Install on a cluster"). emulation/ is
+# directory (see docs/admin-guide/install.md). emulation/ is
 # manifests/emulation pinned the same way.
 `, generatedMarker, registry, tag, base,
 		controller.Pinned(), imgs["builder"].Pinned())); err != nil {

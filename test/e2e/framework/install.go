@@ -141,9 +141,10 @@ func BedKubectl(ctx context.Context, b *bed.Bed, args ...string) (string, error)
 	return string(out), nil
 }
 
-// Install runs the README's install sequence with kubectl: the CRDs, their
-// wait, then the overlay (a kustomization directory); then it waits until
-// every component runs and serves (WaitInstalled).
+// Install runs the install sequence of docs/admin-guide/install.md with
+// kubectl: the CRDs, their wait, then the overlay (a kustomization
+// directory); then it waits until every component runs and serves
+// (WaitInstalled).
 func (ib *InstallBed) Install(ctx context.Context, overlay string) error {
 	for _, args := range [][]string{
 		{"apply", "--server-side", "-k", filepath.Join(bed.RepoRoot(), "manifests", "crd")},

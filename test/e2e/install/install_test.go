@@ -64,7 +64,7 @@ func TestInstall(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	kubectl := func(args ...string) (string, error) { return ib.Kubectl(ctx, args...) }
 
-	// The README's install sequence.
+	// The install sequence of docs/admin-guide/install.md.
 	start := time.Now()
 	g.Expect(ib.Install(ctx, overlay)).To(Succeed())
 	t.Logf("installed: every Deployment's pods run and every webhook serves %v after kubectl apply", time.Since(start).Round(time.Millisecond))

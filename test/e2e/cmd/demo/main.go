@@ -181,8 +181,8 @@ func bedTarget(ctx context.Context, o options) (*target, func(), error) {
 }
 
 // installTarget starts a bed with no archway on it and installs archway
-// with kubectl as the README says, every component a pod under its own
-// service account.
+// with kubectl as docs/admin-guide/install.md says, every component a pod
+// under its own service account.
 func installTarget(ctx context.Context, o options) (*target, func(), error) {
 	bins, err := binaries(o.binDir)
 	if err != nil {
