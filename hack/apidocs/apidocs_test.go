@@ -39,6 +39,7 @@ func TestPages(t *testing.T) {
 		"| `Small` | SizeSmall fits a bag. |",
 		"| `Large` | SizeLarge needs a van. |",
 		"*Validation:* matches `^[a-z]+-[0-9]+$`",
+		"sku names the item, e.g. \"&lt;shelf>-&lt;n>\".",
 	} {
 		if !strings.Contains(shop, want) {
 			t.Errorf("shop page lacks %q", want)

@@ -316,7 +316,9 @@ func markdown(text string, level int) string {
 		// No {#hdr-...} ids: headings get MkDocs' own anchors.
 		HeadingID: func(*comment.Heading) string { return "" },
 	}
-	return string(pr.Markdown(p.Parse(text)))
+	// The printer escapes < as \<, which Python-Markdown (MkDocs) does
+	// not take as an escape: it would print the backslash.
+	return strings.ReplaceAll(string(pr.Markdown(p.Parse(text))), `\<`, "&lt;")
 }
 
 // cell renders a doc comment into one table cell: paragraphs separated by
