@@ -7,10 +7,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
-	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/pkg/build/controller"
 )
 
-// setupBuild adds the Build controller (pkg/build), configured by the
+// setupBuild adds the Build controller (pkg/build/controller), configured by the
 // build section of --config.
 func setupBuild(mgr ctrl.Manager, opts *options) error {
 	cfg := &opts.config.Build
@@ -19,8 +19,8 @@ func setupBuild(mgr ctrl.Manager, opts *options) error {
 	}
 	if cfg.PodSecurity == configv1alpha1.PodSecurityPrivileged {
 		ctrl.Log.WithName("setup").Info("WARNING: build.podSecurity is Privileged: build pods run privileged in the host's user namespace, "+
-			"and whoever may create a Build may run code as root on a node; every such pod carries the annotation "+build.PodSecurityAnnotation+": Privileged",
+			"and whoever may create a Build may run code as root on a node; every such pod carries the annotation "+controller.PodSecurityAnnotation+": Privileged",
 			"podSecurity", cfg.PodSecurity)
 	}
-	return build.Setup(context.Background(), mgr, cfg, build.Options{BaseInspector: newBaseInspector()})
+	return controller.Setup(context.Background(), mgr, cfg, controller.Options{BaseInspector: newBaseInspector()})
 }

@@ -7,10 +7,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/archway-build/archway/pkg/build/binary"
 	"github.com/archway-build/archway/pkg/build/buildconfig"
 	"github.com/archway-build/archway/pkg/build/instantiate"
-	"github.com/archway-build/archway/pkg/build/webhook"
+	"github.com/archway-build/archway/pkg/build/trigger/binary"
+	"github.com/archway-build/archway/pkg/build/trigger/scm"
 	"github.com/archway-build/archway/pkg/registry"
 )
 
@@ -43,7 +43,7 @@ func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 	if err != nil {
 		return err
 	}
-	m := webhook.NewMetrics()
+	m := scm.NewMetrics()
 	if err := m.Register(crmetrics.Registry); err != nil {
 		return fmt.Errorf("registering the webhook metrics: %w", err)
 	}
@@ -52,7 +52,7 @@ func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Starter: starter,
 		Access: registry.Access{UserAgent: "archway-build-controller"},
 	})
-	mux.Handle(webhook.PathPrefix, webhook.NewHandler(mgr.GetAPIReader(), starter, m))
-	mgr.GetWebhookServer().Register(webhook.PathPrefix, mux)
+	mux.Handle(scm.PathPrefix, scm.NewHandler(mgr.GetAPIReader(), starter, m))
+	mgr.GetWebhookServer().Register(scm.PathPrefix, mux)
 	return nil
 }

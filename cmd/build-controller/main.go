@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
-	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/scheduling/policy"
 	"github.com/archway-build/archway/pkg/scheduling/protection"
@@ -51,7 +51,7 @@ type component struct {
 // line here; the setup function lives next to the code it starts.
 func components() []component {
 	return []component{
-		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild, cache: build.ConfigureCache},
+		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild, cache: controller.ConfigureCache},
 		{name: "buildconfig", help: "starts Builds from BuildConfigs' ConfigChange triggers, cancels what SerialLatestOnly skips, prunes old builds", setup: setupBuildConfig},
 		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers and binary builds (instantiatebinary; every replica; needs a serving certificate, see --cert-management)", disabledByDefault: true, setup: setupBuildConfigWebhooks,
 			webhooks: func() []webhookcert.Configuration { return nil }},

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/imagebuild"
-	"github.com/archway-build/archway/pkg/build/report"
+	"github.com/archway-build/archway/pkg/build/builder/image"
+	"github.com/archway-build/archway/pkg/build/builder/report"
 	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
@@ -96,7 +96,7 @@ pushed), else 1.`,
 	f.BoolVar(&opts.pull, "pull", false, "pull base images even when the store has them")
 	f.BoolVar(&opts.layers, "layers", false, "keep an image per step, for later builds with the same --work-dir (default: true with --work-dir)")
 	f.StringVar(&opts.cacheRepo, "cache-repo", "", "registry repository for a layer cache, one per platform (REPO-linux-arm64, ...): steps are looked up there before they run and pushed there after (--no-cache: not looked up)")
-	f.StringVar(&opts.format, "format", string(imagebuild.FormatOCI), "manifest format of the images: oci or docker")
+	f.StringVar(&opts.format, "format", string(image.FormatOCI), "manifest format of the images: oci or docker")
 	f.StringVar(&opts.workDir, "work-dir", "", "directory for the container store and caches, kept afterwards: a later build with the same Dockerfile, context, args and base images reuses its images (default: a temporary directory, removed)")
 	f.StringVar(&opts.authFile, "authfile", "", "docker config file (or directory holding one) with registry credentials for pulling and pushing")
 	f.StringSliceVar(&opts.insecureRegistries, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are)")
@@ -110,7 +110,7 @@ pushed), else 1.`,
 type platformResult struct {
 	platform string
 	tag      string // the per-platform tag pushed to; empty when nothing was pushed
-	out      imagebuild.Output
+	out      image.Output
 	took     time.Duration // wall time of the platform's build and push
 	err      error
 	// cancelledBy is set when the build was stopped before it ended: the
@@ -149,7 +149,7 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 	if err != nil {
 		return err
 	}
-	b, err := imagebuild.New(imagebuild.Config{
+	b, err := image.New(image.Config{
 		WorkDir:            workDir,
 		StorageDriver:      opts.storageDriver,
 		InsecureRegistries: opts.insecureRegistries,
@@ -212,11 +212,11 @@ func runLocalBuild(ctx context.Context, opts localBuildOptions, contextDir strin
 // namespace (uidMap is /proc/self/uid_map), as runc needs, else chroot.
 // OCI isolation starts each RUN step with less work: chroot isolation
 // copies the builder's binary into memory twice per step.
-func chooseIsolation(flag string, lookPath func(string) (string, error), euid int, uidMap string) (imagebuild.Isolation, string, error) {
+func chooseIsolation(flag string, lookPath func(string) (string, error), euid int, uidMap string) (image.Isolation, string, error) {
 	fullRoot := euid == 0 && strings.Join(strings.Fields(uidMap), " ") == "0 0 4294967295"
 	switch flag {
 	case "chroot":
-		return imagebuild.IsolationChroot, "", nil
+		return image.IsolationChroot, "", nil
 	case "oci":
 		runtime, err := lookPath("runc")
 		if err != nil {
@@ -225,12 +225,12 @@ func chooseIsolation(flag string, lookPath func(string) (string, error), euid in
 		if !fullRoot {
 			return "", "", errors.New("--isolation oci needs root outside any user namespace: use --isolation chroot")
 		}
-		return imagebuild.IsolationOCI, runtime, nil
+		return image.IsolationOCI, runtime, nil
 	case "auto", "":
 		if runtime, err := lookPath("runc"); err == nil && fullRoot {
-			return imagebuild.IsolationOCI, runtime, nil
+			return image.IsolationOCI, runtime, nil
 		}
-		return imagebuild.IsolationChroot, "", nil
+		return image.IsolationChroot, "", nil
 	default:
 		return "", "", fmt.Errorf("--isolation %q: use auto, oci or chroot", flag)
 	}
@@ -244,7 +244,7 @@ type localPlan struct {
 	buildArgs map[string]string
 	labels    map[string]string
 	jobs      int
-	format    imagebuild.Format
+	format    image.Format
 	// caches are the platforms' cache repositories, by platform as given.
 	caches map[string]string
 }
@@ -254,7 +254,7 @@ type localPlan struct {
 func planLocalBuild(opts localBuildOptions) (localPlan, error) {
 	plan := localPlan{platforms: opts.platforms, allowFail: opts.allowFail}
 	if len(plan.platforms) == 0 {
-		plan.platforms = []string{imagebuild.HostPlatform().String()}
+		plan.platforms = []string{image.HostPlatform().String()}
 	}
 	parsed, err := platform.ParseList(plan.platforms)
 	if err != nil {
@@ -301,11 +301,11 @@ func planLocalBuild(opts localBuildOptions) (localPlan, error) {
 			}
 		}
 	}
-	switch imagebuild.Format(opts.format) {
-	case imagebuild.FormatOCI, "":
-		plan.format = imagebuild.FormatOCI
-	case imagebuild.FormatDocker:
-		plan.format = imagebuild.FormatDocker
+	switch image.Format(opts.format) {
+	case image.FormatOCI, "":
+		plan.format = image.FormatOCI
+	case image.FormatDocker:
+		plan.format = image.FormatDocker
 	default:
 		return localPlan{}, fmt.Errorf("--format %q: use oci or docker", opts.format)
 	}
@@ -340,7 +340,7 @@ func parseKeyValues(kvs []string, fromEnv bool) (map[string]string, error) {
 // platform that is not allowed to fail fails, or ctx ends, the platforms
 // still building are stopped at once, their running RUN steps killed, and
 // their results say so (cancelledBy).
-func buildPlatforms(ctx context.Context, b *imagebuild.Builder, plan localPlan, opts localBuildOptions,
+func buildPlatforms(ctx context.Context, b *image.Builder, plan localPlan, opts localBuildOptions,
 	contextDir string, auth registry.AuthFile, out io.Writer) []platformResult {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -392,7 +392,7 @@ func stopRunStepsUntil(ctx context.Context, done <-chan struct{}, out io.Writer)
 	tick := time.NewTicker(stopStepsEvery)
 	defer tick.Stop()
 	for {
-		if _, err := imagebuild.StopRunSteps(); err != nil {
+		if _, err := image.StopRunSteps(); err != nil {
 			printf(out, "Warning: stopping the RUN steps: %v\n", err)
 		}
 		select {
@@ -408,7 +408,7 @@ func mayFail(plan localPlan, p string) bool {
 	return slices.ContainsFunc(plan.allowFail, func(a string) bool { return samePlatform(a, p) })
 }
 
-func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, opts localBuildOptions,
+func buildPlatform(ctx context.Context, b *image.Builder, plan localPlan, opts localBuildOptions,
 	contextDir string, auth registry.AuthFile, p string, out io.Writer) (res platformResult) {
 	start := time.Now()
 	res = platformResult{platform: p}
@@ -419,7 +419,7 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 	if plan.output != "" {
 		res.tag, _ = platform.Tag(plan.output, p) // checked by planLocalBuild
 	}
-	req := imagebuild.Request{
+	req := image.Request{
 		ContextDir: contextDir,
 		Dockerfile: opts.file,
 		Target:     opts.target,
@@ -439,7 +439,7 @@ func buildPlatform(ctx context.Context, b *imagebuild.Builder, plan localPlan, o
 		Out:          log,
 	}
 	if repo := plan.caches[p]; repo != "" {
-		req.Cache = &imagebuild.Cache{Repository: repo, Auth: auth}
+		req.Cache = &image.Cache{Repository: repo, Auth: auth}
 	}
 	res.out, res.err = b.BuildAndPush(ctx, req, res.tag, auth)
 	if res.out.Pushed.Digest == "" {

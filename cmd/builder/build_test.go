@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/builder/image"
 )
 
 func TestPrefixWriter(t *testing.T) {
@@ -81,7 +81,7 @@ func TestPlanLocalBuild(t *testing.T) {
 			name: "defaults",
 			opts: localBuildOptions{},
 			check: func(t *testing.T, p localPlan) {
-				if !reflect.DeepEqual(p.platforms, []string{imagebuild.HostPlatform().String()}) || p.jobs != 1 || p.output != "" || p.format != imagebuild.FormatOCI {
+				if !reflect.DeepEqual(p.platforms, []string{image.HostPlatform().String()}) || p.jobs != 1 || p.output != "" || p.format != image.FormatOCI {
 					t.Errorf("plan %+v", p)
 				}
 			},
@@ -91,7 +91,7 @@ func TestPlanLocalBuild(t *testing.T) {
 			opts: localBuildOptions{platforms: []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x", "linux/arm/v7"},
 				tag: "127.0.0.1:5000/app:v1", allowFail: []string{"linux/s390x"}, format: "docker"},
 			check: func(t *testing.T, p localPlan) {
-				if p.jobs != maxDefaultJobs || p.output != "127.0.0.1:5000/app:v1" || p.format != imagebuild.FormatDocker {
+				if p.jobs != maxDefaultJobs || p.output != "127.0.0.1:5000/app:v1" || p.format != image.FormatDocker {
 					t.Errorf("plan %+v", p)
 				}
 			},
@@ -141,9 +141,9 @@ func TestPlanLocalBuild(t *testing.T) {
 
 func TestPlatformStatuses(t *testing.T) {
 	results := []platformResult{
-		{platform: "linux/amd64", tag: "r/app:v1-linux-amd64", out: imagebuild.Output{Image: imagebuild.Image{Digest: "sha256:a"}}},
-		{platform: "linux/s390x", err: &imagebuild.StageError{Stage: imagebuild.StageBuild, Err: errors.New("exit status 1")}},
-		{platform: "linux/arm64", err: &imagebuild.StageError{Stage: imagebuild.StageBuild, Err: errors.New("signal: killed")},
+		{platform: "linux/amd64", tag: "r/app:v1-linux-amd64", out: image.Output{Image: image.Image{Digest: "sha256:a"}}},
+		{platform: "linux/s390x", err: &image.StageError{Stage: image.StageBuild, Err: errors.New("exit status 1")}},
+		{platform: "linux/arm64", err: &image.StageError{Stage: image.StageBuild, Err: errors.New("signal: killed")},
 			cancelledBy: &requiredFailedError{platform: "linux/s390x"}},
 	}
 	got := platformStatuses(results)
@@ -182,16 +182,16 @@ func TestChooseIsolation(t *testing.T) {
 		lookPath    func(string) (string, error)
 		euid        int
 		uidMap      string
-		want        imagebuild.Isolation
+		want        image.Isolation
 		wantRuntime string
 		wantErr     string
 	}{
-		{"auto with runc as root", "auto", found, 0, hostMap, imagebuild.IsolationOCI, "/usr/sbin/runc", ""},
-		{"auto without runc", "auto", missing, 0, hostMap, imagebuild.IsolationChroot, "", ""},
-		{"auto in a user namespace", "auto", found, 0, userNS, imagebuild.IsolationChroot, "", ""},
-		{"auto as another user", "", found, 1000, hostMap, imagebuild.IsolationChroot, "", ""},
-		{"chroot", "chroot", found, 0, hostMap, imagebuild.IsolationChroot, "", ""},
-		{"oci", "oci", found, 0, hostMap, imagebuild.IsolationOCI, "/usr/sbin/runc", ""},
+		{"auto with runc as root", "auto", found, 0, hostMap, image.IsolationOCI, "/usr/sbin/runc", ""},
+		{"auto without runc", "auto", missing, 0, hostMap, image.IsolationChroot, "", ""},
+		{"auto in a user namespace", "auto", found, 0, userNS, image.IsolationChroot, "", ""},
+		{"auto as another user", "", found, 1000, hostMap, image.IsolationChroot, "", ""},
+		{"chroot", "chroot", found, 0, hostMap, image.IsolationChroot, "", ""},
+		{"oci", "oci", found, 0, hostMap, image.IsolationOCI, "/usr/sbin/runc", ""},
 		{"oci without runc", "oci", missing, 0, hostMap, "", "", "--isolation oci needs runc on PATH"},
 		{"oci in a user namespace", "oci", found, 0, userNS, "", "", "use --isolation chroot"},
 		{"unknown", "vm", found, 0, hostMap, "", "", `--isolation "vm": use auto, oci or chroot`},

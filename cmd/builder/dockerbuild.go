@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/dockerbuild"
-	"github.com/archway-build/archway/pkg/build/imagebuild"
-	"github.com/archway-build/archway/pkg/build/report"
-	"github.com/archway-build/archway/pkg/build/source"
+	"github.com/archway-build/archway/pkg/build/builder/docker"
+	"github.com/archway-build/archway/pkg/build/builder/image"
+	"github.com/archway-build/archway/pkg/build/builder/report"
+	"github.com/archway-build/archway/pkg/build/builder/source"
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -29,7 +29,7 @@ const (
 )
 
 // The emptyDir volumes the build controller mounts in a build pod for the
-// builder's scratch files and its container store (pkg/build's
+// builder's scratch files and its container store (pkg/build/controller's
 // BuildWorkDir and ContainerStorageDir). The builder uses them when they
 // are mount points, and a temporary directory otherwise (on a machine,
 // where /var/lib/containers/storage may be another tool's store).
@@ -37,7 +37,7 @@ const (
 	podWorkDir    = "/tmp/build"
 	podStorageDir = "/var/lib/containers/storage"
 	// sourceSecretPathEnv names the directory of the mounted source
-	// secret (pkg/build's SourceSecretPathEnv).
+	// secret (pkg/build/controller's SourceSecretPathEnv).
 	sourceSecretPathEnv = "SOURCE_SECRET_PATH"
 )
 
@@ -90,7 +90,7 @@ The exit code is 0 when the image was built (and pushed), else 1.`,
 	f.StringVar(&opts.buildSecretsDir, "build-secrets-dir", source.DefaultBuildSecretsDir, "directory holding the mounts of spec.source.secrets, one per Secret name")
 	f.StringVar(&opts.buildConfigMapsDir, "build-configmaps-dir", source.DefaultBuildConfigMapsDir, "directory holding the mounts of spec.source.configMaps, one per ConfigMap name")
 	f.StringVar(&opts.binaryArchive, "binary-archive", "", "file holding a Binary source's archive (default: standard input)")
-	f.StringVar(&opts.format, "format", string(imagebuild.FormatDocker), "manifest format of the image: docker (as OpenShift's builder) or oci")
+	f.StringVar(&opts.format, "format", string(image.FormatDocker), "manifest format of the image: docker (as OpenShift's builder) or oci")
 	f.StringVar(&opts.storageDriver, "storage-driver", "", "container store driver: overlay or vfs (default: overlay when it works, else vfs)")
 	f.StringSliceVar(&opts.insecureRegistries, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are)")
 	f.BoolVar(&opts.noReport, "no-report", false, "do not write the Build's status (no apiserver needed)")
@@ -99,7 +99,7 @@ The exit code is 0 when the image was built (and pushed), else 1.`,
 	return cmd
 }
 
-// allowFileGitURIsFlag is pkg/build's AllowFileGitURIsFlag.
+// allowFileGitURIsFlag is pkg/build/controller's AllowFileGitURIsFlag.
 const allowFileGitURIsFlag = "allow-file-git-uris"
 
 func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reader, stdout io.Writer) error {
@@ -107,7 +107,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 	if err != nil {
 		return err
 	}
-	target, err := dockerbuild.TargetPlatform(build)
+	target, err := docker.TargetPlatform(build)
 	if err != nil {
 		return fmt.Errorf("the Build in $%s: %w", buildv1.BuildEnv, err)
 	}
@@ -127,17 +127,17 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 	if env := os.Getenv(sourceSecretPathEnv); env != "" && secretDir == source.DefaultSecretDir {
 		secretDir = env
 	}
-	run := &dockerbuild.Run{
+	run := &docker.Run{
 		Build:    build,
 		Target:   target,
 		Reporter: reporter,
-		Options: dockerbuild.Options{
+		Options: docker.Options{
 			WorkDir:            workDir,
 			StorageDir:         storageDir,
 			StorageDriver:      opts.storageDriver,
 			Disposable:         disposable,
 			InsecureRegistries: opts.insecureRegistries,
-			Format:             imagebuild.Format(opts.format),
+			Format:             image.Format(opts.format),
 			SourceSecretDir:    secretDir,
 			BuildSecretsDir:    opts.buildSecretsDir,
 			BuildConfigMapsDir: opts.buildConfigMapsDir,

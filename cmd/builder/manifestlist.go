@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/manifestlistpod"
-	"github.com/archway-build/archway/pkg/build/report"
+	"github.com/archway-build/archway/pkg/build/builder/manifestlist"
+	"github.com/archway-build/archway/pkg/build/builder/report"
 	"github.com/archway-build/archway/pkg/registry"
 )
 
@@ -95,13 +95,13 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 	if opts.insecure {
 		insecure = append(insecure, registry.AllRegistries)
 	}
-	c, err := report.NewClient(opts.kubeconfig, manifestlistpod.FieldManager)
+	c, err := report.NewClient(opts.kubeconfig, manifestlist.FieldManager)
 	if err != nil {
 		return err
 	}
-	run := &manifestlistpod.Run{
+	run := &manifestlist.Run{
 		Builds:         c,
-		Registry:       manifestlistpod.Registries{},
+		Registry:       manifestlist.Registries{},
 		Key:            key,
 		Access:         registry.Access{AuthFile: authFile, InsecureRegistries: insecure, UserAgent: "archway-builder"},
 		Out:            out,

@@ -6,7 +6,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/builder/image"
 )
 
 // printf writes to a build's log, ignoring write errors: the log goes to a
@@ -17,7 +17,7 @@ func printf(w io.Writer, format string, args ...any) {
 
 // closeBuilder shuts the builder's container store down, saying so in the
 // log when that fails (layers may stay mounted).
-func closeBuilder(b *imagebuild.Builder, log io.Writer) {
+func closeBuilder(b *image.Builder, log io.Writer) {
 	if err := b.Close(); err != nil {
 		printf(log, "Warning: %v\n", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	buildpkg "github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
 
@@ -82,7 +81,7 @@ func BenchmarkUnprivilegedBuild(b *testing.B) {
 			if build.Status.Phase != buildv1.BuildPhaseComplete {
 				b.Fatalf("%s build %s ended %s: %s", mode, build.Name, build.Status.Phase, build.Status.Message)
 			}
-			pod := h.pods()[buildpkg.PlatformPodName(build.Name, "linux/arm64")]
+			pod := h.pods()[buildv1.PlatformPodName(build.Name, "linux/arm64")]
 			if pod == nil || ptr.Deref(pod.Spec.Containers[0].SecurityContext.Privileged, false) != (mode == "Privileged") {
 				b.Fatalf("%s build: the arm64 pod is not %s", mode, mode)
 			}

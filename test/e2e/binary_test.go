@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/binary/artifact"
-	"github.com/archway-build/archway/pkg/build/cli"
+	"github.com/archway-build/archway/pkg/build/plugin"
+	"github.com/archway-build/archway/pkg/build/trigger/binary/artifact"
 	"github.com/archway-build/archway/pkg/registry"
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
@@ -92,7 +92,7 @@ func (h *harness) starter(name string) string {
 // plugin runs kubectl archway with kubeconfig in the harness's namespace.
 func (h *harness) plugin(kubeconfig string, args ...string) (string, error) {
 	var out bytes.Buffer
-	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
 	cmd.SetArgs(append(args, "--kubeconfig", kubeconfig, "-n", h.ns))
 	err := cmd.ExecuteContext(h.ctx)
 	return out.String(), err

@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
 
@@ -29,7 +28,7 @@ func TestFourPlatformBuild(t *testing.T) {
 
 	pods := h.pods()
 	for _, p := range framework.Platforms {
-		pod := pods[build.PlatformPodName(b.Name, p)]
+		pod := pods[buildv1.PlatformPodName(b.Name, p)]
 		g.Expect(pod).NotTo(BeNil(), "pod of %s", p)
 		g.Expect(nodeArch(t, h.ctx, pod.Spec.NodeName)).To(Equal(strings.TrimPrefix(p, "linux/")), "node of %s", p)
 		g.Expect(pod.Spec.HostUsers).To(HaveValue(BeFalse()), "pod of %s runs in a user namespace", p)
@@ -40,7 +39,7 @@ func TestFourPlatformBuild(t *testing.T) {
 	runnerLog, err := os.ReadFile(env.Bed.LogPath("pod-runner"))
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, p := range framework.Platforms {
-		g.Expect(string(runnerLog)).To(MatchRegexp(`pod %s/%s: container in a user namespace: ids 0-65535 are host ids [1-9]`, h.ns, build.PlatformPodName(b.Name, p)))
+		g.Expect(string(runnerLog)).To(MatchRegexp(`pod %s/%s: container in a user namespace: ids 0-65535 are host ids [1-9]`, h.ns, buildv1.PlatformPodName(b.Name, p)))
 	}
 
 	got := entries(b)
@@ -59,7 +58,7 @@ func TestFourPlatformBuild(t *testing.T) {
 
 	g.Eventually(h.events).WithContext(h.ctx).Should(ContainElements(buildv1.EventReasonBuildStarted, buildv1.EventReasonBuildCompleted))
 
-	logs, err := env.Kubectl(h.ctx, "logs", "-n", h.ns, build.PlatformPodName(b.Name, "linux/arm64"))
+	logs, err := env.Kubectl(h.ctx, "logs", "-n", h.ns, buildv1.PlatformPodName(b.Name, "linux/arm64"))
 	g.Expect(err).NotTo(HaveOccurred(), logs)
 	g.Expect(logs).To(ContainSubstring("RUN uname -m > /machine"))
 	g.Expect(logs).To(ContainSubstring("linux/arm64"))

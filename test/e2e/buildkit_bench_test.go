@@ -13,7 +13,6 @@ import (
 	"time"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
@@ -217,7 +216,7 @@ func (h *harness) timedBuild(n int64) archwayRun {
 		h.t.Fatal(err)
 	}
 	for _, p := range framework.Platforms {
-		pod := build.PlatformPodName(b.Name, p)
+		pod := buildv1.PlatformPodName(b.Name, p)
 		times, _ := h.tl.Pod(pod)
 		r.pods[p] = times.Finished.Sub(times.Running)
 		logs, err := env.Kubectl(h.ctx, "logs", "--timestamps", "-n", h.ns, pod)
@@ -227,7 +226,7 @@ func (h *harness) timedBuild(n int64) archwayRun {
 		r.logs[p] = logs
 		r.phases[p] = phases(logs, times.Running, times.Finished)
 	}
-	mlPod := build.ManifestListPodName(b.Name)
+	mlPod := buildv1.ManifestListPodName(b.Name)
 	if r.manifestListLog, err = env.Kubectl(h.ctx, "logs", "--timestamps", "-n", h.ns, mlPod); err != nil {
 		h.t.Fatalf("logs of %s: %v\n%s", mlPod, err, r.manifestListLog)
 	}

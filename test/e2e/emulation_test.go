@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/pkg/emulation"
 	"github.com/archway-build/archway/test/bed"
 )
@@ -52,8 +52,8 @@ func TestEmulation(t *testing.T) {
 	})
 	n := &corev1.Node{}
 	g.Expect(env.Bed.Client.Get(ctx, client.ObjectKey{Name: hostNode}, n)).To(Succeed())
-	g.Expect(n.Labels).To(HaveKeyWithValue(build.EmulationLabel("arm"), "true"), "emulation-setup said: %s", out)
-	g.Expect(n.Labels).NotTo(HaveKey(build.EmulationLabel("amd64")), "never the node's own architecture")
+	g.Expect(n.Labels).To(HaveKeyWithValue(controller.EmulationLabel("arm"), "true"), "emulation-setup said: %s", out)
+	g.Expect(n.Labels).NotTo(HaveKey(controller.EmulationLabel("amd64")), "never the node's own architecture")
 
 	platforms := []string{"linux/amd64", "linux/arm/v7"}
 
@@ -89,11 +89,11 @@ func TestEmulation(t *testing.T) {
 	g.Expect(described).To(MatchRegexp(`(?m)^\s*linux/arm/v7\s+Complete\s+-\s+\S+\s+amd64\s`), described)
 	g.Expect(described).To(MatchRegexp(`(?m)^\s*linux/amd64\s+Complete\s+-\s+\S+\s+-\s`), described)
 
-	armPod := build.PlatformPodName(b.Name, "linux/arm/v7")
+	armPod := buildv1.PlatformPodName(b.Name, "linux/arm/v7")
 	pod := &corev1.Pod{}
 	g.Expect(env.Bed.Client.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: armPod}, pod)).To(Succeed())
 	g.Expect(pod.Spec.NodeSelector).To(HaveKeyWithValue(corev1.LabelArchStable, "amd64"))
-	g.Expect(pod.Spec.NodeSelector).To(HaveKeyWithValue(build.EmulationLabel("arm"), "true"))
+	g.Expect(pod.Spec.NodeSelector).To(HaveKeyWithValue(controller.EmulationLabel("arm"), "true"))
 	g.Expect(nodeArch(t, ctx, pod.Spec.NodeName)).To(Equal("amd64"))
 	g.Expect(h.events()).To(ContainElement(buildv1.EventReasonPlatformEmulated))
 

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
 
@@ -102,7 +101,7 @@ func TestRequiredFailureStopsOthers(t *testing.T) {
 	g.Eventually(func() []string {
 		var left []string
 		for _, p := range framework.Platforms {
-			left = append(left, processesOf(h.ns, build.PlatformPodName(b.Name, p))...)
+			left = append(left, processesOf(h.ns, buildv1.PlatformPodName(b.Name, p))...)
 		}
 		return left
 	}).WithContext(h.ctx).WithTimeout(time.Minute).WithPolling(250*time.Millisecond).Should(BeEmpty(), "the builds' processes end")
@@ -138,7 +137,7 @@ func TestCancel(t *testing.T) {
 	g.Eventually(func() int { return len(sleepers()) }).WithContext(h.ctx).WithTimeout(5*time.Minute).WithPolling(time.Second).
 		Should(BeNumerically(">=", 4), "every platform's RUN step is running")
 	for _, p := range framework.Platforms {
-		pt, _ := h.tl.Pod(build.PlatformPodName(b.Name, p))
+		pt, _ := h.tl.Pod(buildv1.PlatformPodName(b.Name, p))
 		g.Expect(pt.Phase).To(Equal(corev1.PodRunning), "pod of %s", p)
 	}
 
@@ -150,7 +149,7 @@ func TestCancel(t *testing.T) {
 	g.Eventually(func() []string {
 		var left []string
 		for _, p := range framework.Platforms {
-			left = append(left, processesOf(h.ns, build.PlatformPodName(b.Name, p))...)
+			left = append(left, processesOf(h.ns, buildv1.PlatformPodName(b.Name, p))...)
 		}
 		return append(left, sleepers()...)
 	}).WithContext(h.ctx).WithTimeout(time.Minute).WithPolling(250*time.Millisecond).Should(BeEmpty(), "the builds' processes are stopped")

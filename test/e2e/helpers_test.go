@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
@@ -155,7 +155,7 @@ func (h *harness) get() *buildv1.Build {
 func (h *harness) pods() map[string]*corev1.Pod {
 	h.t.Helper()
 	var list corev1.PodList
-	if err := env.Bed.Client.List(h.ctx, &list, client.InNamespace(h.ns), client.MatchingLabels{buildv1.BuildLabel: build.LabelValue(h.b.Name)}); err != nil {
+	if err := env.Bed.Client.List(h.ctx, &list, client.InNamespace(h.ns), client.MatchingLabels{buildv1.BuildLabel: buildv1.LabelValue(h.b.Name)}); err != nil {
 		h.t.Fatal(err)
 	}
 	out := map[string]*corev1.Pod{}
@@ -199,11 +199,11 @@ func (h *harness) events() []string {
 // removes nothing then).
 func (h *harness) waitCleanup() {
 	h.t.Helper()
-	name := build.ManifestListPodName(h.b.Name)
+	name := buildv1.ManifestListPodName(h.b.Name)
 	pod := &corev1.Pod{}
 	complete := h.get().Status.Phase == buildv1.BuildPhaseComplete
 	err := bed.WaitFor(h.ctx, env.Bed.Client, client.ObjectKey{Namespace: h.ns, Name: name}, pod, func(p *corev1.Pod) bool {
-		return (complete || build.RemovesTags(p)) && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
+		return (complete || controller.RemovesTags(p)) && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
 	})
 	if err != nil {
 		h.t.Fatalf("waiting for the manifest-list pod to remove the per-platform tags: %v", err)

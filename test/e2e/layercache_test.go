@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
@@ -48,7 +47,7 @@ func TestLayerCacheFourPlatforms(t *testing.T) {
 		r := run{wall: time.Since(start), pods: map[string]time.Duration{}, build: b, logs: map[string]string{}}
 		g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s, platforms: %+v", b.Status.Message, b.Status.Platforms)
 		for _, p := range framework.Platforms {
-			pod := build.PlatformPodName(b.Name, p)
+			pod := buildv1.PlatformPodName(b.Name, p)
 			if times, ok := h.tl.Pod(pod); ok && !times.Running.IsZero() && !times.Finished.IsZero() {
 				r.pods[p] = times.Finished.Sub(times.Running)
 			}

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 )
 
 // amd64Base is the bed's base image's linux/amd64 child by digest: a
@@ -79,8 +78,8 @@ func TestBaseImageMissingPlatformAllowedToFail(t *testing.T) {
 	g.Expect(arm.Phase).To(Equal(buildv1.BuildPhaseFailed))
 	g.Expect(arm.Reason).To(Equal(buildv1.StatusReasonBaseImagePlatformNotFound))
 	g.Expect(arm.Message).To(ContainSubstring("has no linux/arm64 (it has linux/amd64)"))
-	g.Expect(h.tl.PodNames()).NotTo(ContainElement(build.PlatformPodName(b.Name, "linux/arm64")), "arm64 never had a pod")
-	g.Expect(h.tl.PodNames()).To(ContainElement(build.PlatformPodName(b.Name, "linux/amd64")))
+	g.Expect(h.tl.PodNames()).NotTo(ContainElement(buildv1.PlatformPodName(b.Name, "linux/arm64")), "arm64 never had a pod")
+	g.Expect(h.tl.PodNames()).To(ContainElement(buildv1.PlatformPodName(b.Name, "linux/amd64")))
 	machines, err := indexChildren(h.ctx, h.output(), "/machine")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(machines).To(Equal(map[string]string{"linux/amd64": "x86_64"}))
@@ -98,5 +97,5 @@ func TestBaseImageUnreachable(t *testing.T) {
 	b := h.waitTerminal()
 	g.Expect(h.events()).To(ContainElement(buildv1.EventReasonBaseImageCheckSkipped))
 	g.Expect(b.Status.Reason).NotTo(Equal(buildv1.StatusReasonBaseImagePlatformNotFound))
-	g.Expect(h.tl.PodNames()).To(ContainElement(build.PlatformPodName(b.Name, "linux/amd64")), "the build went on to its pods")
+	g.Expect(h.tl.PodNames()).To(ContainElement(buildv1.PlatformPodName(b.Name, "linux/amd64")), "the build went on to its pods")
 }

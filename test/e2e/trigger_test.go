@@ -16,8 +16,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/cli"
 	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/pkg/build/plugin"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
 
@@ -41,7 +41,7 @@ func TestGitHubPushBuildsFourPlatforms(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	commit := strings.Fields(string(out))[0]
 	var push map[string]any
-	raw, err := os.ReadFile("../../pkg/build/webhook/testdata/github-push.json")
+	raw, err := os.ReadFile("../../pkg/build/trigger/scm/testdata/github-push.json")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(json.Unmarshal(raw, &push)).To(Succeed())
 	push["after"] = commit
@@ -75,7 +75,7 @@ func TestGitHubPushBuildsFourPlatforms(t *testing.T) {
 	g.Expect(machines).To(Equal(framework.UnameOf))
 
 	var logs bytes.Buffer
-	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &logs, ErrOut: &logs})
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &logs, ErrOut: &logs})
 	cmd.SetArgs([]string{"logs", "build/" + b.Name, "--kubeconfig", env.Bed.Kubeconfig, "-n", h.ns})
 	g.Expect(cmd.ExecuteContext(h.ctx)).To(Succeed(), logs.String())
 	for _, p := range framework.Platforms {

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 )
 
@@ -112,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) builds(ctx context.Context, bc *buildv1.BuildConfig) ([]buildv1.Build, error) {
 	var list buildv1.BuildList
 	if err := r.Client.List(ctx, &list, client.InNamespace(bc.Namespace),
-		client.MatchingLabels{buildv1.BuildConfigLabel: build.LabelValue(bc.Name)}); err != nil {
+		client.MatchingLabels{buildv1.BuildConfigLabel: buildv1.LabelValue(bc.Name)}); err != nil {
 		return nil, fmt.Errorf("listing the builds of %s: %w", bc.Name, err)
 	}
 	out := list.Items[:0]

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
+	buildcontroller "github.com/archway-build/archway/pkg/build/controller"
 )
 
 // defaultHistoryLimit is the number of successful and of failed builds kept
@@ -45,7 +45,7 @@ func Decide(bc *buildv1.BuildConfig, builds []buildv1.Build) Plan {
 	var nb []numberedBuild
 	highest := int64(0)
 	for i := range builds {
-		n, ok := build.BuildNumber(&builds[i])
+		n, ok := buildcontroller.BuildNumber(&builds[i])
 		if !ok {
 			continue
 		}
@@ -62,7 +62,7 @@ func Decide(bc *buildv1.BuildConfig, builds []buildv1.Build) Plan {
 	if bc.Spec.RunPolicy == buildv1.BuildRunPolicySerialLatestOnly {
 		var queued []string
 		for _, x := range nb {
-			if build.Queued(x.b) {
+			if buildcontroller.Queued(x.b) {
 				queued = append(queued, x.b.Name)
 			}
 		}

@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 )
 
 // The trigger cause messages OpenShift writes into spec.triggeredBy.
@@ -79,8 +78,8 @@ func NewBuild(bc *buildv1.BuildConfig, n int64, req Request) *buildv1.Build {
 	for k, v := range bc.Labels {
 		labels[k] = v
 	}
-	labels[buildv1.BuildConfigLabel] = build.LabelValue(bc.Name)
-	labels[buildConfigLabelDeprecated] = build.LabelValue(bc.Name)
+	labels[buildv1.BuildConfigLabel] = buildv1.LabelValue(bc.Name)
+	labels[buildConfigLabelDeprecated] = buildv1.LabelValue(bc.Name)
 	labels[buildv1.BuildRunPolicyLabel] = string(runPolicy(bc))
 	b := &buildv1.Build{
 		TypeMeta: metav1.TypeMeta{APIVersion: buildv1.GroupVersion.String(), Kind: "Build"},

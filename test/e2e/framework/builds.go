@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/test/bed"
 )
@@ -58,7 +57,7 @@ type Timeline struct {
 // or the Build reaches a terminal phase. Call it before creating the Build.
 func WatchBuild(ctx context.Context, c client.WithWatch, ns, name string) (*Timeline, error) {
 	tl := &Timeline{pods: map[string]*PodTimes{}, entries: map[string]time.Time{}, done: make(chan struct{})}
-	pw, err := c.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{buildv1.BuildLabel: build.LabelValue(name)})
+	pw, err := c.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{buildv1.BuildLabel: buildv1.LabelValue(name)})
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +197,7 @@ func (tl *Timeline) Overhead(buildName string, platforms []string) (Overhead, er
 	}
 	var created, bound, running, finished time.Time
 	for _, p := range platforms {
-		pt, ok := tl.pods[build.PlatformPodName(buildName, p)]
+		pt, ok := tl.pods[buildv1.PlatformPodName(buildName, p)]
 		if !ok || pt.Finished.IsZero() {
 			return o, fmt.Errorf("the pod of %s was not seen from start to end", p)
 		}
@@ -210,7 +209,7 @@ func (tl *Timeline) Overhead(buildName string, platforms []string) (Overhead, er
 		running, finished = later(running, pt.Running), later(finished, end)
 		o.LongestRun = max(o.LongestRun, end.Sub(pt.Running))
 	}
-	ml, ok := tl.pods[build.ManifestListPodName(buildName)]
+	ml, ok := tl.pods[buildv1.ManifestListPodName(buildName)]
 	if !ok {
 		return o, fmt.Errorf("no manifest-list pod was seen")
 	}

@@ -18,7 +18,6 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
@@ -96,7 +95,7 @@ func TestInstallRelease(t *testing.T) {
 	g.Expect(done.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s", done.Status.Message)
 	t.Logf("kubectl apply -k of the release to a four-platform build complete: %v", time.Since(start).Round(time.Millisecond))
 	var buildPods corev1.PodList
-	g.Expect(b.Client.List(ctx, &buildPods, client.InNamespace(ns), client.MatchingLabels{buildv1.BuildLabel: build.LabelValue(done.Name)})).To(Succeed())
+	g.Expect(b.Client.List(ctx, &buildPods, client.InNamespace(ns), client.MatchingLabels{buildv1.BuildLabel: buildv1.LabelValue(done.Name)})).To(Succeed())
 	g.Expect(buildPods.Items).To(HaveLen(5), "four platforms and the index")
 	for _, p := range buildPods.Items {
 		for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {

@@ -13,7 +13,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
-	"github.com/archway-build/archway/pkg/build"
+	"github.com/archway-build/archway/pkg/build/controller"
 )
 
 // controllerUser is build-controller's identity in a cluster (its service
@@ -46,7 +46,7 @@ func TestBuildPodsUnderPodSecurity(t *testing.T) {
 		bld := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-1", UID: "app-1-uid"}}
 		bld.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
 		bld.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}
-		pl := build.PodPlan{Config: &cfg.Build, Platforms: []string{"linux/amd64", "linux/arm64"}}
+		pl := controller.PodPlan{Config: &cfg.Build, Platforms: []string{"linux/amd64", "linux/arm64"}}
 		bp, err := pl.BuildPod(bld, "linux/arm64")
 		g.Expect(err).NotTo(HaveOccurred())
 		ml, err := pl.ManifestListPod(bld)

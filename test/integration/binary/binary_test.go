@@ -17,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/binary/artifact"
+	"github.com/archway-build/archway/pkg/build/builder/source"
 	"github.com/archway-build/archway/pkg/build/instantiate"
-	"github.com/archway-build/archway/pkg/build/source"
+	"github.com/archway-build/archway/pkg/build/trigger/binary/artifact"
 	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/registry"
 )

@@ -38,9 +38,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/binary"
-	"github.com/archway-build/archway/pkg/build/cli"
 	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/pkg/build/plugin"
+	"github.com/archway-build/archway/pkg/build/trigger/binary"
 	"github.com/archway-build/archway/pkg/registry"
 	"github.com/archway-build/archway/test/bed"
 )
@@ -188,7 +188,7 @@ func (h *harness) user(name, clusterRole string) string {
 // harness's endpoint.
 func (h *harness) plugin(kubeconfig string, args ...string) (string, error) {
 	var out bytes.Buffer
-	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
 	args = append(args, "--kubeconfig", kubeconfig, "-n", h.ns)
 	if args[0] == "start-build" {
 		args = append(args, "--build-endpoint", h.url, "--build-endpoint-ca", h.caFile)

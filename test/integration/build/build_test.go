@@ -16,7 +16,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
-	"github.com/archway-build/archway/pkg/build"
+	buildcontroller "github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -145,10 +145,10 @@ func wantManifestListPod(platforms ...string) step {
 		for _, p := range platforms {
 			names = append(names, h.platformPod(p))
 		}
-		names = append(names, build.ManifestListPodName(h.build))
+		names = append(names, buildv1.ManifestListPodName(h.build))
 		pods := h.waitPodNames(names...)
-		ml := pods[build.ManifestListPodName(h.build)]
-		if ml.Labels[buildv1.PodRoleLabel] != buildv1.PodRoleManifestList || !strings.HasPrefix(strings.Join(ml.Spec.Containers[0].Command, " "), "builder manifest-list") || build.RemovesTags(ml) {
+		ml := pods[buildv1.ManifestListPodName(h.build)]
+		if ml.Labels[buildv1.PodRoleLabel] != buildv1.PodRoleManifestList || !strings.HasPrefix(strings.Join(ml.Spec.Containers[0].Command, " "), "builder manifest-list") || buildcontroller.RemovesTags(ml) {
 			h.t.Errorf("manifest-list pod labels %v command %v", ml.Labels, ml.Spec.Containers[0].Command)
 		}
 		if _, err := testBed.WaitPodBound(h.ctx, h.ns, ml.Name); err != nil {
@@ -163,19 +163,19 @@ func wantManifestListPod(platforms ...string) step {
 // deleted first (this bed has no kubelet: the step ends it).
 func wantCleanupPod() step {
 	return step{"once no platform pod runs, the manifest-list pod removes the per-platform tags", func(h *harness) {
-		name := build.ManifestListPodName(h.build)
+		name := buildv1.ManifestListPodName(h.build)
 		var ml corev1.Pod
 		err := bed.WaitFor(h.ctx, k8s, client.ObjectKey{Namespace: h.ns, Name: name}, &ml, func(p *corev1.Pod) bool {
-			return p.DeletionTimestamp != nil || build.RemovesTags(p)
+			return p.DeletionTimestamp != nil || buildcontroller.RemovesTags(p)
 		})
 		if err != nil {
 			h.t.Fatalf("waiting for the manifest-list pod made with the platform pods to be deleted: %v", err)
 		}
-		if !build.RemovesTags(&ml) {
+		if !buildcontroller.RemovesTags(&ml) {
 			if ml.Status.Phase != corev1.PodSucceeded && ml.Status.Phase != corev1.PodFailed {
 				h.finishPod(name, 0, "")
 			}
-			if err := bed.WaitFor(h.ctx, k8s, client.ObjectKey{Namespace: h.ns, Name: name}, &ml, build.RemovesTags); err != nil {
+			if err := bed.WaitFor(h.ctx, k8s, client.ObjectKey{Namespace: h.ns, Name: name}, &ml, buildcontroller.RemovesTags); err != nil {
 				h.t.Fatalf("waiting for the manifest-list pod that removes the tags: %v", err)
 			}
 		}
@@ -198,7 +198,7 @@ func wantTagsCondition(status metav1.ConditionStatus, reason, words string) step
 // digest (its own field manager) and its pod exits.
 func finishManifestList(exitCode int32, message string) step {
 	return step{"the manifest-list pod ends", func(h *harness) {
-		name := build.ManifestListPodName(h.build)
+		name := buildv1.ManifestListPodName(h.build)
 		if err := testBed.SetPodRunning(h.ctx, h.pod(name)); err != nil {
 			h.t.Fatal(err)
 		}
@@ -312,8 +312,8 @@ func TestBuildController(t *testing.T) {
 				succeed(amd64, arm64, ppc64le),
 				{"the manifest-list pod, made with the platform pods, ends without deciding while a platform runs", func(h *harness) {
 					h.waitBuild("platformsSummary 3/4", func(b *buildv1.Build) bool { return b.Status.PlatformsSummary == "3/4" })
-					ml := h.pod(build.ManifestListPodName(h.build))
-					if build.RemovesTags(ml) {
+					ml := h.pod(buildv1.ManifestListPodName(h.build))
+					if buildcontroller.RemovesTags(ml) {
 						h.t.Errorf("manifest-list pod command %v", ml.Spec.Containers[0].Command)
 					}
 					// The controller's cache may show it ended before the
@@ -337,7 +337,7 @@ func TestBuildController(t *testing.T) {
 						}
 					}
 					if b.Status.PlatformsSummary != "4/4" || b.Status.CompletionTimestamp == nil || b.Status.StartTimestamp == nil ||
-						b.Status.Output.To == nil || b.Annotations[buildv1.BuildPodNameAnnotation] != build.ManifestListPodName(h.build) {
+						b.Status.Output.To == nil || b.Annotations[buildv1.BuildPodNameAnnotation] != buildv1.ManifestListPodName(h.build) {
 						h.t.Errorf("status %+v annotations %v", b.Status, b.Annotations)
 					}
 				}},
@@ -505,7 +505,7 @@ func TestBuildController(t *testing.T) {
 				succeed(fourPlatforms...),
 				wantPhase(buildv1.BuildPhaseComplete, ""),
 				{"no manifest-list pod", func(h *harness) {
-					if _, ok := h.pods()[build.ManifestListPodName(h.build)]; ok {
+					if _, ok := h.pods()[buildv1.ManifestListPodName(h.build)]; ok {
 						h.t.Error("manifest-list pod created with manifestList=false")
 					}
 				}},
@@ -519,7 +519,7 @@ func TestBuildController(t *testing.T) {
 				{"two pods without an arch selector, both scheduled", func(h *harness) {
 					pods := h.waitPodNames(h.withManifestListPod(names(h, amd64, riscv64))...)
 					for _, pod := range pods {
-						if pod.Name == build.ManifestListPodName(h.build) {
+						if pod.Name == buildv1.ManifestListPodName(h.build) {
 							continue // on any linux node, as ever
 						}
 						if _, ok := pod.Spec.NodeSelector[corev1.LabelArchStable]; ok {

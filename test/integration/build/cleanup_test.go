@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
+	buildcontroller "github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/test/bed"
 )
@@ -47,7 +47,7 @@ func TestLatePushIsUntagged(t *testing.T) {
 	startPlatforms(fourPlatforms...).do(h)
 	// The manifest-list pod made with the platform pods runs the real
 	// builder: it waits for the platforms.
-	early := h.pod(build.ManifestListPodName(h.build))
+	early := h.pod(buildv1.ManifestListPodName(h.build))
 	if err := testBed.SetPodRunning(h.ctx, early); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestLatePushIsUntagged(t *testing.T) {
 	h.waitTagsCondition(metav1.ConditionFalse, buildv1.ReasonWaitingForBuildPods, func(msg string) bool {
 		return strings.Contains(msg, h.platformPod(arm64)) && !strings.Contains(msg, h.platformPod(ppc64le))
 	})
-	if _, ok := h.pods()[build.ManifestListPodName(h.build)]; ok {
+	if _, ok := h.pods()[buildv1.ManifestListPodName(h.build)]; ok {
 		t.Fatal("the manifest-list pod that removes the tags was created while the arm64 pod could still push")
 	}
 
@@ -126,9 +126,9 @@ func TestLatePushIsUntagged(t *testing.T) {
 	}
 
 	h.finishPod(h.platformPod(arm64), 137, "killed")
-	ml := h.waitPodNames(h.platformPod(amd64), h.platformPod(s390x), build.ManifestListPodName(h.build))[build.ManifestListPodName(h.build)]
-	if !build.RemovesTags(ml) || ml.UID == early.UID {
-		t.Fatalf("manifest-list pod %s command %v: want a new one started with %s", ml.UID, ml.Spec.Containers[0].Command, build.RemoveTagsArg)
+	ml := h.waitPodNames(h.platformPod(amd64), h.platformPod(s390x), buildv1.ManifestListPodName(h.build))[buildv1.ManifestListPodName(h.build)]
+	if !buildcontroller.RemovesTags(ml) || ml.UID == early.UID {
+		t.Fatalf("manifest-list pod %s command %v: want a new one started with %s", ml.UID, ml.Spec.Containers[0].Command, buildcontroller.RemoveTagsArg)
 	}
 	if err := testBed.SetPodRunning(h.ctx, ml); err != nil {
 		t.Fatal(err)

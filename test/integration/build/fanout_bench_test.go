@@ -29,7 +29,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
-	"github.com/archway-build/archway/pkg/build"
+	buildcontroller "github.com/archway-build/archway/pkg/build/controller"
 
 	"github.com/archway-build/archway/test/bed"
 )
@@ -122,14 +122,14 @@ func fanOutFloor(ctx context.Context, b *testing.B, builds int) {
 	defer h.cleanup()
 	cfg := &configv1alpha1.BuildControllerConfiguration{Build: configv1alpha1.BuildControllerConfig{BuilderImage: builderImage}}
 	configv1alpha1.SetDefaults(cfg)
-	pl := build.PodPlan{Config: &cfg.Build, Platforms: fourPlatforms}
-	applyStatus := func(bl *buildv1.Build, plan build.Plan) error {
-		next := build.NextStatus(bl, fourPlatforms, plan, metav1.Now())
-		body, err := build.StatusApply(bl, next, plan)
+	pl := buildcontroller.PodPlan{Config: &cfg.Build, Platforms: fourPlatforms}
+	applyStatus := func(bl *buildv1.Build, plan buildcontroller.Plan) error {
+		next := buildcontroller.NextStatus(bl, fourPlatforms, plan, metav1.Now())
+		body, err := buildcontroller.StatusApply(bl, next, plan)
 		if err != nil {
 			return err
 		}
-		if err := k8s.Status().Apply(ctx, body, client.FieldOwner(build.FieldManager), client.ForceOwnership); err != nil {
+		if err := k8s.Status().Apply(ctx, body, client.FieldOwner(buildcontroller.FieldManager), client.ForceOwnership); err != nil {
 			return err
 		}
 		bl.Status = next
@@ -141,7 +141,7 @@ func fanOutFloor(ctx context.Context, b *testing.B, builds int) {
 			return 0, err
 		}
 		createdAt := time.Now()
-		if err := applyStatus(bl, build.ResolutionPlan(bl, build.Resolution{Platforms: fourPlatforms}, metav1.Now())); err != nil {
+		if err := applyStatus(bl, buildcontroller.ResolutionPlan(bl, buildcontroller.Resolution{Platforms: fourPlatforms}, metav1.Now())); err != nil {
 			return 0, fmt.Errorf("status: %w", err)
 		}
 		var wg sync.WaitGroup
@@ -152,7 +152,7 @@ func fanOutFloor(ctx context.Context, b *testing.B, builds int) {
 			wg.Go(func() {
 				pod, err := pl.BuildPod(bl, p)
 				if err == nil {
-					err = k8s.Create(ctx, pod, client.FieldOwner(build.FieldManager))
+					err = k8s.Create(ctx, pod, client.FieldOwner(buildcontroller.FieldManager))
 				}
 				podsMu.Lock()
 				pods[pod.Name] = pod
@@ -162,9 +162,9 @@ func fanOutFloor(ctx context.Context, b *testing.B, builds int) {
 		}
 		annotated := bl.DeepCopy()
 		wg.Go(func() {
-			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+buildv1.PodSelectorAnnotation+`":"`+build.PodSelector(name)+
-				`","`+buildv1.BuildPodNameAnnotation+`":"`+build.ManifestListPodName(name)+`"}}}`))
-			errs[len(fourPlatforms)] = k8s.Patch(ctx, annotated, patch, client.FieldOwner(build.FieldManager))
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+buildv1.PodSelectorAnnotation+`":"`+buildv1.PodSelector(name)+
+				`","`+buildv1.BuildPodNameAnnotation+`":"`+buildv1.ManifestListPodName(name)+`"}}}`))
+			errs[len(fourPlatforms)] = k8s.Patch(ctx, annotated, patch, client.FieldOwner(buildcontroller.FieldManager))
 		})
 		wg.Wait()
 		podsAt := time.Now()
@@ -172,7 +172,7 @@ func fanOutFloor(ctx context.Context, b *testing.B, builds int) {
 			return 0, err
 		}
 		bl.ResourceVersion = annotated.ResourceVersion
-		plan := build.Decide(build.PlanInput{Build: bl, Platforms: fourPlatforms, ManifestList: true, Pods: pods, Now: metav1.Now()})
+		plan := buildcontroller.Decide(buildcontroller.PlanInput{Build: bl, Platforms: fourPlatforms, ManifestList: true, Pods: pods, Now: metav1.Now()})
 		if err := applyStatus(bl, plan); err != nil {
 			return 0, fmt.Errorf("pending status: %w", err)
 		}

@@ -36,7 +36,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
-	"github.com/archway-build/archway/pkg/build"
+	buildcontroller "github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -119,12 +119,12 @@ func startController(t testing.TB, ns string, cfg *configv1alpha1.BuildControlle
 // wrapped by funcs (nil: not wrapped), to inject failures.
 func startControllerWith(t testing.TB, ns string, cfg *configv1alpha1.BuildControllerConfig, funcs *interceptor.Funcs) *controller {
 	t.Helper()
-	return startControllerOptions(t, ns, cfg, funcs, build.Options{})
+	return startControllerOptions(t, ns, cfg, funcs, buildcontroller.Options{})
 }
 
 // startControllerOptions is startControllerWith with the controller's
 // options (its metrics registry and name validation are the test's).
-func startControllerOptions(t testing.TB, ns string, cfg *configv1alpha1.BuildControllerConfig, funcs *interceptor.Funcs, bopts build.Options) *controller {
+func startControllerOptions(t testing.TB, ns string, cfg *configv1alpha1.BuildControllerConfig, funcs *interceptor.Funcs, bopts buildcontroller.Options) *controller {
 	t.Helper()
 	opts := ctrl.Options{
 		Scheme:                 scheme,
@@ -132,7 +132,7 @@ func startControllerOptions(t testing.TB, ns string, cfg *configv1alpha1.BuildCo
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 	}
-	build.ConfigureCache(&opts.Cache)
+	buildcontroller.ConfigureCache(&opts.Cache)
 	c := &controller{done: make(chan error, 1), registry: prometheus.NewRegistry(), marks: map[string]bool{}}
 	wrapped := interceptor.Funcs{}
 	if funcs != nil {
@@ -169,7 +169,7 @@ func startControllerOptions(t testing.TB, ns string, cfg *configv1alpha1.BuildCo
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	bopts.Registry, bopts.SkipNameValidation = c.registry, true
-	if err := build.Setup(ctx, mgr, cfg, bopts); err != nil {
+	if err := buildcontroller.Setup(ctx, mgr, cfg, bopts); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func (h *harness) waitHandled() {
 // beside which that pod is created), that pod.
 func (h *harness) withManifestListPod(names []string) []string {
 	h.t.Helper()
-	ml := build.ManifestListPodName(h.build)
+	ml := buildv1.ManifestListPodName(h.build)
 	b := h.waitBuild("pod-name annotation", func(b *buildv1.Build) bool { return b.Annotations[buildv1.BuildPodNameAnnotation] != "" })
 	if b.Annotations[buildv1.BuildPodNameAnnotation] == ml && !slices.Contains(names, ml) {
 		return append(slices.Clone(names), ml)
@@ -324,7 +324,7 @@ func (h *harness) withManifestListPod(names []string) []string {
 func (h *harness) pods() map[string]*corev1.Pod {
 	h.t.Helper()
 	var list corev1.PodList
-	if err := k8s.List(h.ctx, &list, client.InNamespace(h.ns), client.MatchingLabels{buildv1.BuildLabel: build.LabelValue(h.build)}); err != nil {
+	if err := k8s.List(h.ctx, &list, client.InNamespace(h.ns), client.MatchingLabels{buildv1.BuildLabel: buildv1.LabelValue(h.build)}); err != nil {
 		h.t.Fatal(err)
 	}
 	out := map[string]*corev1.Pod{}
@@ -366,7 +366,7 @@ func (h *harness) pod(name string) *corev1.Pod {
 }
 
 // platformPod is the pod name of one platform of the case's Build.
-func (h *harness) platformPod(p string) string { return build.PlatformPodName(h.build, p) }
+func (h *harness) platformPod(p string) string { return buildv1.PlatformPodName(h.build, p) }
 
 // applyEntry writes one platform's status entry with server-side apply, as
 // `builder docker-build` does: its own field manager, only its entry.

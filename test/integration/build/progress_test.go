@@ -5,7 +5,7 @@ import (
 	"time"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
+	buildcontroller "github.com/archway-build/archway/pkg/build/controller"
 )
 
 // TestProgressWrites checks that the controller batches writes of a
@@ -17,7 +17,7 @@ func TestProgressWrites(t *testing.T) {
 	run := func(t *testing.T, interval time.Duration) *harness {
 		h := newHarness(t, "progress")
 		h.cfg = testConfig(nil)
-		h.ctrl = startControllerOptions(t, h.ns, h.cfg, nil, build.Options{ProgressInterval: interval})
+		h.ctrl = startControllerOptions(t, h.ns, h.cfg, nil, buildcontroller.Options{ProgressInterval: interval})
 		for _, s := range []step{
 			createBuild(nil, fourPlatforms...),
 			wantPlatformPods(fourPlatforms...),

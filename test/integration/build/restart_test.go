@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -77,7 +76,7 @@ func TestControllerRestartMidFanOut(t *testing.T) {
 		for _, p := range fourPlatforms {
 			want = append(want, h.platformPod(p))
 		}
-		pods := h.waitPodNames(append(want, build.ManifestListPodName(h.build))...)
+		pods := h.waitPodNames(append(want, buildv1.ManifestListPodName(h.build))...)
 		for name, uid := range uids {
 			if p, ok := pods[name]; ok && p.UID != uid {
 				t.Errorf("pod %s was made again after the restart", name)
@@ -97,7 +96,7 @@ func TestControllerRestartMidFanOut(t *testing.T) {
 			h.startPlatform(p)
 			h.succeedPlatform(p)
 		}
-		h.waitPodNames(append(podNames(h, fourPlatforms...), build.ManifestListPodName(h.build))...)
+		h.waitPodNames(append(podNames(h, fourPlatforms...), buildv1.ManifestListPodName(h.build))...)
 		finishManifestList(0, "").do(h)
 		h.waitPhase(buildv1.BuildPhaseComplete, "")
 	}

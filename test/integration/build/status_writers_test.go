@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -126,7 +125,7 @@ func TestStatusWriters(t *testing.T) {
 	createBuild(nil, amd64, arm64).do(h)
 	wantPlatformPods(amd64, arm64).do(h)
 	amdPod := h.platformPod(amd64)
-	mlPod := build.ManifestListPodName(h.build)
+	mlPod := buildv1.ManifestListPodName(h.build)
 	running := map[string]any{"phase": "Running"}
 
 	// The policy is in force once a write from no pod is refused.

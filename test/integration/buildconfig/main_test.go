@@ -32,8 +32,8 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
-	"github.com/archway-build/archway/pkg/build"
 	"github.com/archway-build/archway/pkg/build/buildconfig"
+	"github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/test/bed"
 )
@@ -118,7 +118,7 @@ func startControllers(t testing.TB, ns string, withBuild bool) *controllers {
 	if withBuild {
 		cfg := &configv1alpha1.BuildControllerConfiguration{Build: configv1alpha1.BuildControllerConfig{BuilderImage: "registry.example.com/archway/builder:test"}}
 		configv1alpha1.SetDefaults(cfg)
-		if err := build.Setup(ctx, mgr, &cfg.Build, build.Options{Registry: prometheus.NewRegistry(), SkipNameValidation: true}); err != nil {
+		if err := controller.Setup(ctx, mgr, &cfg.Build, controller.Options{Registry: prometheus.NewRegistry(), SkipNameValidation: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

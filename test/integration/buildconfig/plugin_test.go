@@ -9,13 +9,13 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/cli"
+	archwayplugin "github.com/archway-build/archway/pkg/build/plugin"
 )
 
 // plugin runs kubectl archway with args against the bed, in namespace ns.
 func plugin(ctx context.Context, ns string, args ...string) (string, error) {
 	var out bytes.Buffer
-	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd := archwayplugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
 	cmd.SetArgs(append(args, "--kubeconfig", testBed.Kubeconfig, "-n", ns))
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), err

@@ -20,7 +20,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/instantiate"
-	"github.com/archway-build/archway/pkg/build/webhook"
+	"github.com/archway-build/archway/pkg/build/trigger/scm"
 )
 
 const hookSecret = "7f3c0e2a9b4d4c1e8a6f5b2d"
@@ -45,8 +45,8 @@ func (h *harness) hookSecret() {
 }
 
 // hookServer serves the webhooks over plain HTTP on loopback.
-func hookServer(t testing.TB) (*httptest.Server, *webhook.Handler) {
-	handler := webhook.NewHandler(k8s, instantiate.NewStarter(k8s, nil), webhook.NewMetrics())
+func hookServer(t testing.TB) (*httptest.Server, *scm.Handler) {
+	handler := scm.NewHandler(k8s, instantiate.NewStarter(k8s, nil), scm.NewMetrics())
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	return srv, handler
@@ -84,7 +84,7 @@ func deliver(t testing.TB, method, url string, hdr map[string]string, body []byt
 
 func payload(t testing.TB, name string) []byte {
 	t.Helper()
-	data, err := os.ReadFile("../../../pkg/build/webhook/testdata/" + name)
+	data, err := os.ReadFile("../../../pkg/build/trigger/scm/testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/builder/image"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
 	"github.com/archway-build/archway/test/bed"
@@ -65,16 +65,16 @@ func (c cacheBuild) build(args map[string]string, noCache bool) cacheResult {
 	ctx := t.Context()
 	runs := filepath.Join(c.marker, "runs")
 	g.Expect(os.WriteFile(runs, nil, 0o644)).To(Succeed())
-	b, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir(), Disposable: true})
+	b, err := image.New(image.Config{WorkDir: t.TempDir(), Disposable: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = b.Close() }()
 	amd64, _ := platform.Parse("linux/amd64")
 	var log strings.Builder
 	start := time.Now()
-	out, err := b.BuildAndPush(ctx, imagebuild.Request{
+	out, err := b.BuildAndPush(ctx, image.Request{
 		ContextDir: c.ctxDir, Platform: amd64, Args: args, NoCache: noCache,
 		RunMounts: []string{c.marker + ":/mnt/marker"},
-		Cache:     &imagebuild.Cache{Repository: c.cache}, Out: &log,
+		Cache:     &image.Cache{Repository: c.cache}, Out: &log,
 	}, c.dest, noAuth)
 	took := time.Since(start)
 	g.Expect(err).NotTo(HaveOccurred(), log.String())
@@ -192,14 +192,14 @@ func TestLayerCacheCredentials(t *testing.T) {
 
 	build := func(cacheAuth registry.AuthFile) (string, string, error) {
 		g.Expect(os.WriteFile(filepath.Join(marker, "runs"), nil, 0o644)).To(Succeed())
-		b, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
+		b, err := image.New(image.Config{WorkDir: t.TempDir()})
 		g.Expect(err).NotTo(HaveOccurred())
 		defer func() { _ = b.Close() }()
 		var log strings.Builder
-		_, err = b.Build(ctx, imagebuild.Request{
+		_, err = b.Build(ctx, image.Request{
 			ContextDir: ctxDir, Platform: amd64, PullAuth: pullAuth, Out: &log,
 			RunMounts: []string{marker + ":/mnt/marker"},
-			Cache:     &imagebuild.Cache{Repository: cacheRepo, Auth: cacheAuth},
+			Cache:     &image.Cache{Repository: cacheRepo, Auth: cacheAuth},
 		})
 		runs, rerr := os.ReadFile(filepath.Join(marker, "runs"))
 		g.Expect(rerr).NotTo(HaveOccurred())
@@ -295,7 +295,7 @@ type resultBuild struct {
 	ctxDir string
 	cache  string // the platform's cache repository
 	dest   string
-	format imagebuild.Format
+	format image.Format
 	// dockerfile is the Dockerfile's path in ctxDir; default: Dockerfile.
 	dockerfile string
 }
@@ -314,16 +314,16 @@ func (c resultBuild) build(target string, buildName string, args map[string]stri
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
-	b, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
+	b, err := image.New(image.Config{WorkDir: t.TempDir()})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = b.Close() }()
 	p, err := platform.Parse(target)
 	g.Expect(err).NotTo(HaveOccurred())
 	var log strings.Builder
-	out, err := b.BuildAndPush(ctx, imagebuild.Request{
+	out, err := b.BuildAndPush(ctx, image.Request{
 		ContextDir: c.ctxDir, Dockerfile: c.dockerfile, Platform: p, Args: args, NoCache: noCache,
 		Labels: map[string]string{"io.openshift.build.name": buildName},
-		Cache:  &imagebuild.Cache{Repository: c.cache}, Out: &log, Format: c.format,
+		Cache:  &image.Cache{Repository: c.cache}, Out: &log, Format: c.format,
 	}, c.dest, noAuth)
 	g.Expect(err).NotTo(HaveOccurred(), log.String())
 	g.Expect(out.Pushed.Digest).To(Equal(out.Image.Digest))
@@ -364,14 +364,14 @@ func resultTags(t *testing.T, reg *bed.Registry, repo string) []string {
 // builder of its own.
 func moveBaseTag(t *testing.T, base string) {
 	t.Helper()
-	b, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
+	b, err := image.New(image.Config{WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = b.Close() }()
 	amd64, _ := platform.Parse("linux/amd64")
 	var log strings.Builder
-	if _, err := b.BuildAndPush(t.Context(), imagebuild.Request{
+	if _, err := b.BuildAndPush(t.Context(), image.Request{
 		ContextDir: writeContext(t, "FROM "+base+"\nRUN echo 2 > /base-version\n"), Platform: amd64, Out: &log,
 	}, base, noAuth); err != nil {
 		t.Fatalf("moving the tag %s: %v\n%s", base, err, log.String())
@@ -530,7 +530,7 @@ func TestCachedResultOtherPlatform(t *testing.T) {
 
 	// A Docker-format result of the same platform under the OCI build's
 	// tag: not used either.
-	docker := resultBuild{t: t, ctxDir: ctxDir, cache: reg.Host + "/it/result-poison-docker-cache", dest: dest, format: imagebuild.FormatDocker}
+	docker := resultBuild{t: t, ctxDir: ctxDir, cache: reg.Host + "/it/result-poison-docker-cache", dest: dest, format: image.FormatDocker}
 	d := docker.build("linux/amd64", "docker", args, false)
 	g.Expect(d.mediaType).To(Equal("application/vnd.docker.distribution.manifest.v2+json"))
 	dockerTags := resultTags(t, reg, docker.cache)

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build/report"
+	"github.com/archway-build/archway/pkg/build/builder/report"
 	"github.com/archway-build/archway/pkg/platform"
 )
 

@@ -31,7 +31,7 @@ import (
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/types"
 
-	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/builder/image"
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -93,7 +93,7 @@ type hostileSetup struct {
 // said, not of the digest said, too large) are answered
 // by a proxy in front of it.
 func TestCachedResultHostile(t *testing.T) {
-	for _, format := range []imagebuild.Format{imagebuild.FormatOCI, imagebuild.FormatDocker} {
+	for _, format := range []image.Format{image.FormatOCI, image.FormatDocker} {
 		t.Run(string(format), func(t *testing.T) { cachedResultHostile(t, format) })
 	}
 }
@@ -104,13 +104,13 @@ type hostileTypes struct {
 	manifest, config, otherManifest, otherLayer string
 }
 
-func cachedResultHostile(t *testing.T, format imagebuild.Format) {
+func cachedResultHostile(t *testing.T, format image.Format) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	reg := theBed.Registry
 	types := hostileTypes{manifest: ocispec.MediaTypeImageManifest, config: ocispec.MediaTypeImageConfig,
 		otherManifest: string(ggcrtypes.DockerManifestSchema2), otherLayer: string(ggcrtypes.DockerLayer)}
-	if format == imagebuild.FormatDocker {
+	if format == image.FormatDocker {
 		types = hostileTypes{manifest: string(ggcrtypes.DockerManifestSchema2), config: string(ggcrtypes.DockerConfigJSON),
 			otherManifest: ocispec.MediaTypeImageManifest, otherLayer: string(ggcrtypes.OCILayer)}
 	}

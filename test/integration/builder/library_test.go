@@ -9,7 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/builder/image"
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -29,14 +29,14 @@ func mountsUnder(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestLibraryInProcess uses package imagebuild in the test process, as
-// the builder does: a build and a failing build, with TARGET* args, then
-// Close leaves nothing mounted in the work directory.
+// TestLibraryInProcess uses package image (pkg/build/builder/image) in the
+// test process, as the builder does: a build and a failing build, with
+// TARGET* args, then Close leaves nothing mounted in the work directory.
 func TestLibraryInProcess(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	work := t.TempDir()
-	b, err := imagebuild.New(imagebuild.Config{WorkDir: work})
+	b, err := image.New(image.Config{WorkDir: work})
 	g.Expect(err).NotTo(HaveOccurred())
 	closed := false
 	defer func() {
@@ -49,7 +49,7 @@ func TestLibraryInProcess(t *testing.T) {
 		"RUN echo \"$GREETING $TARGETPLATFORM $TARGETARCH $(uname -m)\" > /out\n")
 	var log strings.Builder
 	dest := theBed.Registry.Host + "/it/library:arm64"
-	out, err := b.BuildAndPush(ctx, imagebuild.Request{
+	out, err := b.BuildAndPush(ctx, image.Request{
 		ContextDir: ctxDir, Platform: arm64, Args: map[string]string{"GREETING": "hi"},
 		Labels: map[string]string{"team": "blue"}, Out: &log,
 	}, dest, noAuth)
@@ -69,7 +69,7 @@ func TestLibraryInProcess(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(labels).To(HaveKeyWithValue("team", "blue"))
 
-	_, err = b.Build(ctx, imagebuild.Request{ContextDir: writeContext(t, "FROM "+theBed.BaseImage+"\nRUN exit 3\n"), Out: &log})
+	_, err = b.Build(ctx, image.Request{ContextDir: writeContext(t, "FROM "+theBed.BaseImage+"\nRUN exit 3\n"), Out: &log})
 	g.Expect(err).To(MatchError(ContainSubstring("exit status 3")))
 	g.Expect(mountsUnder(t, work)).NotTo(BeEmpty(), "the store has overlay mounts while open")
 
@@ -96,13 +96,13 @@ func TestDisposableBuilder(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, disposable := range []bool{true, false} {
 		work := t.TempDir()
-		b, err := imagebuild.New(imagebuild.Config{WorkDir: work, Disposable: disposable})
+		b, err := image.New(image.Config{WorkDir: work, Disposable: disposable})
 		g.Expect(err).NotTo(HaveOccurred())
 		var log strings.Builder
 		dest := fmt.Sprintf("%s/it/disposable:%t", theBed.Registry.Host, disposable)
-		out, err := b.BuildAndPush(ctx, imagebuild.Request{
+		out, err := b.BuildAndPush(ctx, image.Request{
 			ContextDir: ctxDir, Platform: amd64, NoCache: true,
-			Cache: &imagebuild.Cache{Repository: cacheRepo}, Out: &log,
+			Cache: &image.Cache{Repository: cacheRepo}, Out: &log,
 		}, dest, noAuth)
 		if err != nil {
 			_ = b.Close()

@@ -32,7 +32,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/cacheprune"
-	"github.com/archway-build/archway/pkg/build/cli"
+	archwayplugin "github.com/archway-build/archway/pkg/build/plugin"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
 	regremote "github.com/archway-build/archway/pkg/registry/remote"
@@ -328,7 +328,7 @@ func mustConfigSize(t *testing.T, img v1.Image) int64 {
 // plugin runs kubectl archway with args against the bed, in namespace ns.
 func plugin(ctx context.Context, ns string, args ...string) (string, error) {
 	var out bytes.Buffer
-	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd := archwayplugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
 	cmd.SetArgs(append(args, "--kubeconfig", theBed.Kubeconfig, "-n", ns))
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), err

@@ -23,7 +23,7 @@ import (
 	. "github.com/onsi/gomega"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/archway-build/archway/pkg/build/imagebuild"
+	"github.com/archway-build/archway/pkg/build/builder/image"
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -82,14 +82,14 @@ func TestCachedResultOnBuildBase(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	// ONBUILD is kept in the Docker format's config.
 	single := reg.Host + "/it/onbuild-base:single"
-	b, err := imagebuild.New(imagebuild.Config{WorkDir: t.TempDir()})
+	b, err := image.New(image.Config{WorkDir: t.TempDir()})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = b.Close() }()
 	amd64, _ := platform.Parse("linux/amd64")
 	var log strings.Builder
-	_, err = b.BuildAndPush(ctx, imagebuild.Request{
+	_, err = b.BuildAndPush(ctx, image.Request{
 		ContextDir: writeContext(t, "FROM "+base+"\nONBUILD COPY . /app\n"), Platform: amd64, Out: &log,
-		Format: imagebuild.FormatDocker,
+		Format: image.FormatDocker,
 	}, single, noAuth)
 	g.Expect(err).NotTo(HaveOccurred(), log.String())
 
@@ -114,7 +114,7 @@ func TestCachedResultOnBuildBase(t *testing.T) {
 		g.Expect(os.WriteFile(filepath.Join(ctxDir, "main.go"), []byte("package main\n"), 0o644)).To(Succeed())
 		cacheRepo, err := platform.CacheRepository(reg.Host+"/it/onbuild-app-cache-"+from[strings.LastIndex(from, ":")+1:], "linux/amd64")
 		g.Expect(err).NotTo(HaveOccurred())
-		c := resultBuild{t: t, ctxDir: ctxDir, cache: cacheRepo, dest: reg.Host + "/it/onbuild-app:v1", format: imagebuild.FormatDocker}
+		c := resultBuild{t: t, ctxDir: ctxDir, cache: cacheRepo, dest: reg.Host + "/it/onbuild-app:v1", format: image.FormatDocker}
 		out := c.build("linux/amd64", "first", map[string]string{"BASE": from}, false)
 		g.Expect(builtSteps(out.log)).To(BeTrue(), out.log)
 		g.Expect(out.log).NotTo(ContainSubstring("No earlier result"), "%s: a build from a base with ONBUILD is not looked up\n%s", from, out.log)
@@ -179,13 +179,13 @@ func TestResultPinsBaseDigest(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(ctxDir, "a.txt"), []byte("a\n"), 0o644)).To(Succeed())
 	amd64, _ := platform.Parse("linux/amd64")
 	work := t.TempDir()
-	build := func(workDir, dest string, mounts []string) (imagebuild.Output, string) {
+	build := func(workDir, dest string, mounts []string) (image.Output, string) {
 		t.Helper()
-		b, err := imagebuild.New(imagebuild.Config{WorkDir: workDir})
+		b, err := image.New(image.Config{WorkDir: workDir})
 		g.Expect(err).NotTo(HaveOccurred())
 		defer func() { _ = b.Close() }()
 		var log strings.Builder
-		out, err := b.BuildAndPush(ctx, imagebuild.Request{
+		out, err := b.BuildAndPush(ctx, image.Request{
 			ContextDir: ctxDir, Platform: amd64, Args: map[string]string{"BASE": base}, Out: &log,
 			ReuseResults: true, Layers: true, RunMounts: mounts,
 		}, dest, noAuth)

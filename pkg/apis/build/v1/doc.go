@@ -53,7 +53,7 @@
 //	obj := buildv1ac.Build(name, namespace).WithStatus(buildv1ac.BuildStatus().WithPlatforms(entry))
 //	err := c.Status().Apply(ctx, obj, client.FieldOwner("archway-build-controller"), client.ForceOwnership)
 //
-// The builder names its fields one by one in package pkg/build/report
+// The builder names its fields one by one in package pkg/build/builder/report
 // instead: the apply configurations would add 22 MB to a binary every RUN
 // step re-executes.
 //

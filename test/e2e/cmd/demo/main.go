@@ -30,9 +30,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	"github.com/archway-build/archway/pkg/build"
-	"github.com/archway-build/archway/pkg/build/cli"
 	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/pkg/build/plugin"
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
@@ -329,7 +328,7 @@ func demoBuild(ctx context.Context, t *target) (*buildv1.Build, error) {
 	fmt.Printf("==> kubectl archway start-build %s -n %s   (build %s for %s)\n", bc.Name, bc.Namespace, name, strings.Join(bc.Spec.Platforms, ", "))
 	tl.Created = time.Now()
 	var started bytes.Buffer
-	plugin := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &started, ErrOut: os.Stderr})
+	plugin := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &started, ErrOut: os.Stderr})
 	plugin.SetArgs([]string{"start-build", bc.Name, "-n", bc.Namespace, "--kubeconfig", t.kubeconfig})
 	if err := plugin.ExecuteContext(ctx); err != nil {
 		return nil, fmt.Errorf("kubectl archway start-build: %w", err)
@@ -444,9 +443,9 @@ func (t *table) draw(tl *framework.Timeline) {
 		fmt.Fprintf(&sb, "    %-15s %-10s %-16s %s\n", name, ph, node, dur)
 	}
 	for _, p := range t.platforms {
-		row(p, build.PlatformPodName(t.build, p), string(ent[p].Phase))
+		row(p, buildv1.PlatformPodName(t.build, p), string(ent[p].Phase))
 	}
-	row("(image index)", build.ManifestListPodName(t.build), "")
+	row("(image index)", buildv1.ManifestListPodName(t.build), "")
 	fmt.Fprintf(&sb, "    build %s: %s, %.0fs so far\n", t.build, phase, time.Since(tl.Created).Seconds())
 	text := sb.String()
 	if t.tty {
@@ -510,7 +509,7 @@ func summary(b *buildv1.Build, tl *framework.Timeline) {
 			dig = e.Output.ImageDigest
 		}
 		took := "-"
-		if pt, ok := tl.Pod(build.PlatformPodName(b.Name, e.Platform)); ok && !pt.Finished.IsZero() {
+		if pt, ok := tl.Pod(buildv1.PlatformPodName(b.Name, e.Platform)); ok && !pt.Finished.IsZero() {
 			took = fmt.Sprintf("%.1fs", pt.Finished.Sub(pt.Running).Seconds())
 		}
 		fmt.Printf("    %-15s %-73s %s\n", e.Platform, dig, took)
@@ -528,7 +527,7 @@ func lookAround(b *bed.Bed, bd *buildv1.Build, more string) {
 	if err != nil {
 		kubectl = "kubectl"
 	}
-	sel := build.PodSelector(bd.Name)
+	sel := buildv1.PodSelector(bd.Name)
 	fmt.Printf(`
 The bed stays up until you press Ctrl-C. In another terminal:
 

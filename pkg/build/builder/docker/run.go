@@ -1,0 +1,570 @@
+// Package docker is what a build pod does (`builder docker-build`):
+// it fetches the Build's source, builds its Dockerfile for the pod's one
+// platform (or this machine's, for a classic build) with the buildah
+// library, pushes the image, and records the outcome in the Build's status
+// through a report.Reporter: Running when the Dockerfile's steps begin (or
+// after Options.RunningAfter without a step), then Complete with the pushed
+// image or Failed with a reason and message; a platform that ends sooner is
+// written once, with its outcome. A build stopped by a
+// signal records nothing: the controller says what became of the platform.
+//
+// The flow reaches the image builder and the source through small seams
+// (NewBuilder, Fetch) so that its decisions are tested without buildah or
+// git; the command in cmd/builder only reads flags and the environment.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/builder/image"
+	"github.com/archway-build/archway/pkg/build/builder/report"
+	"github.com/archway-build/archway/pkg/build/builder/source"
+	"github.com/archway-build/archway/pkg/build/trigger/binary/artifact"
+	"github.com/archway-build/archway/pkg/manifestlist"
+	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
+)
+
+// logTailBytes is how much of the end of the build's output a failure
+// records as its log snippet.
+const logTailBytes = 4000
+
+// Options are where a build pod keeps its files and finds its inputs.
+type Options struct {
+	// WorkDir holds the source, caches and temporary files; "" makes a
+	// temporary directory, removed at the end.
+	WorkDir string
+	// StorageDir is the container store's root ("" puts it in WorkDir);
+	// StorageDriver is overlay or vfs ("" picks).
+	StorageDir, StorageDriver string
+	// Disposable says the work directory and the store are thrown away
+	// after the build (image.Config.Disposable), as a build pod's
+	// emptyDir volumes are.
+	Disposable bool
+	// InsecureRegistries are reached without TLS checks (loopback ones
+	// always are).
+	InsecureRegistries []string
+	// Format is the manifest format of the image.
+	Format image.Format
+	// SourceSecretDir is where the source secret is mounted; used when
+	// the Build names one and the directory exists.
+	SourceSecretDir string
+	// BuildSecretsDir and BuildConfigMapsDir hold the mounts of
+	// spec.source.secrets and spec.source.configMaps.
+	BuildSecretsDir, BuildConfigMapsDir string
+	// BinaryArchive is a Binary source's archive ("": Stdin).
+	BinaryArchive string
+	// PushAuthDir and PullAuthDir are the mounted docker configs of the
+	// push and pull secrets ("" for none).
+	PushAuthDir, PullAuthDir string
+	// TerminationLog receives the failure reason, if the file exists (the
+	// pod's termination message).
+	TerminationLog string
+	// AllowFileGitURIs lets a Git source name a local repository
+	// (source.Options.AllowFileGitURIs).
+	AllowFileGitURIs bool
+	// RunningAfter is how long the pod works before it reports Running
+	// when no step has begun by then (default DefaultRunningAfter).
+	RunningAfter time.Duration
+}
+
+// DefaultRunningAfter is Options.RunningAfter's default. A build pod
+// reports Running when its Dockerfile's steps begin, or once it has worked
+// this long (a slow fetch), whichever comes first: a platform whose result
+// is reused from the layer cache, or that fails before its steps, within
+// that time is written once, with its outcome, rather than twice.
+const DefaultRunningAfter = time.Second
+
+// ImageBuilder builds and pushes one image; *image.Builder is one.
+type ImageBuilder interface {
+	BuildAndPush(ctx context.Context, req image.Request, dest string, pushAuth registry.AuthFile) (image.Output, error)
+	TempDir() string
+	Close() error
+}
+
+// Run is one run of a build pod.
+type Run struct {
+	// Build is the Build the pod builds (from $BUILD).
+	Build *buildv1.Build
+	// Target is the platform to build; zero for a classic build (this
+	// machine's platform).
+	Target platform.Platform
+	// Reporter records the outcome.
+	Reporter report.Reporter
+	Options  Options
+	// Stdin is a Binary source's archive when Options.BinaryArchive is "".
+	Stdin io.Reader
+	// Out receives the build's log.
+	Out io.Writer
+	// NewBuilder makes the image builder (default: image.New).
+	NewBuilder func(image.Config) (ImageBuilder, error)
+	// LookupEnv reads the build container's environment (default:
+	// os.LookupEnv): the values of env and buildArgs with a valueFrom.
+	LookupEnv func(string) (string, bool)
+	// Fetch fetches the source (default: source.Fetch).
+	Fetch func(ctx context.Context, opts source.Options, dir string) (source.Fetched, error)
+	// Untag removes a tag from its registry (default: manifestlist.Untag).
+	Untag func(ctx context.Context, access registry.Access, refs ...string) error
+
+	log     io.Writer
+	tail    *tailBuffer
+	stages  []buildv1.StageInfo
+	running *runningReport
+}
+
+// Do builds: it records Running, fetches, builds and pushes, then records
+// Complete, or Failed with the reason. It returns an error when the image
+// was not built (and pushed), so the pod's exit code is 1.
+func (d *Run) Do(ctx context.Context) error {
+	d.tail = &tailBuffer{max: logTailBytes}
+	d.log = io.MultiWriter(d.Out, d.tail)
+	after := d.Options.RunningAfter
+	if after <= 0 {
+		after = DefaultRunningAfter
+	}
+	d.running = startRunningReport(ctx, d.Reporter.Running, after)
+	res, buildErr := d.run(ctx)
+	d.removeBinaryInput(ctx)
+	// The outcome is applied after a Running report that began, never
+	// before it.
+	if err := d.running.end(); err != nil {
+		printf(d.log, "Warning: %v\n", err)
+	}
+	if buildErr != nil {
+		return d.fail(ctx, buildErr)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := d.Reporter.Complete(rctx, res); err != nil {
+		// The controller reads the outcome from the status: an image it
+		// cannot see is a failed platform.
+		return d.fail(ctx, fmt.Errorf("the image was pushed, but recording it failed: %w", err))
+	}
+	return nil
+}
+
+func (d *Run) newBuilder(cfg image.Config) (ImageBuilder, error) {
+	if d.NewBuilder != nil {
+		return d.NewBuilder(cfg)
+	}
+	return image.New(cfg)
+}
+
+func (d *Run) fetch(ctx context.Context, opts source.Options, dir string) (source.Fetched, error) {
+	if d.Fetch != nil {
+		return d.Fetch(ctx, opts, dir)
+	}
+	return source.Fetch(ctx, opts, dir)
+}
+
+// TargetPlatform returns the platform a build pod builds: the Build's one
+// platform, or the zero Platform (this machine's) for a classic build.
+func TargetPlatform(b *buildv1.Build) (platform.Platform, error) {
+	switch len(b.Spec.Platforms) {
+	case 0:
+		return platform.Platform{}, nil
+	case 1:
+		p, err := platform.Parse(b.Spec.Platforms[0])
+		if err != nil {
+			return platform.Platform{}, fmt.Errorf("the Build's target platform: %w", err)
+		}
+		return p, nil
+	}
+	return platform.Platform{}, fmt.Errorf("the Build has %d platforms: a build pod builds one (the controller gives each pod its own)",
+		len(b.Spec.Platforms))
+}
+
+// run fetches, builds and pushes.
+func (d *Run) run(ctx context.Context) (report.Result, error) {
+	spec := d.Build.Spec
+	if spec.Strategy.Type != buildv1.DockerBuildStrategyType {
+		return report.Result{}, &statusError{reason: buildv1.StatusReasonUnsupportedBuildStrategy,
+			err: fmt.Errorf("strategy %q is not supported by docker-build: use Docker", spec.Strategy.Type)}
+	}
+	strategy := spec.Strategy.DockerStrategy
+	if strategy == nil {
+		strategy = &buildv1.DockerBuildStrategy{}
+	}
+	dest, err := outputReference(spec.Output)
+	if err != nil {
+		return report.Result{}, err
+	}
+	lookup := d.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	args, err := buildArgs(strategy.BuildArgs, lookup)
+	if err != nil {
+		return report.Result{}, err
+	}
+	env, err := buildEnv(strategy.Env, lookup)
+	if err != nil {
+		return report.Result{}, err
+	}
+	pushAuth, err := registry.FindAuthFile(d.Options.PushAuthDir)
+	if err != nil {
+		return report.Result{}, &statusError{reason: buildv1.StatusReasonPushImageToRegistryFailed, err: err}
+	}
+	pullAuth, err := registry.FindAuthFile(d.Options.PullAuthDir)
+	if err != nil {
+		return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
+	}
+
+	workDir := d.Options.WorkDir
+	if workDir == "" {
+		if workDir, err = os.MkdirTemp("", "archway-docker-build-"); err != nil {
+			return report.Result{}, err
+		}
+		defer func() { _ = os.RemoveAll(workDir) }()
+	}
+	// The image builder (its container store) is opened while the source
+	// is fetched: neither needs the other. Until it is open, temporary
+	// files go to the work directory (a pod's root file system is
+	// read-only).
+	fetchTmp := filepath.Join(workDir, "tmp")
+	if err := os.MkdirAll(fetchTmp, 0o700); err != nil {
+		return report.Result{}, err
+	}
+	if err := os.Setenv("TMPDIR", fetchTmp); err != nil {
+		return report.Result{}, err
+	}
+	type opened struct {
+		b   ImageBuilder
+		err error
+	}
+	opening := make(chan opened, 1)
+	go func() {
+		b, err := d.newBuilder(image.Config{
+			WorkDir:            filepath.Join(workDir, "buildah"),
+			StorageDir:         d.Options.StorageDir,
+			StorageDriver:      d.Options.StorageDriver,
+			InsecureRegistries: d.Options.InsecureRegistries,
+			Disposable:         d.Options.Disposable,
+		})
+		opening <- opened{b, err}
+	}()
+	builder := sync.OnceValues(func() (ImageBuilder, error) {
+		o := <-opening
+		return o.b, o.err
+	})
+	// Whatever happens to the fetch, the builder is waited for and closed.
+	defer func() {
+		if b, err := builder(); err == nil {
+			if err := b.Close(); err != nil {
+				printf(d.log, "Warning: %v\n", err)
+			}
+		}
+	}()
+
+	// Fetch the source.
+	fetchStart := time.Now()
+	srcOpts := source.Options{
+		Source:         spec.Source,
+		Revision:       spec.Revision,
+		DockerfilePath: strategy.DockerfilePath,
+		SecretsDir:     d.Options.BuildSecretsDir,
+		ConfigMapsDir:  d.Options.BuildConfigMapsDir,
+		Out:            d.log,
+
+		AllowFileGitURIs: d.Options.AllowFileGitURIs,
+	}
+	if dir := d.Options.SourceSecretDir; dir != "" && spec.Source.SourceSecret != nil {
+		if info, err := os.Stat(dir); err == nil && info.IsDir() {
+			srcOpts.SecretDir = dir
+		}
+	}
+	if source.Type(spec.Source) == buildv1.BuildSourceBinary {
+		srcOpts.Binary = d.Stdin
+		switch {
+		case spec.Source.Binary != nil && spec.Source.Binary.Artifact != "":
+			// Every platform's pod reads the same stored upload, checked
+			// against its digest before anything is extracted.
+			rc, err := d.downloadBinary(ctx, spec, dest, pushAuth, workDir)
+			if err != nil {
+				return report.Result{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: err}
+			}
+			defer func() { _ = rc.Close() }()
+			srcOpts.Binary = rc
+		case d.Options.BinaryArchive != "":
+			f, err := os.Open(d.Options.BinaryArchive)
+			if err != nil {
+				return report.Result{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: err}
+			}
+			defer func() { _ = f.Close() }()
+			srcOpts.Binary = f
+		}
+	}
+	fetched, err := d.fetch(ctx, srcOpts, filepath.Join(workDir, "source"))
+	d.stage(buildv1.StageFetchInputs, buildv1.StepFetchGitSource, fetchStart)
+	if err != nil {
+		return report.Result{}, err
+	}
+	if rev := fetched.Revision; rev != nil && rev.Git != nil {
+		printf(d.log, "Checked out %s (%s)\n", rev.Git.Commit, firstLine(rev.Git.Message))
+	}
+	b, err := builder()
+	if err != nil {
+		return report.Result{}, err
+	}
+	if err := os.Setenv("TMPDIR", b.TempDir()); err != nil {
+		return report.Result{}, err
+	}
+
+	// Build, push, read back.
+	req := image.Request{
+		ContextDir: fetched.ContextDir,
+		Dockerfile: fetched.Dockerfile,
+		Platform:   d.Target,
+		Args:       args,
+		Labels:     imageLabels(d.Build, fetched.Revision),
+		Env:        env,
+		RunMounts:  runMounts(strategy.Volumes, buildVolumeMountDir),
+		NoCache:    strategy.NoCache,
+		ForcePull:  strategy.ForcePull,
+		Format:     d.Options.Format,
+		PullAuth:   pullAuth,
+		Out:        d.log,
+		Steps:      d.running.begin,
+	}
+	if strategy.From != nil {
+		req.From = strategy.From.Name
+	}
+	if d.Target == (platform.Platform{}) {
+		req.Platform = image.HostPlatform()
+	}
+	cacheRepo, err := layerCacheRepository(strategy.LayerCache, dest, req.Platform)
+	if err != nil {
+		return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
+	}
+	switch {
+	case cacheRepo != "":
+		// The push secret writes the output, and so the cache next to it.
+		req.Cache = &image.Cache{Repository: cacheRepo, Auth: pushAuth}
+		printf(d.log, "Layer cache: %s\n", cacheRepo)
+	case strategy.LayerCache != nil:
+		printf(d.log, "No layer cache: the Build has no output and its layerCache names no repository\n")
+	}
+	printf(d.log, "Building %s/%s for %s\n", d.Build.Namespace, d.Build.Name, req.Platform)
+	out, err := b.BuildAndPush(ctx, req, dest, pushAuth)
+	if out.Build.Duration > 0 || err != nil {
+		d.stageDuration(buildv1.StageBuild, buildv1.StepDockerBuild, out.Build.Duration)
+	}
+	if out.Pushed.Duration > 0 {
+		d.stageDuration(buildv1.StagePushImage, buildv1.StepPushDockerImage, out.Pushed.Duration)
+	}
+	if err != nil {
+		return report.Result{}, err
+	}
+	res := report.Result{Stages: d.stages}
+	if dest == "" {
+		printf(d.log, "Built %s; the Build has no output, so nothing was pushed\n", shortID(out.Build.ImageID))
+		return res, nil
+	}
+	res.OutputReference = dest
+	res.Image = &out.Image
+	printf(d.log, "Pushed %s (%s/%s", out.Image.Reference, out.Image.Platform.OS, out.Image.Platform.Architecture)
+	if out.Image.Platform.Variant != "" {
+		printf(d.log, "/%s", out.Image.Platform.Variant)
+	}
+	printf(d.log, ")\n")
+	return res, nil
+}
+
+// downloadBinary fetches the Build's binary input from its artifact in
+// the output repository, with the push secret.
+func (d *Run) downloadBinary(ctx context.Context, spec buildv1.BuildSpec, dest string, pushAuth registry.AuthFile, workDir string) (io.ReadCloser, error) {
+	if dest == "" {
+		return nil, errors.New("the binary input is stored in the output repository, and the Build has no output")
+	}
+	repository, err := artifact.Repository(dest)
+	if err != nil {
+		return nil, err
+	}
+	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, UserAgent: "archway-builder"}
+	printf(d.log, "Fetching the binary input %s\n", spec.Source.Binary.Artifact)
+	return artifact.Download(ctx, access, spec.Source.Binary.Artifact, repository, workDir, source.DefaultArchiveLimits.MaxBytes)
+}
+
+// untagTimeout bounds the removal of the binary input's tag, which runs
+// even when the build was stopped by a signal (within the pod's grace
+// period).
+const untagTimeout = 20 * time.Second
+
+// removeBinaryInput removes the tag of the Build's binary input when this
+// pod is its only reader (a Build of one platform, or a classic build: no
+// manifest-list pod, which removes it otherwise), whatever the build's
+// outcome: the tag kept the stored upload from registry garbage collection
+// until it was read, and no other pod will read it. Only the tag the
+// artifact's digest names in the output's repository is removed; a failure
+// is a warning in the log.
+func (d *Run) removeBinaryInput(ctx context.Context) {
+	b := d.Build
+	if b.Annotations[buildv1.BinaryInputReaderAnnotation] != buildv1.BinaryInputOnlyReader ||
+		b.Spec.Source.Binary == nil || b.Spec.Source.Binary.Artifact == "" {
+		return
+	}
+	dest, err := outputReference(b.Spec.Output)
+	if err != nil || dest == "" {
+		return
+	}
+	tag := artifact.TagFor(b.Spec.Source.Binary.Artifact, dest)
+	if tag == "" {
+		printf(d.log, "Warning: the binary input %s is not in the output's repository: its tag is left\n", b.Spec.Source.Binary.Artifact)
+		return
+	}
+	pushAuth, err := registry.FindAuthFile(d.Options.PushAuthDir)
+	if err != nil {
+		printf(d.log, "Warning: the binary input's tag %s is left: %v\n", tag, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), untagTimeout)
+	defer cancel()
+	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, UserAgent: "archway-builder"}
+	if err := d.untag(ctx, access, tag); err != nil {
+		printf(d.log, "Warning: removing the binary input's tag %s: %v\n", tag, err)
+		return
+	}
+	printf(d.log, "Removed the binary input's tag %s\n", tag)
+}
+
+func (d *Run) untag(ctx context.Context, access registry.Access, tag string) error {
+	if d.Untag != nil {
+		return d.Untag(ctx, access, tag)
+	}
+	return manifestlist.Untag(ctx, access, tag)
+}
+
+// fail records a failure and returns the error that makes the exit code 1.
+// A build stopped by a signal records nothing: the pod is being deleted
+// (the build was cancelled, or the pod evicted), and the controller says
+// what happened to the platform.
+func (d *Run) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		printf(d.log, "Interrupted: %v\n", err)
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	reason := statusReason(err)
+	printf(d.log, "error: %s: %v\n", reason, err)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if rerr := d.Reporter.Failed(rctx, report.Failure{
+		Reason: reason, Message: err.Error(), LogSnippet: d.tail.String(), Stages: d.stages,
+	}); rerr != nil {
+		printf(d.log, "Warning: %v\n", rerr)
+	}
+	if d.Options.TerminationLog != "" {
+		if _, serr := os.Stat(d.Options.TerminationLog); serr == nil {
+			_ = os.WriteFile(d.Options.TerminationLog, []byte(string(reason)+": "+err.Error()), 0o644)
+		}
+	}
+	return fmt.Errorf("%s: %w", reason, err)
+}
+
+func (d *Run) stage(name buildv1.StageName, step buildv1.StepName, start time.Time) {
+	d.stageAt(name, step, start, time.Since(start))
+}
+
+func (d *Run) stageDuration(name buildv1.StageName, step buildv1.StepName, took time.Duration) {
+	d.stageAt(name, step, time.Now().Add(-took), took)
+}
+
+func (d *Run) stageAt(name buildv1.StageName, step buildv1.StepName, start time.Time, took time.Duration) {
+	t := metav1.NewTime(start.Truncate(time.Second))
+	d.stages = append(d.stages, buildv1.StageInfo{
+		Name: name, StartTime: t, DurationMilliseconds: took.Milliseconds(),
+		Steps: []buildv1.StepInfo{{Name: step, StartTime: t, DurationMilliseconds: took.Milliseconds()}},
+	})
+}
+
+// statusError is a failure with a reason of its own.
+type statusError struct {
+	reason buildv1.StatusReason
+	err    error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+
+func (e *statusError) Unwrap() error { return e.err }
+
+// statusReason is the reason a failure records.
+func statusReason(err error) buildv1.StatusReason {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.reason
+	}
+	return report.Reason(err)
+}
+
+// outputReference returns the reference to push to, "" for none.
+func outputReference(out buildv1.BuildOutput) (string, error) {
+	if out.To == nil {
+		return "", nil
+	}
+	if out.To.Kind != "" && out.To.Kind != "DockerImage" {
+		return "", &statusError{reason: buildv1.StatusReasonInvalidOutputReference,
+			err: fmt.Errorf("output kind %q is not supported: use DockerImage", out.To.Kind)}
+	}
+	if out.To.Name == "" {
+		return "", &statusError{reason: buildv1.StatusReasonInvalidOutputReference, err: errors.New("output.to has no name")}
+	}
+	if registry.Host(out.To.Name) == "" {
+		return "", &statusError{reason: buildv1.StatusReasonInvalidOutputReference,
+			err: fmt.Errorf("output %q is not an image reference", out.To.Name)}
+	}
+	return out.To.Name, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// printf writes to a build's log, ignoring write errors: the log goes to a
+// pod log, and failing to write there must not fail a build.
+func printf(w io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(w, format, args...)
+}
+
+// tailBuffer keeps the last max bytes written to it: the end of a build's
+// log, for the status of a failed build.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// shortID is an image ID as people read it.
+func shortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,534 @@
+package image
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"go.podman.io/buildah/define"
+	"go.podman.io/buildah/imagebuildah"
+	lplatform "go.podman.io/common/libimage/platform"
+	"go.podman.io/image/v5/docker/reference"
+
+	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
+)
+
+// Format is the manifest format of built images.
+type Format string
+
+// The formats an image can be built in.
+const (
+	// FormatOCI builds OCI image manifests (buildah's default).
+	FormatOCI Format = "oci"
+	// FormatDocker builds Docker schema 2 manifests (OpenShift's builder's
+	// format).
+	FormatDocker Format = "docker"
+)
+
+// Request is one platform's build.
+type Request struct {
+	// ContextDir is the build context. Required.
+	ContextDir string
+	// Dockerfile is the Dockerfile's path, absolute or relative to
+	// ContextDir. Default: Dockerfile, else Containerfile, in ContextDir.
+	Dockerfile string
+	// Platform is the target platform. Default: the machine's.
+	Platform platform.Platform
+	// From replaces the image of the Dockerfile's last FROM (a Docker
+	// strategy's from). Default: the Dockerfile's.
+	From string
+	// Secrets are the secrets RUN --mount=type=secret reads, as buildah
+	// takes them: id=ID[,src=FILE|,env=VAR]. A build whose Dockerfile
+	// mounts a secret is never keyed.
+	Secrets []string
+	// Target is the stage to build and give as the image, as buildx's
+	// --target names it; the stages it does not need are not built.
+	// Default: the last stage.
+	Target string
+	// Args are the Dockerfile's ARG values. TARGETPLATFORM, TARGETOS,
+	// TARGETARCH and TARGETVARIANT are set from Platform as buildx spells
+	// it (Platform.Normalize: linux/arm64 and no variant for arm64).
+	Args map[string]string
+	// Labels are added to the image's config.
+	Labels map[string]string
+	// Env are KEY=VALUE environment variables set for the build's steps
+	// and in the image.
+	Env []string
+	// RunMounts are "source:destination[:options]" bind mounts given to
+	// every RUN step and left out of the image (a Docker strategy's
+	// volumes).
+	RunMounts []string
+	// NoCache builds every step again.
+	NoCache bool
+	// ForcePull pulls base images even when the store has them.
+	ForcePull bool
+	// Layers keeps a cached image per step, for later builds with the same
+	// work directory.
+	Layers bool
+	// Cache is a layer cache in a registry, read unless NoCache and written
+	// by every step that runs; it implies Layers. With BuildAndPush to a
+	// destination, it also keeps the whole result of a build whose inputs
+	// can all be digested, without Labels, and a later build of the same
+	// inputs pushes that result with its own Labels instead of building
+	// (cachedresult.go); ReuseResults is then not used. Default: none.
+	Cache *Cache
+	// Format is the image's manifest format. Default: FormatOCI.
+	Format Format
+	// ReuseResults records the image each build gives under a digest of
+	// its inputs, in the work directory, and reuses it, without building,
+	// for a later build with the same inputs (unless NoCache); a push of a
+	// reused image to the repository it was pushed to before only tags it.
+	// Builds whose inputs cannot all be digested (RUN mounts of an image,
+	// a secret or SSH, ADD from a URL, COPY --from an image, a FROM
+	// --platform not told as buildah tells it; see dockerfileImages) build
+	// as usual.
+	ReuseResults bool
+	// PullAuth holds the credentials for pulling base images.
+	PullAuth registry.AuthFile
+	// Out receives the build's step output. Default: discarded.
+	Out io.Writer
+	// Steps, when set, is called once the build is about to run the
+	// Dockerfile's steps: not when its result is reused, nor when it
+	// fails before (a base image missing the platform, say).
+	Steps func()
+}
+
+// Result is a built image in the builder's store.
+type Result struct {
+	// ImageID is the image's ID in the store.
+	ImageID string
+	// Platform is the platform the image was built for.
+	Platform platform.Platform
+	// Duration is how long the build took.
+	Duration time.Duration
+	// Reused is true when the image is an earlier build's with the same
+	// inputs (Request.ReuseResults) and nothing was built.
+	Reused bool
+
+	resultKey string // the key of the build's inputs; "" when they have none
+	pushed    *Image // where a reused image was pushed before
+	// unlabelled: the image lacks Request.Labels, which the push applies.
+	unlabelled bool
+	// cacheTag is where the layer cache keeps the unlabelled result of
+	// these inputs (repository:tag), "" for none; cached is that result
+	// when it was found there and nothing was built.
+	cacheTag string
+	cached   *cachedResult
+}
+
+// HostPlatform is the platform of the machine the builder runs on: what a
+// build without a target platform builds for.
+func HostPlatform() platform.Platform {
+	return platform.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
+}
+
+// Build builds req's Dockerfile for one platform. A failure is a
+// *StageError: StageDockerfile when the Dockerfile is missing or broken,
+// StageBuild otherwise; a base image without the target platform fails
+// with a *BaseImagePlatformError inside.
+func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
+	return b.build(ctx, req, false)
+}
+
+// build is Build; with cachedResults and a layer cache, a build whose
+// inputs can all be digested is keyed without its labels, is looked up in
+// the cache repository (unless NoCache), and is built without its labels:
+// BuildAndPush applies them when it pushes (cachedresult.go).
+func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (Result, error) {
+	start := time.Now()
+	target := req.Platform
+	if target == (platform.Platform{}) {
+		target = HostPlatform()
+	}
+	out := req.Out
+	if out == nil {
+		out = io.Discard
+	}
+	keying := (cachedResults && req.Cache != nil) || req.ReuseResults
+	if keying {
+		go func() { _, _ = executableDigest() }() // read beside the base images
+	}
+	dockerfile, content, err := b.prepareDockerfile(req)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	}
+	ignore, err := findIgnoreFile(req.ContextDir, dockerfilePath(req))
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	}
+
+	// buildah derives the TARGET* args from the platform it is given, so
+	// it is given buildx's spelling, the canonical one: linux/arm64 (not
+	// linux/arm64/v8), linux/arm/v7, linux/amd64 (not linux/amd64/v1).
+	// Dockerfiles written for buildx name files by these values.
+	spelled := target.Normalize()
+	// The values buildah gives the TARGET* args, for expanding FROM lines.
+	osName, arch, variant := lplatform.Normalize(spelled.OS, spelled.Architecture, spelled.Variant)
+	args := maps.Clone(req.Args)
+	if args == nil {
+		args = map[string]string{}
+	}
+	platformArgs := platformBuildArgs(osName, arch, variant)
+	fromArgs := maps.Clone(platformArgs)
+	maps.Copy(fromArgs, args)
+	// buildah drops a build arg named TARGETPLATFORM: its own always holds.
+	fromArgs["TARGETPLATFORM"] = platformArgs["TARGETPLATFORM"]
+	found, err := dockerfileImages(content, fromArgs)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	}
+	// The stages after the target are not built: their bases are neither
+	// checked nor keyed.
+	bases := stagesUpTo(uniqueBases(found.bases), found.stages, req.Target)
+	// A FROM with a --platform flag of its own pulls for that platform
+	// ($BUILDPLATFORM for a cross-compiling stage): it is checked and keyed
+	// by its digest for that platform.
+	platformed := stagesUpTo(uniqueBases(found.platformed), found.stages, req.Target)
+	// The registry settings cover every image the build pulls, also those
+	// it does not key: a FROM with a --platform flag of its own, COPY
+	// --from=image, RUN --mount=from=image.
+	refs, err := registryRefs(content, fromArgs)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	}
+	var cacheRepo reference.Named
+	if req.Cache != nil {
+		if cacheRepo, err = req.Cache.reference(); err != nil {
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+		refs = append(refs, cacheRepo.Name())
+	}
+	auth, err := b.buildAuth(req.PullAuth, req.Cache, cacheRepo)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageBuild, Err: err}
+	}
+	sys, err := b.systemContext(refs, auth)
+	if err != nil {
+		return Result{}, &StageError{Stage: StageBuild, Err: err}
+	}
+	choice := *sys
+	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = osName, arch, variant
+	// The bases the target stage (the last, or --target) pulls itself.
+	targetStage := slices.Index(found.stages, req.Target)
+	if req.Target == "" || targetStage < 0 {
+		targetStage = len(found.stages) - 1
+	}
+	targetBases := map[string]bool{}
+	for _, b := range found.bases {
+		if b.stage == targetStage {
+			targetBases[b.ref] = true
+		}
+	}
+	resolved := make([]resolvedBase, 0, len(bases)+len(platformed))
+	for _, base := range slices.Concat(bases, platformed) {
+		want, sysFor := target, &choice
+		if base.Platform != "" {
+			if want, err = platform.Parse(base.Platform); err != nil {
+				return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+			}
+			own := *sys
+			own.OSChoice, own.ArchitectureChoice, own.VariantChoice = lplatform.Normalize(want.OS, want.Architecture, want.Variant)
+			sysFor = &own
+		}
+		rb, err := checkBaseImage(ctx, sysFor, base.Ref, want, keying)
+		if err != nil && (base.Platform != "" || !targetBases[base.Ref]) {
+			// Only the target stage's base is sure to be pulled: buildah
+			// skips the stages the target does not need, and says so
+			// itself for one it builds. The build is not keyed by it.
+			_, _ = fmt.Fprintf(out, "note: %v; going on, since the target stage does not pull it\n", err)
+			rb, err = resolvedBase{Ref: base.Ref}, nil
+		}
+		if err != nil {
+			_, _ = fmt.Fprintf(out, "error: %v\n", err)
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+		rb.Platform = base.Platform
+		resolved = append(resolved, rb)
+	}
+	// A build arg for a BUILD* platform arg makes what buildah gives
+	// those args a guess.
+	setsBuildArgs := slices.ContainsFunc(slices.Collect(maps.Keys(req.Args)), func(name string) bool {
+		return strings.HasPrefix(name, "BUILD") && isPlatformArg(name)
+	})
+	keyed := keyedBuild{dockerfile: content, target: target, bases: resolved, platformArgs: platformArgs, ignore: ignore,
+		unkeyedImages: found.unkeyed() || setsBuildArgs}
+	var key, cacheTag string
+	if cachedResults && cacheRepo != nil {
+		unlabelled := req
+		unlabelled.Labels = nil
+		if key, err = resultKey(unlabelled, keyed); err != nil {
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+		if key != "" {
+			cacheTag = cacheRepo.Name() + ":" + cachedResultTag(key)
+		}
+	}
+	if cacheTag != "" {
+		req.ReuseResults = false // the cache repository keeps the result
+		if !req.NoCache {
+			if hit := b.findCachedResult(ctx, req, cacheTag, target, out); hit != nil {
+				return Result{Platform: target, Duration: time.Since(start), Reused: true, resultKey: key,
+					unlabelled: true, cacheTag: cacheTag, cached: hit}, nil
+			}
+		}
+	} else if req.ReuseResults {
+		if key, err = resultKey(req, keyed); err != nil {
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+	}
+	if key != "" && req.ReuseResults && !req.NoCache {
+		if rec := b.loadResult(key); rec != nil {
+			_, _ = fmt.Fprintf(out, "Reusing image %s: built before in this work directory from the same Dockerfile, context, "+
+				"build args and base images\n", shortImageID(rec.ImageID))
+			return Result{ImageID: rec.ImageID, Platform: target, Duration: time.Since(start), Reused: true,
+				resultKey: key, pushed: rec.Pushed}, nil
+		}
+	}
+
+	if key != "" {
+		// buildah pulls each base by the digest the key has: a tag moved
+		// meanwhile cannot put another base under the key.
+		digests := make(map[string]string, len(resolved))
+		for _, rb := range resolved {
+			digests[pinKey(rb.Ref, rb.Platform)] = rb.Digest
+		}
+		pinned, err := pinBases(content, fromArgs, digests)
+		if err != nil {
+			return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+		}
+		if dockerfile, err = b.writeDockerfile(pinned); err != nil {
+			return Result{}, &StageError{Stage: StageBuild, Err: err}
+		}
+		defer func() { _ = os.RemoveAll(filepath.Dir(dockerfile)) }()
+	}
+	ulimits, err := hardLimitUlimits()
+	if err != nil {
+		return Result{}, &StageError{Stage: StageBuild, Err: err}
+	}
+	opts := define.BuildOptions{
+		ContextDirectory: req.ContextDir,
+		PullPolicy:       define.PullIfMissing,
+		Isolation:        define.IsolationChroot,
+		Runtime:          b.cfg.OCIRuntime,
+		Args:             args,
+		Labels:           formatLabels(req.Labels),
+		Envs:             req.Env,
+		TransientMounts:  req.RunMounts,
+		// buildah excludes what the ignore file read here says, so that
+		// it is what the result key has; with no patterns it reads an
+		// empty file rather than look for one itself.
+		Excludes:   ignore.Excludes,
+		IgnoreFile: ignore.Path,
+		NoCache:    req.NoCache,
+		Layers:     req.Layers && !req.NoCache,
+		// Only the final image is kept: intermediate containers go at once.
+		RemoveIntermediateCtrs:  true,
+		ForceRmIntermediateCtrs: true,
+		Out:                     out,
+		Err:                     out,
+		ReportWriter:            out,
+		SignaturePolicyPath:     b.policyPath,
+		SystemContext:           sys,
+		NamespaceOptions: []define.NamespaceOption{
+			{Name: string(specs.NetworkNamespace), Host: true},
+		},
+		NetworkInterface: hostNetwork{},
+		CommonBuildOpts:  &define.CommonBuildOptions{Ulimit: ulimits, Secrets: req.Secrets},
+		OutputFormat:     manifestType(req.Format),
+		Target:           req.Target,
+		Platforms: []struct{ OS, Arch, Variant string }{
+			{OS: spelled.OS, Arch: spelled.Architecture, Variant: spelled.Variant},
+		},
+		MaxPullPushRetries: 2,
+		PullPushRetryDelay: 2 * time.Second,
+	}
+	if len(opts.Excludes) == 0 {
+		opts.IgnoreFile = os.DevNull
+	}
+	if req.ForcePull {
+		opts.PullPolicy = define.PullAlways
+	}
+	if b.cfg.Isolation == IsolationOCI {
+		opts.Isolation = define.IsolationOCI
+	}
+	// With a cache tag the labels are applied at the push, so that the
+	// result is the same for every build of these inputs.
+	unlabelled := cacheTag != ""
+	if unlabelled {
+		opts.Labels = nil
+	}
+	if opts.Layers || cacheRepo != nil {
+		argsDigest, err := cacheArgsDigest(content, fromArgs)
+		if err != nil {
+			return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+		}
+		if argsDigest != "" {
+			opts.UnsetLabels = []string{cacheArgsLabelPrefix + argsDigest}
+		}
+	}
+	if cacheRepo != nil {
+		opts.Layers = true
+		opts.CacheTo = []reference.Named{cacheRepo}
+		if !req.NoCache {
+			opts.CacheFrom = []reference.Named{cacheRepo}
+		}
+	}
+	if req.Steps != nil {
+		req.Steps()
+	}
+	watch := newWatchWriter(out, reexecSealBusy)
+	opts.Out, opts.Err, opts.ReportWriter = watch, watch, watch
+	id, err := buildRetryingReexec(ctx, watch, func() (string, error) {
+		id, _, err := imagebuildah.BuildDockerfiles(ctx, b.store, opts, dockerfile)
+		return id, err
+	})
+	if err != nil {
+		return Result{}, &StageError{Stage: StageBuild, Err: contextErr(ctx, err)}
+	}
+	if key != "" {
+		// The context was digested before the build read it: a file
+		// changed meanwhile may be in the image, so the result is kept
+		// only when the context is still what was digested.
+		again := req
+		if cacheTag != "" {
+			again.Labels = nil
+		}
+		if after, err := resultKey(again, keyed); err != nil || after != key {
+			_, _ = fmt.Fprintf(out, "The build context changed during the build: its image is not kept for reuse\n")
+			key, cacheTag = "", ""
+		} else if cacheTag == "" {
+			b.saveResult(key, resultRecord{ImageID: id})
+		}
+	}
+	return Result{ImageID: id, Platform: target, Duration: time.Since(start), resultKey: key,
+		unlabelled: unlabelled, cacheTag: cacheTag}, nil
+}
+
+// shortImageID is an image ID as buildah prints it.
+func shortImageID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// buildRetryingReexec runs build, and runs it again, up to maxBuildAttempts
+// times in all, while it fails having printed reexecSealBusy.
+func buildRetryingReexec(ctx context.Context, watch *watchWriter, build func() (string, error)) (string, error) {
+	for attempt := 1; ; attempt++ {
+		watch.Reset()
+		id, err := build()
+		if err == nil || !watch.Seen() || attempt == maxBuildAttempts || ctx.Err() != nil {
+			return id, err
+		}
+		_, _ = fmt.Fprintf(watch.w, "builder: a RUN step could not start: the kernel refused to seal the re-executed builder's memfd copy (EBUSY), "+
+			"a passing condition of this machine; building again (attempt %d of %d)\n", attempt+1, maxBuildAttempts)
+	}
+}
+
+// prepareDockerfile finds req's Dockerfile and, with req.From, writes a
+// copy with the last FROM replaced into the work directory. It returns the
+// path to build and its content.
+func (b *Builder) prepareDockerfile(req Request) (string, []byte, error) {
+	if req.ContextDir == "" {
+		return "", nil, fmt.Errorf("no build context directory")
+	}
+	if info, err := os.Stat(req.ContextDir); err != nil {
+		return "", nil, fmt.Errorf("build context: %w", err)
+	} else if !info.IsDir() {
+		return "", nil, fmt.Errorf("build context %s is not a directory", req.ContextDir)
+	}
+	path := dockerfilePath(req)
+	content, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("reading the Dockerfile: %w", err)
+	}
+	if len(strings.TrimSpace(string(content))) == 0 {
+		return "", nil, fmt.Errorf("the Dockerfile %s is empty", path)
+	}
+	if req.From == "" {
+		return path, content, nil
+	}
+	content, err = replaceLastFrom(content, req.From)
+	if err != nil {
+		return "", nil, err
+	}
+	if path, err = b.writeDockerfile(content); err != nil {
+		return "", nil, err
+	}
+	return path, content, nil
+}
+
+// writeDockerfile writes content as a Dockerfile in a new directory of the
+// work directory and returns its path.
+func (b *Builder) writeDockerfile(content []byte) (string, error) {
+	dir, err := os.MkdirTemp(b.tmpDir, "dockerfile-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "Dockerfile")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// dockerfilePath is the path of req's Dockerfile.
+func dockerfilePath(req Request) string {
+	path := req.Dockerfile
+	switch {
+	case path == "":
+		path = filepath.Join(req.ContextDir, "Dockerfile")
+		if _, err := os.Stat(path); err != nil {
+			if alt := filepath.Join(req.ContextDir, "Containerfile"); fileExists(alt) {
+				path = alt
+			}
+		}
+	case !filepath.IsAbs(path):
+		path = filepath.Join(req.ContextDir, path)
+	}
+	return path
+}
+
+// platformBuildArgs are the platform args buildah sets for a build for
+// the target os/arch/variant (as buildah spells them) on this machine.
+func platformBuildArgs(osName, arch, variant string) map[string]string {
+	return map[string]string{
+		"TARGETOS": osName, "TARGETARCH": arch, "TARGETVARIANT": variant,
+		"TARGETPLATFORM": lplatform.ToString(osName, arch, variant),
+		"BUILDOS":        runtime.GOOS, "BUILDARCH": runtime.GOARCH,
+		"BUILDPLATFORM": runtime.GOOS + "/" + runtime.GOARCH,
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// formatLabels returns labels as buildah takes them, "name=value", sorted
+// so that the same labels give the same image.
+func formatLabels(labels map[string]string) []string {
+	out := make([]string, 0, len(labels))
+	for _, name := range slices.Sorted(maps.Keys(labels)) {
+		out = append(out, name+"="+labels[name])
+	}
+	return out
+}
+
+// manifestType returns buildah's name for a manifest format.
+func manifestType(f Format) string {
+	if f == FormatDocker {
+		return define.Dockerv2ImageManifest
+	}
+	return define.OCIv1ImageManifest
+}

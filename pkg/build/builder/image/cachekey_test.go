@@ -1,0 +1,36 @@
+package image
+
+import "testing"
+
+func TestCacheArgsDigest(t *testing.T) {
+	const dockerfile = "ARG BASE\nFROM $BASE\nARG GREETING VERSION DEST\nRUN echo $GREETING\nENV VERSION=${VERSION}\nCOPY a $DEST/a\n"
+	digest := func(args map[string]string) string {
+		t.Helper()
+		d, err := cacheArgsDigest([]byte(dockerfile), args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	base := digest(map[string]string{"BASE": "a", "GREETING": "hi", "VERSION": "1", "DEST": "/d"})
+	if base == "" {
+		t.Fatal("args named by ENV and COPY gave no digest")
+	}
+	if got := digest(map[string]string{"BASE": "b", "GREETING": "hello", "VERSION": "1", "DEST": "/d"}); got != base {
+		t.Errorf("args named only by FROM and RUN changed the digest: %s, want %s", got, base)
+	}
+	for name, args := range map[string]map[string]string{
+		"ENV":  {"VERSION": "2", "DEST": "/d"},
+		"COPY": {"VERSION": "1", "DEST": "/e"},
+	} {
+		if got := digest(args); got == base {
+			t.Errorf("an arg named by %s changed and the digest did not", name)
+		}
+	}
+	if got := digest(map[string]string{"GREETING": "hi"}); got != "" {
+		t.Errorf("no arg named outside RUN and FROM, digest %q; want none", got)
+	}
+	if _, err := cacheArgsDigest([]byte("FROM a\nRUN <<EOF\n"), nil); err == nil {
+		t.Error("a broken Dockerfile gave no error")
+	}
+}

@@ -1,0 +1,310 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openshift/imagebuilder/dockerfile/parser"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/platform"
+)
+
+// BaseInspector reads a base image's platforms from its registry, with the
+// credentials of a docker config (the Build's pull secret: its type and
+// data; none for anonymous access). The build controller's binary wires
+// placement's inspector, cached by digest and credentials.
+type BaseInspector interface {
+	BasePlatforms(ctx context.Context, ref string, secretType string, secretData []byte) ([]platform.Platform, error)
+}
+
+// BaseImages returns the base images a Build pulls for its target
+// platforms that are known before any pod starts, and whether they are
+// known at all: dockerStrategy.from (a DockerImage), and the FROM images of
+// an inline Dockerfile (spec.source.dockerfile) when every one of them is
+// written without build args ($). Stage names, scratch, FROMs with a
+// --platform of their own (they pull for another platform) and the stages
+// the last one does not need (buildah skips them) are left out; from
+// replaces the last FROM's image, as the builder does. A Dockerfile from the
+// source repository is not known here: only from is.
+func BaseImages(b *buildv1.Build) ([]string, bool) {
+	var from string
+	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.From != nil {
+		if ds.From.Kind != "DockerImage" || ds.From.Name == "" || strings.Contains(ds.From.Name, "$") {
+			return nil, false
+		}
+		from = ds.From.Name
+	}
+	var refs []string
+	if df := b.Spec.Source.Dockerfile; df != nil && *df != "" {
+		res, err := parser.Parse(strings.NewReader(*df))
+		if err != nil {
+			return nil, false
+		}
+		// A stage: the image its FROM pulls ("" for scratch or a stage),
+		// and the earlier stages it needs (its FROM's, COPY --from's and
+		// RUN --mount from='s).
+		type stage struct {
+			image     string
+			platform  bool
+			fromStage int // the stage its FROM names, or -1
+			needs     []int
+		}
+		var stages []stage
+		names := map[string]int{}
+		stageOf := func(ref string) (int, bool) {
+			if i, ok := names[strings.ToLower(ref)]; ok {
+				return i, true
+			}
+			if i, err := strconv.Atoi(ref); err == nil && strconv.Itoa(i) == ref && i < len(stages)-1 {
+				return i, true
+			}
+			return 0, false
+		}
+		for _, node := range res.AST.Children {
+			switch strings.ToLower(node.Value) {
+			case "from":
+				if node.Next == nil {
+					continue
+				}
+				image := node.Next.Value
+				if strings.Contains(image, "$") {
+					return nil, false
+				}
+				st := stage{fromStage: -1, platform: slices.ContainsFunc(node.Flags, func(f string) bool { return strings.HasPrefix(f, "--platform") })}
+				if i, ok := names[strings.ToLower(image)]; ok {
+					st.fromStage = i
+				} else if !strings.EqualFold(image, "scratch") {
+					st.image = image
+				}
+				stages = append(stages, st)
+				if n := node.Next.Next; n != nil && strings.EqualFold(n.Value, "as") && n.Next != nil {
+					names[strings.ToLower(n.Next.Value)] = len(stages) - 1
+				}
+			case "copy", "add", "run":
+				if len(stages) == 0 {
+					continue
+				}
+				cur := &stages[len(stages)-1]
+				for _, f := range node.Flags {
+					var froms []string
+					if v, ok := strings.CutPrefix(f, "--from="); ok {
+						froms = append(froms, v)
+					}
+					if v, ok := strings.CutPrefix(f, "--mount="); ok {
+						for field := range strings.SplitSeq(v, ",") {
+							if from, ok := strings.CutPrefix(field, "from="); ok {
+								froms = append(froms, from)
+							}
+						}
+					}
+					for _, from := range froms {
+						if i, ok := stageOf(from); ok {
+							cur.needs = append(cur.needs, i)
+						}
+					}
+				}
+			}
+		}
+		if from != "" && len(stages) > 0 {
+			last := &stages[len(stages)-1]
+			last.image, last.fromStage = from, -1
+			from = ""
+		}
+		// Only the stages the last one needs are built: buildah skips the
+		// others, so their bases are not checked.
+		needed := make([]bool, len(stages))
+		var visit func(i int)
+		visit = func(i int) {
+			if i < 0 || i >= len(stages) || needed[i] {
+				return
+			}
+			needed[i] = true
+			visit(stages[i].fromStage)
+			for _, n := range stages[i].needs {
+				visit(n)
+			}
+		}
+		visit(len(stages) - 1)
+		for i, st := range stages {
+			if needed[i] && st.image != "" && !st.platform && !slices.Contains(refs, st.image) {
+				refs = append(refs, st.image)
+			}
+		}
+	}
+	if from != "" {
+		refs = append(refs, from)
+	}
+	return refs, len(refs) > 0
+}
+
+// BaseCheck is what inspecting one base image gave: its platforms, or the
+// error that kept them unknown.
+type BaseCheck struct {
+	Image     string
+	Platforms []platform.Platform
+	Err       error
+}
+
+// Preflight is what the base images' platforms decide before any pod.
+type Preflight struct {
+	// Failure fails the Build: a platform not allowed to fail that a base
+	// image lacks.
+	Failure *Failure
+	// Failed are the platforms a base image lacks, with the message of
+	// their entry: they get no pod.
+	Failed map[string]string
+	// Unchecked says, per base image that could not be inspected, why: the
+	// build goes on and each platform's pod checks its base itself.
+	Unchecked []string
+}
+
+// DecidePreflight compares the target platforms with the base images'
+// platforms. A platform a base image lacks (same os and architecture; the
+// variant is left to the pod's own check, as registries' indexes often
+// omit it) fails the Build at once, naming every missing platform and the
+// platforms the image has, unless all such platforms are allowed to fail:
+// then those alone fail (each missing platform's entry fails either way).
+// A base image that could not be inspected decides nothing.
+func DecidePreflight(platforms, mayFail []string, checks []BaseCheck) Preflight {
+	var pf Preflight
+	missing := map[string][]string{} // platform -> messages
+	for _, c := range checks {
+		if c.Err != nil {
+			pf.Unchecked = append(pf.Unchecked, fmt.Sprintf("base image %s could not be inspected (%v)", c.Image, c.Err))
+			continue
+		}
+		var have []string
+		for _, p := range c.Platforms {
+			have = append(have, p.OS+"/"+p.Architecture)
+		}
+		slices.Sort(have)
+		have = slices.Compact(have)
+		for _, name := range platforms {
+			p, err := platform.Parse(name)
+			if err != nil {
+				continue
+			}
+			if !slices.Contains(have, p.OS+"/"+p.Architecture) {
+				missing[name] = append(missing[name], fmt.Sprintf("base image %s has no %s (it has %s)", c.Image, name, listOrNone(have)))
+			}
+		}
+	}
+	var required, all []string
+	for _, name := range platforms {
+		if _, ok := missing[name]; !ok {
+			continue
+		}
+		all = append(all, name)
+		if !allowedToFail(mayFail, name) {
+			required = append(required, name)
+		}
+	}
+	for _, name := range all {
+		if pf.Failed == nil {
+			pf.Failed = map[string]string{}
+		}
+		pf.Failed[name] = strings.Join(missing[name], "; ") + "."
+	}
+	if len(required) > 0 {
+		var msgs []string
+		for _, name := range all {
+			msgs = append(msgs, missing[name]...)
+		}
+		pf.Failure = &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonBaseImagePlatformNotFound,
+			Message: fmt.Sprintf("%s; use base images that have %s, or leave %s out of the build's platforms",
+				strings.Join(msgs, "; "), strings.Join(all, ", "), strings.Join(all, ", "))}
+	}
+	return pf
+}
+
+func listOrNone(ss []string) string {
+	if len(ss) == 0 {
+		return "no platform"
+	}
+	return strings.Join(ss, ", ")
+}
+
+// baseInspectionTimeout bounds the inspection of a Build's base images
+// before the fan-out: a registry slower than this decides nothing.
+const baseInspectionTimeout = 15 * time.Second
+
+// preflight inspects the base images a multi-platform Build's platforms
+// pull, when they are known before any pod, with the Build's pull secret
+// (dockerStrategy.pullSecret, read from the apiserver by name in the
+// Build's namespace: the controller caches no Secret), and decides which
+// platforms cannot build. Platforms no node can build are left out.
+func (r *Reconciler) preflight(ctx context.Context, b *buildv1.Build, res Resolution) (Preflight, error) {
+	if r.Bases == nil {
+		return Preflight{}, nil
+	}
+	refs, known := BaseImages(b)
+	if !known {
+		return Preflight{}, nil
+	}
+	var secretType string
+	var secretData []byte
+	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.PullSecret != nil {
+		secret := &corev1.Secret{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ds.PullSecret.Name}, secret)
+		switch {
+		case apierrors.IsNotFound(err):
+			// The pods cannot start without it either; they say so.
+			return Preflight{Unchecked: []string{fmt.Sprintf("pull secret %q does not exist", ds.PullSecret.Name)}}, nil
+		case err != nil:
+			return Preflight{}, fmt.Errorf("reading the pull secret: %w", err)
+		}
+		secretType = string(secret.Type)
+		switch secret.Type {
+		case corev1.SecretTypeDockerConfigJson:
+			secretData = secret.Data[corev1.DockerConfigJsonKey]
+		case corev1.SecretTypeDockercfg:
+			secretData = secret.Data[corev1.DockerConfigKey]
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, baseInspectionTimeout)
+	defer cancel()
+	checks := make([]BaseCheck, len(refs))
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Go(func() {
+			ps, err := r.Bases.BasePlatforms(ctx, ref, secretType, secretData)
+			checks[i] = BaseCheck{Image: ref, Platforms: ps, Err: err}
+		})
+	}
+	wg.Wait()
+	var platforms []string
+	for _, p := range res.Platforms {
+		if _, noNode := res.NoNode[p]; !noNode {
+			platforms = append(platforms, p)
+		}
+	}
+	return DecidePreflight(platforms, b.Spec.PlatformsAllowedToFail, checks), nil
+}
+
+// applyPreflight puts the preflight's decision into the resolution's plan:
+// platforms a base image lacks fail (no pod is created for an ended
+// entry), the Build fails when one of them must not, and an image that
+// could not be inspected gets a warning event.
+func applyPreflight(plan *Plan, pf Preflight, now metav1.Time) {
+	for p, msg := range pf.Failed {
+		plan.Entries[p] = EntryUpdate{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonBaseImagePlatformNotFound,
+			Message: msg, CompletionTimestamp: &now}
+	}
+	if f := pf.Failure; f != nil {
+		plan.Phase, plan.Reason, plan.Message = f.Phase, f.Reason, f.Message
+	}
+	for _, u := range pf.Unchecked {
+		plan.Events = append(plan.Events, PlanEvent{Type: corev1.EventTypeWarning, Reason: buildv1.EventReasonBaseImageCheckSkipped,
+			Message: u + "; each platform's pod checks its base image instead"})
+	}
+}

@@ -1,0 +1,255 @@
+package plugin
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/rest"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/instantiate"
+)
+
+// The environment variables that name build-controller's endpoint and its
+// CA when --build-endpoint and --build-endpoint-ca are not given.
+const (
+	EndpointEnv   = "ARCHWAY_BUILD_ENDPOINT"
+	EndpointCAEnv = "ARCHWAY_BUILD_ENDPOINT_CA"
+)
+
+// binaryInput is one of --from-dir, --from-file, --from-archive.
+type binaryInput struct {
+	dir, file, archive string
+}
+
+func (b binaryInput) set() bool { return b.dir != "" || b.file != "" || b.archive != "" }
+
+func (b binaryInput) check() error {
+	n := 0
+	for _, s := range []string{b.dir, b.file, b.archive} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return errors.New("give one of --from-dir, --from-file and --from-archive")
+	}
+	return nil
+}
+
+// open returns the body to upload and the asFile it is for: a gzipped tar
+// of the directory, made as it is sent; the file as it is (asFile its
+// name); or the archive as it is.
+func (b binaryInput) open() (io.ReadCloser, string, error) {
+	switch {
+	case b.file != "":
+		info, err := os.Stat(b.file)
+		if err != nil {
+			return nil, "", fmt.Errorf("--from-file: %w", err)
+		}
+		if !info.Mode().IsRegular() {
+			return nil, "", fmt.Errorf("--from-file %s is not a file", b.file)
+		}
+		f, err := os.Open(b.file)
+		return f, filepath.Base(b.file), err
+	case b.archive != "":
+		f, err := os.Open(b.archive)
+		if err != nil {
+			return nil, "", fmt.Errorf("--from-archive: %w", err)
+		}
+		return f, "", nil
+	}
+	info, err := os.Stat(b.dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("--from-dir: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, "", fmt.Errorf("--from-dir %s is not a directory", b.dir)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarDir(pw, b.dir)) }()
+	return pr, "", nil
+}
+
+// tarDir writes the directory's files, directories and symbolic links (as
+// links) as a gzipped tar, names relative to dir.
+func tarDir(w io.Writer, dir string) error {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || name == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if info.Mode()&fs.ModeSymlink != 0 {
+			if link, err = root.Readlink(name); err != nil {
+				return err
+			}
+		} else if !info.Mode().IsRegular() && !info.IsDir() {
+			return nil // sockets, devices, fifos: nothing a build reads
+		}
+		hdr, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(name)
+		if info.IsDir() {
+			hdr.Name += "/"
+		}
+		hdr.Uname, hdr.Gname, hdr.Uid, hdr.Gid = "", "", 0, 0
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := root.Open(name)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
+
+// endpoint is build-controller's binary-build endpoint and the CA file
+// to trust it with ("" for the system's roots).
+type endpoint struct {
+	url, caFile string
+}
+
+func (e endpoint) resolve() (endpoint, error) {
+	if e.url == "" {
+		e.url = os.Getenv(EndpointEnv)
+	}
+	if e.caFile == "" {
+		e.caFile = os.Getenv(EndpointCAEnv)
+	}
+	if e.url == "" {
+		return e, fmt.Errorf("binary builds upload to build-controller's endpoint (the buildconfig-webhooks Service): give --build-endpoint https://... or set $%s", EndpointEnv)
+	}
+	u, err := url.Parse(e.url)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return e, fmt.Errorf("--build-endpoint %q: use an https:// URL", e.url)
+	}
+	return e, nil
+}
+
+// uploadClient is an HTTP client to the endpoint that authenticates as the
+// kubeconfig's user does to the apiserver, with a bearer token (a token, a
+// token file, an exec or auth provider): client certificates prove who one
+// is only to the apiserver that checks them.
+func uploadClient(cfg *rest.Config, caFile string) (*http.Client, error) {
+	if cfg.BearerToken == "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
+		return nil, errors.New("binary builds authenticate with your bearer token, and your kubeconfig's user has none " +
+			"(client certificates cannot be passed on): use a kubeconfig with a token (e.g. from `kubectl create token`) or an OIDC login")
+	}
+	up := rest.AnonymousClientConfig(cfg)
+	up.BearerToken, up.BearerTokenFile = cfg.BearerToken, cfg.BearerTokenFile
+	up.ExecProvider, up.AuthProvider, up.AuthConfigPersister = cfg.ExecProvider, cfg.AuthProvider, cfg.AuthConfigPersister
+	up.TLSClientConfig = rest.TLSClientConfig{CAFile: caFile}
+	up.Timeout = 0
+	return rest.HTTPClientFor(up)
+}
+
+// startBinary uploads the input to the BuildConfig's instantiatebinary
+// endpoint, which stores it and starts the build; it returns the Build.
+func startBinary(ctx context.Context, cfg *rest.Config, ep endpoint, ns, bc string, in binaryInput, req instantiate.Request) (*buildv1.Build, error) {
+	ep, err := ep.resolve()
+	if err != nil {
+		return nil, err
+	}
+	hc, err := uploadClient(cfg, ep.caFile)
+	if err != nil {
+		return nil, err
+	}
+	body, asFile, err := in.open()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = body.Close() }()
+	q := url.Values{}
+	if asFile != "" {
+		q.Set("asFile", asFile)
+	}
+	if len(req.Platforms) > 0 {
+		q.Set("platforms", strings.Join(req.Platforms, ","))
+	}
+	if len(req.PlatformsAllowedToFail) > 0 {
+		q.Set("platformsAllowedToFail", strings.Join(req.PlatformsAllowedToFail, ","))
+	}
+	for _, e := range req.Env {
+		q.Add("env", e.Name+"="+e.Value)
+	}
+	if r := req.Revision; r != nil && r.Git != nil && r.Git.Commit != "" {
+		q.Set("revision.commit", r.Git.Commit)
+	}
+	u := strings.TrimSuffix(ep.url, "/") + "/apis/build.openshift.io/v1/namespaces/" + url.PathEscape(ns) +
+		"/buildconfigs/" + url.PathEscape(bc) + "/instantiatebinary?" + q.Encode()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := hc.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("uploading to %s: %w", ep.url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		var st struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(data, &st) == nil && st.Message != "" {
+			return nil, &uploadError{code: resp.StatusCode, msg: st.Message}
+		}
+		return nil, &uploadError{code: resp.StatusCode, msg: strings.TrimSpace(string(data))}
+	}
+	b := &buildv1.Build{}
+	if err := json.Unmarshal(data, b); err != nil {
+		return nil, fmt.Errorf("reading the started Build: %w", err)
+	}
+	return b, nil
+}
+
+// uploadError is the endpoint's refusal.
+type uploadError struct {
+	code int
+	msg  string
+}
+
+func (e *uploadError) Error() string {
+	return fmt.Sprintf("binary build refused (%d %s): %s", e.code, http.StatusText(e.code), e.msg)
+}

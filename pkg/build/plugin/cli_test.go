@@ -1,0 +1,113 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+)
+
+func TestBuildName(t *testing.T) {
+	for arg, want := range map[string]string{"app-1": "app-1", "build/app-1": "app-1", "builds/app-1": "app-1", "build.build.openshift.io/app-1": "app-1", "pod/app-1": ""} {
+		got, err := buildName(arg)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("buildName(%q) = %q, %v; want %q", arg, got, err, want)
+		}
+	}
+}
+
+func TestEndResult(t *testing.T) {
+	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Name: "app-3"}}
+	b.Status.Phase = buildv1.BuildPhaseComplete
+	if err := endResult(b); err != nil {
+		t.Errorf("Complete: %v", err)
+	}
+	b.Status.Phase, b.Status.Reason, b.Status.Message = buildv1.BuildPhaseFailed, buildv1.StatusReasonPlatformBuildFailed, "linux/arm64 failed"
+	if err := endResult(b); err == nil || err.Error() != "build app-3 failed (PlatformBuildFailed): linux/arm64 failed" {
+		t.Errorf("Failed: %v", err)
+	}
+}
+
+func TestPodsOfPlatformAndTable(t *testing.T) {
+	pods := []buildPod{
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-linux-arm64-build"}, Spec: corev1.PodSpec{NodeName: "node-arm64-1"}}, platform: "linux/arm64"},
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-manifest-list"}}, platform: manifestListLabel},
+	}
+	if got, err := podsOfPlatform(pods, "linux/arm64/v8"); err != nil || got[0].platform != "linux/arm64" {
+		t.Errorf("linux/arm64/v8: %v, %v", got, err)
+	}
+	if _, err := podsOfPlatform(pods, "linux/s390x"); err == nil || !strings.Contains(err.Error(), "linux/arm64 manifest-list") {
+		t.Errorf("linux/s390x: %v", err)
+	}
+	b := &buildv1.Build{}
+	b.Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/arm64", Phase: buildv1.BuildPhaseComplete, PodName: "a-linux-arm64-build",
+		Output: &buildv1.BuildStatusPlatformOutput{ImageDigest: "sha256:abc"}}}
+	table := platformTable(b, pods, true)
+	if !strings.Contains(table, "linux/arm64  Complete  -       node-arm64-1  sha256:abc") || strings.Contains(table, "EMULATED") {
+		t.Errorf("table:\n%s", table)
+	}
+}
+
+func TestTableShowsEmulation(t *testing.T) {
+	pods := []buildPod{
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-linux-amd64-build"}, Spec: corev1.PodSpec{NodeName: "node-amd64-1"}}, platform: "linux/amd64"},
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-linux-arm-v7-build"}, Spec: corev1.PodSpec{NodeName: "node-amd64-2"}}, platform: "linux/arm/v7"},
+	}
+	b := &buildv1.Build{}
+	b.Status.Platforms = []buildv1.BuildStatusPlatform{
+		{Platform: "linux/amd64", Phase: buildv1.BuildPhaseRunning, PodName: "a-linux-amd64-build"},
+		{Platform: "linux/arm/v7", Phase: buildv1.BuildPhaseRunning, PodName: "a-linux-arm-v7-build", EmulatedOn: "amd64"},
+	}
+	for _, details := range []bool{true, false} {
+		lines := strings.Split(platformTable(b, pods, details), "\n")
+		if !strings.Contains(lines[0], "NODE          EMULATED ON") ||
+			!strings.Contains(lines[1], "node-amd64-1  -") || !strings.Contains(lines[2], "node-amd64-2  amd64") {
+			t.Errorf("details %v: table:\n%s", details, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+func TestPruneCacheResolution(t *testing.T) {
+	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Name: "app"}}
+	check := func(what, override, wantRepo string, wantDefaulted bool, wantErr string) {
+		t.Helper()
+		repo, defaulted, err := cacheRepositoryOf(bc, override)
+		switch {
+		case wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), wantErr) {
+				t.Errorf("%s: %q, %v; want an error with %q", what, repo, err, wantErr)
+			}
+		case err != nil || repo != wantRepo || defaulted != wantDefaulted:
+			t.Errorf("%s: %q (defaulted %v), %v; want %q (defaulted %v)", what, repo, defaulted, err, wantRepo, wantDefaulted)
+		}
+	}
+	check("not a Docker build", "", "", false, "is not a Docker build")
+	check("--repository", "registry.example.com/team/c", "registry.example.com/team/c", false, "")
+	bc.Spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{}
+	check("the controller's default, no output", "", "", false, "no output")
+	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}
+	check("the controller's default", "", "registry.example.com/team/app-cache", true, "")
+	bc.Spec.Strategy.DockerStrategy.LayerCache = &buildv1.LayerCache{Repository: "registry.example.com/team/c"}
+	check("the controller's default mode, own repository", "", "registry.example.com/team/c", true, "")
+	bc.Spec.Strategy.DockerStrategy.LayerCache.Mode = buildv1.LayerCacheDisabled
+	check("Disabled", "", "", false, "has its layer cache off (spec.strategy.dockerStrategy.layerCache.mode is Disabled)")
+	check("Disabled, --repository", "registry.example.com/team/d", "registry.example.com/team/d", false, "")
+	bc.Spec.Strategy.DockerStrategy.LayerCache.Mode = buildv1.LayerCacheRegistry
+	check("own repository", "", "registry.example.com/team/c", false, "")
+	bc.Spec.Strategy.DockerStrategy.LayerCache.Repository = ""
+	check("from the output", "", "registry.example.com/team/app-cache", false, "")
+	bc.Spec.Output.To = nil
+	check("no output", "", "", false, "no output")
+	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/team/app:v1"}
+
+	bc.Spec.Platforms = []string{"linux/amd64", "linux/arm64/v8"}
+	builds := []buildv1.Build{{ObjectMeta: metav1.ObjectMeta{Name: "app-2"}}, {ObjectMeta: metav1.ObjectMeta{Name: "app-1"}}}
+	builds[0].Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/s390x"}, {Platform: "linux/arm64"}}
+	builds[1].Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/ppc64le"}, {Platform: "not a platform"}}
+	if got := strings.Join(platformsOf(bc, builds), ","); got != "linux/amd64,linux/arm64/v8,linux/ppc64le,linux/s390x" {
+		t.Errorf("platforms: %s", got)
+	}
+}
