@@ -119,13 +119,6 @@ func selectsControlPlane(pod *corev1.Pod) bool {
 	return false
 }
 
-// wouldAddPreferences reports whether placing the pod would add a
-// preferred term: some config applying to it weighs an architecture, and
-// the pod states no architecture preference of its own.
-func wouldAddPreferences(pod *corev1.Pod, pol policy) bool {
-	return len(pol.weights) > 0 && !hasArchPreference(pod)
-}
-
 // admissionLabels are the labels the webhook writes on a pod it admits
 // while placement is on (nil otherwise): scheduling-gate gated or not-set,
 // node-affinity not-set, and preferred-node-affinity not-set when a config
@@ -148,10 +141,4 @@ func admissionLabels(in admissionInput, gated bool) map[string]string {
 		l[PreferredNodeAffinityLabel] = LabelValueNotSet
 	}
 	return l
-}
-
-// gate adds the scheduling gate and the gated label to pod.
-func gate(pod *corev1.Pod) {
-	addGate(pod)
-	setLabel(pod, SchedulingGateLabel, SchedulingGateLabelGated)
 }

@@ -37,3 +37,9 @@ func setLabel(pod *corev1.Pod, key, value string) {
 	}
 	pod.Labels[key] = value
 }
+
+// gate adds the scheduling gate and the gated label to pod.
+func gate(pod *corev1.Pod) {
+	addGate(pod)
+	setLabel(pod, SchedulingGateLabel, SchedulingGateLabelGated)
+}

@@ -2,7 +2,6 @@ package placement
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -14,27 +13,6 @@ import (
 // Metrics are created per component and registered with the registerer
 // the caller passes (in build-controller, controller-runtime's registry,
 // served on its metrics endpoint), never from package state.
-
-// webhookMetrics are the gate webhook's.
-type webhookMetrics struct {
-	pods    *prometheus.CounterVec
-	latency prometheus.Histogram
-}
-
-func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
-	m := &webhookMetrics{
-		pods: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "archway_placement_webhook_pods_total",
-			Help: "Pods the gate webhook admitted, by result (gated, skipped) and the reason for skipping.",
-		}, []string{"result", "reason"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "archway_placement_webhook_duration_seconds",
-			Help:    "Time the gate webhook spent deciding on a pod.",
-			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1},
-		}),
-	}
-	return m, register(reg, m.pods, m.latency)
-}
 
 // controllerMetrics are the pod placement controller's.
 type controllerMetrics struct {
@@ -84,14 +62,6 @@ func (m *controllerMetrics) cacheLookup(cache string, hit bool) {
 		result = "hit"
 	}
 	m.cache.WithLabelValues(cache, result).Inc()
-}
-
-func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	var errs []error
-	for _, c := range cs {
-		errs = append(errs, reg.Register(c))
-	}
-	return errors.Join(errs...)
 }
 
 // instrumentedRegistry decorates a Registry with the registry request

@@ -98,3 +98,10 @@ func selects(selector *metav1.LabelSelector, podLabels map[string]string) bool {
 	s, err := metav1.LabelSelectorAsSelector(selector)
 	return err == nil && s.Matches(labels.Set(podLabels))
 }
+
+// wouldAddPreferences reports whether placing the pod would add a
+// preferred term: some config applying to it weighs an architecture, and
+// the pod states no architecture preference of its own.
+func wouldAddPreferences(pod *corev1.Pod, pol policy) bool {
+	return len(pol.weights) > 0 && !hasArchPreference(pod)
+}

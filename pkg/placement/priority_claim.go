@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -200,4 +201,14 @@ func (p priorityClaims) judge(ctx context.Context, claim *coordinationv1.Lease, 
 		}
 	}
 	return judgeClaim(claim, c.UID, c.Spec.Priority, holder, false, p.now(), p.grace), nil
+}
+
+// claimPriority is the priority a claim Lease stands for.
+func claimPriority(l *coordinationv1.Lease) (int32, bool) {
+	s, ok := strings.CutPrefix(l.Name, priorityClaimPrefix)
+	if !ok {
+		return 0, false
+	}
+	p, err := strconv.ParseInt(s, 10, 32)
+	return int32(p), err == nil && p >= 0 && p <= 255 && itoa(int32(p)) == s
 }
