@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 )
 
 func TestRetryPolicy(t *testing.T) {
@@ -50,13 +48,5 @@ func TestRetryTracker(t *testing.T) {
 	tr.forget(pod)
 	if tr.len() != 0 {
 		t.Error("forget must drop the pod")
-	}
-}
-
-func TestVerbosity(t *testing.T) {
-	for level, want := range map[string]int{"": 0, "Normal": 0, "Debug": 1, "Trace": 2, "TraceAll": 3} {
-		if got := verbosity(multiarchv1beta1.LogVerbosityLevel(level)); got != want {
-			t.Errorf("verbosity(%q) = %d, want %d", level, got, want)
-		}
 	}
 }

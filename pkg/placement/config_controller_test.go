@@ -65,3 +65,11 @@ func TestSetConfigConditions(t *testing.T) {
 		})
 	}
 }
+
+func TestVerbosity(t *testing.T) {
+	for level, want := range map[string]int{"": 0, "Normal": 0, "Debug": 1, "Trace": 2, "TraceAll": 3} {
+		if got := verbosity(multiarchv1beta1.LogVerbosityLevel(level)); got != want {
+			t.Errorf("verbosity(%q) = %d, want %d", level, got, want)
+		}
+	}
+}
