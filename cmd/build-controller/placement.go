@@ -14,6 +14,9 @@ import (
 
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/pkg/placement/config"
+	"github.com/archway-build/archway/pkg/placement/podcontroller"
+	"github.com/archway-build/archway/pkg/placement/webhook"
 )
 
 // logLevel is the process's zap level, adjustable at run time without
@@ -53,14 +56,15 @@ func (l *logLevel) setVerbosity(v int) {
 	l.level.SetLevel(min(l.base, zapcore.Level(-int8(v))))
 }
 
-// setupPlacementWebhook serves the scheduling-gate webhook (pkg/placement)
-// on every replica.
+// setupPlacementWebhook serves the scheduling-gate webhook
+// (pkg/placement/webhook) on every replica.
 func setupPlacementWebhook(mgr ctrl.Manager, opts *options) error {
-	return placement.SetupWebhook(mgr, placementOptions(&opts.config.Placement), metrics.Registry)
+	return webhook.Setup(mgr, placementOptions(&opts.config.Placement), metrics.Registry)
 }
 
-// setupPodPlacement runs the pod placement and config controllers
-// (pkg/placement) on the leader. A leader stopped while the
+// setupPodPlacement runs the pod placement controller
+// (pkg/placement/podcontroller) and the config controller
+// (pkg/placement/config) on the leader. A leader stopped while the
 // ClusterPodPlacementConfig lives hands the gated pods over: after the
 // manager has stopped, the process waits for another replica to lead, long
 // enough for a standby's next leader election retry.
@@ -69,7 +73,11 @@ func setupPodPlacement(mgr ctrl.Manager, opts *options) error {
 	o.SetLogVerbosity = opts.logLevel.setVerbosity
 	o.HandoverTimeout = opts.leaderElection.handoverTimeout()
 	o.HeartbeatTTL = opts.leaderElection.heartbeatTTL()
-	c, err := placement.SetupController(mgr, o, metrics.Registry)
+	pods, err := podcontroller.Setup(mgr, o, metrics.Registry)
+	if err != nil {
+		return err
+	}
+	c, err := config.Setup(mgr, o, pods)
 	if err != nil {
 		return err
 	}

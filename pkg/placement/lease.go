@@ -11,11 +11,11 @@ import (
 // fresh: a gate nobody will remove is never added.
 const HeartbeatLeaseName = "archway-pod-placement"
 
-// controllerAlive reports whether the heartbeat lease says a placement
+// ControllerAlive reports whether the heartbeat lease says a placement
 // controller is running at now: it has a holder, and its last renewal is
 // younger than its duration. A lease the controller released on its way
 // out has no holder.
-func controllerAlive(lease *coordinationv1.Lease, now time.Time) bool {
+func ControllerAlive(lease *coordinationv1.Lease, now time.Time) bool {
 	if lease == nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" ||
 		lease.Spec.RenewTime == nil || lease.Spec.LeaseDurationSeconds == nil {
 		return false

@@ -31,7 +31,7 @@ func TestControllerAlive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := controllerAlive(tt.lease, now); got != tt.want {
+			if got := ControllerAlive(tt.lease, now); got != tt.want {
 				t.Errorf("controllerAlive = %v, want %v", got, tt.want)
 			}
 		})

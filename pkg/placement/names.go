@@ -92,14 +92,14 @@ const (
 	PreferredAffinitySourcesAnnotation = "multiarch.openshift.io/preferred-affinity-sources"
 
 	// ImageInspectionErrorAnnotation is the last inspection error of a pod
-	// labelled ImageInspectionErrorLabel, cut to maxInspectionErrorAnnotation
+	// labelled ImageInspectionErrorLabel, cut to MaxInspectionErrorAnnotation
 	// characters.
 	ImageInspectionErrorAnnotation = "multiarch.openshift.io/image-inspect-error"
 )
 
-// maxInspectionErrorAnnotation bounds the error annotation, as the
+// MaxInspectionErrorAnnotation bounds the error annotation, as the
 // multiarch tuning operator does.
-const maxInspectionErrorAnnotation = 256
+const MaxInspectionErrorAnnotation = 256
 
 // Event reasons, one event per outcome per pod.
 const (

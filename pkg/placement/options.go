@@ -147,8 +147,8 @@ func DefaultOptions() Options {
 	}
 }
 
-// withDefaults fills zero fields from DefaultOptions.
-func (o Options) withDefaults() Options {
+// WithDefaults fills zero fields from DefaultOptions.
+func (o Options) WithDefaults() Options {
 	d := DefaultOptions()
 	if o.WebhookConfigurationName == "" {
 		o.WebhookConfigurationName = d.WebhookConfigurationName

@@ -27,7 +27,7 @@ import (
 // A claim goes stale when its holder is gone (deleted, or its create
 // never landed) or has moved to another priority. Because an admitted
 // request lands in storage a moment after the webhook answers, a claim
-// renewed within priorityClaimGrace is never judged stale from the
+// renewed within PriorityClaimGrace is never judged stale from the
 // holder's stored state: its holder may be on its way. The deletion of a
 // holder is definitive, so the controller deletes a deleted config's
 // claims at once and other claims once they are stale.
@@ -38,21 +38,21 @@ const (
 	priorityClaimPrefix = "archway-ppc-priority-"
 	// PriorityClaimLabel marks claim Leases; its value is the priority.
 	PriorityClaimLabel = "placement.archway.dev/podplacementconfig-priority"
-	// priorityClaimUIDAnnotation is the UID of the holding config (its
+	// PriorityClaimUIDAnnotation is the UID of the holding config (its
 	// name is the Lease's holderIdentity).
-	priorityClaimUIDAnnotation = "placement.archway.dev/holder-uid"
-	// priorityClaimGrace is how long after its last renewal a claim holds
+	PriorityClaimUIDAnnotation = "placement.archway.dev/holder-uid"
+	// PriorityClaimGrace is how long after its last renewal a claim holds
 	// whatever its holder's stored state: longer than an admitted request
 	// takes to be stored (the apiserver's request timeout is 60 s).
-	priorityClaimGrace = time.Minute
+	PriorityClaimGrace = time.Minute
 )
 
-// priorityClaimName names the claim of priority p.
-func priorityClaimName(p int32) string {
-	return priorityClaimPrefix + itoa(p)
+// PriorityClaimName names the claim of priority p.
+func PriorityClaimName(p int32) string {
+	return priorityClaimPrefix + Itoa(p)
 }
 
-func itoa(p int32) string { return strconv.Itoa(int(p)) }
+func Itoa(p int32) string { return strconv.Itoa(int(p)) }
 
 // claimVerdict is what a claim means for a config that wants its priority.
 type claimVerdict int
@@ -60,37 +60,37 @@ type claimVerdict int
 const (
 	// claimOurs: the config already holds it.
 	claimOurs claimVerdict = iota
-	// claimHeld: another config holds it, or may be about to.
-	claimHeld
-	// claimStale: nobody holds it any more; it may be taken over.
-	claimStale
+	// ClaimHeld: another config holds it, or may be about to.
+	ClaimHeld
+	// ClaimStale: nobody holds it any more; it may be taken over.
+	ClaimStale
 )
 
-// judgeClaim decides what claim means for the config uid wanting
+// JudgeClaim decides what claim means for the config uid wanting
 // priority. holder is the stored config the claim names (nil when none of
 // that name exists); deleted says the holder's deletion was observed.
-func judgeClaim(claim *coordinationv1.Lease, uid types.UID, priority int32, holder *multiarchv1beta1.PodPlacementConfig, deleted bool, now time.Time, grace time.Duration) claimVerdict {
-	holderUID := types.UID(claim.Annotations[priorityClaimUIDAnnotation])
+func JudgeClaim(claim *coordinationv1.Lease, uid types.UID, priority int32, holder *multiarchv1beta1.PodPlacementConfig, deleted bool, now time.Time, grace time.Duration) claimVerdict {
+	holderUID := types.UID(claim.Annotations[PriorityClaimUIDAnnotation])
 	switch {
 	case holderUID == uid && uid != "":
 		return claimOurs
 	case deleted:
-		return claimStale
+		return ClaimStale
 	case holder != nil && holder.UID != holderUID:
 		// The name belongs to another config: the holder's create can no
 		// longer land.
-		return claimStale
+		return ClaimStale
 	case claim.Spec.RenewTime != nil && now.Sub(claim.Spec.RenewTime.Time) < grace:
-		return claimHeld
+		return ClaimHeld
 	case holder == nil || holder.DeletionTimestamp != nil || holder.Spec.Priority != priority:
-		return claimStale
+		return ClaimStale
 	}
-	return claimHeld
+	return ClaimHeld
 }
 
 // newClaim is the claim of c's priority held by c.
 func newClaim(c *multiarchv1beta1.PodPlacementConfig, now time.Time) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: priorityClaimName(c.Spec.Priority)}}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: PriorityClaimName(c.Spec.Priority)}}
 	holdClaim(l, c, now)
 	return l
 }
@@ -105,23 +105,23 @@ func holdClaim(l *coordinationv1.Lease, c *multiarchv1beta1.PodPlacementConfig, 
 		l.Annotations = map[string]string{}
 	}
 	t := metav1.NewMicroTime(now)
-	if l.Spec.AcquireTime == nil || types.UID(l.Annotations[priorityClaimUIDAnnotation]) != c.UID {
+	if l.Spec.AcquireTime == nil || types.UID(l.Annotations[PriorityClaimUIDAnnotation]) != c.UID {
 		l.Spec.AcquireTime = &t
 	}
-	l.Annotations[priorityClaimUIDAnnotation] = string(c.UID)
+	l.Annotations[PriorityClaimUIDAnnotation] = string(c.UID)
 	name := c.Name
 	l.Spec.HolderIdentity = &name
 	l.Spec.RenewTime = &t
 }
 
-// priorityHeldError says which config holds the priority.
-type priorityHeldError struct {
+// PriorityHeldError says which config holds the priority.
+type PriorityHeldError struct {
 	namespace string
 	holder    string
 	priority  int32
 }
 
-func (e *priorityHeldError) Error() string {
+func (e *PriorityHeldError) Error() string {
 	return fmt.Sprintf("spec.priority: %s in namespace %s already has priority %d; priorities are unique within a namespace",
 		e.holder, e.namespace, e.priority)
 }
@@ -131,34 +131,34 @@ func errPriorityHeld(c *multiarchv1beta1.PodPlacementConfig, claim *coordination
 	if claim.Spec.HolderIdentity != nil {
 		holder = "PodPlacementConfig " + *claim.Spec.HolderIdentity
 	}
-	return &priorityHeldError{namespace: c.Namespace, holder: holder, priority: c.Spec.Priority}
+	return &PriorityHeldError{namespace: c.Namespace, holder: holder, priority: c.Spec.Priority}
 }
 
-// priorityClaims takes and reads claims through the apiserver, never a
+// PriorityClaims takes and reads claims through the apiserver, never a
 // cache: a claim is only as good as the read it was judged on.
-type priorityClaims struct {
-	client client.Client // uncached reads and writes
-	grace  time.Duration
-	now    func() time.Time
+type PriorityClaims struct {
+	Client client.Client // uncached reads and writes
+	Grace  time.Duration
+	Now    func() time.Time
 }
 
 // claimTries bounds the create/update races one claim may lose before the
 // request is refused (each lost race means another writer moved on).
 const claimTries = 5
 
-// claim makes c hold the claim of its priority, or says who holds it.
+// Claim makes c hold the claim of its priority, or says who holds it.
 // With dryRun it only judges, writing nothing.
-func (p priorityClaims) claim(ctx context.Context, c *multiarchv1beta1.PodPlacementConfig, dryRun bool) error {
-	key := types.NamespacedName{Namespace: c.Namespace, Name: priorityClaimName(c.Spec.Priority)}
+func (p PriorityClaims) Claim(ctx context.Context, c *multiarchv1beta1.PodPlacementConfig, dryRun bool) error {
+	key := types.NamespacedName{Namespace: c.Namespace, Name: PriorityClaimName(c.Spec.Priority)}
 	for range claimTries {
 		existing := &coordinationv1.Lease{}
-		err := p.client.Get(ctx, key, existing)
+		err := p.Client.Get(ctx, key, existing)
 		switch {
 		case apierrors.IsNotFound(err):
 			if dryRun {
 				return nil
 			}
-			err := p.client.Create(ctx, newClaim(c, p.now()))
+			err := p.Client.Create(ctx, newClaim(c, p.Now()))
 			if apierrors.IsAlreadyExists(err) {
 				continue // someone claimed it first: judge their claim
 			}
@@ -170,7 +170,7 @@ func (p priorityClaims) claim(ctx context.Context, c *multiarchv1beta1.PodPlacem
 		if err != nil {
 			return err
 		}
-		if verdict == claimHeld {
+		if verdict == ClaimHeld {
 			return errPriorityHeld(c, existing)
 		}
 		if dryRun {
@@ -178,8 +178,8 @@ func (p priorityClaims) claim(ctx context.Context, c *multiarchv1beta1.PodPlacem
 		}
 		// Renew our own claim, or take over a stale one, with the
 		// resourceVersion judged: a conflict means someone else wrote it.
-		holdClaim(existing, c, p.now())
-		err = p.client.Update(ctx, existing)
+		holdClaim(existing, c, p.Now())
+		err = p.Client.Update(ctx, existing)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			continue
 		}
@@ -189,26 +189,26 @@ func (p priorityClaims) claim(ctx context.Context, c *multiarchv1beta1.PodPlacem
 }
 
 // judge reads the claim's holder and judges the claim for c.
-func (p priorityClaims) judge(ctx context.Context, claim *coordinationv1.Lease, c *multiarchv1beta1.PodPlacementConfig) (claimVerdict, error) {
+func (p PriorityClaims) judge(ctx context.Context, claim *coordinationv1.Lease, c *multiarchv1beta1.PodPlacementConfig) (claimVerdict, error) {
 	var holder *multiarchv1beta1.PodPlacementConfig
-	if claim.Spec.HolderIdentity != nil && types.UID(claim.Annotations[priorityClaimUIDAnnotation]) != c.UID {
+	if claim.Spec.HolderIdentity != nil && types.UID(claim.Annotations[PriorityClaimUIDAnnotation]) != c.UID {
 		h := &multiarchv1beta1.PodPlacementConfig{}
-		switch err := p.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: *claim.Spec.HolderIdentity}, h); {
+		switch err := p.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: *claim.Spec.HolderIdentity}, h); {
 		case err == nil:
 			holder = h
 		case !apierrors.IsNotFound(err):
-			return claimHeld, err
+			return ClaimHeld, err
 		}
 	}
-	return judgeClaim(claim, c.UID, c.Spec.Priority, holder, false, p.now(), p.grace), nil
+	return JudgeClaim(claim, c.UID, c.Spec.Priority, holder, false, p.Now(), p.Grace), nil
 }
 
-// claimPriority is the priority a claim Lease stands for.
-func claimPriority(l *coordinationv1.Lease) (int32, bool) {
+// ClaimPriority is the priority a claim Lease stands for.
+func ClaimPriority(l *coordinationv1.Lease) (int32, bool) {
 	s, ok := strings.CutPrefix(l.Name, priorityClaimPrefix)
 	if !ok {
 		return 0, false
 	}
 	p, err := strconv.ParseInt(s, 10, 32)
-	return int32(p), err == nil && p >= 0 && p <= 255 && itoa(int32(p)) == s
+	return int32(p), err == nil && p >= 0 && p <= 255 && Itoa(int32(p)) == s
 }

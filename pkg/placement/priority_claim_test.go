@@ -31,20 +31,20 @@ func TestJudgeClaim(t *testing.T) {
 		want    claimVerdict
 	}{
 		{name: "our own claim", claim: claim("u2", time.Hour), self: "u2", want: claimOurs},
-		{name: "held by a stored config of that priority", claim: claim("u1", time.Hour), self: "u2", holder: config("u1", 5), want: claimHeld},
-		{name: "holder not stored yet, claim fresh: its create may be in flight", claim: claim("u1", time.Second), self: "u2", want: claimHeld},
-		{name: "holder moved priority, claim fresh: its update may be undone", claim: claim("u1", time.Second), self: "u2", holder: config("u1", 6), want: claimHeld},
-		{name: "holder never stored, grace over", claim: claim("u1", 2*time.Minute), self: "u2", want: claimStale},
-		{name: "holder moved priority, grace over", claim: claim("u1", 2*time.Minute), self: "u2", holder: config("u1", 6), want: claimStale},
-		{name: "holder being deleted, grace over", claim: claim("u1", 2*time.Minute), self: "u2", holder: deleting, want: claimStale},
-		{name: "holder's deletion observed: stale at once", claim: claim("u1", time.Second), self: "u2", deleted: true, want: claimStale},
-		{name: "the name belongs to another config now: stale at once", claim: claim("u1", time.Second), self: "u2", holder: config("u3", 5), want: claimStale},
-		{name: "the controller judging (no self) a held claim", claim: claim("u1", time.Hour), holder: config("u1", 5), want: claimHeld},
-		{name: "a claim with no holder UID is never ours", claim: claim("", time.Hour), self: "", holder: config("u1", 5), want: claimStale},
+		{name: "held by a stored config of that priority", claim: claim("u1", time.Hour), self: "u2", holder: config("u1", 5), want: ClaimHeld},
+		{name: "holder not stored yet, claim fresh: its create may be in flight", claim: claim("u1", time.Second), self: "u2", want: ClaimHeld},
+		{name: "holder moved priority, claim fresh: its update may be undone", claim: claim("u1", time.Second), self: "u2", holder: config("u1", 6), want: ClaimHeld},
+		{name: "holder never stored, grace over", claim: claim("u1", 2*time.Minute), self: "u2", want: ClaimStale},
+		{name: "holder moved priority, grace over", claim: claim("u1", 2*time.Minute), self: "u2", holder: config("u1", 6), want: ClaimStale},
+		{name: "holder being deleted, grace over", claim: claim("u1", 2*time.Minute), self: "u2", holder: deleting, want: ClaimStale},
+		{name: "holder's deletion observed: stale at once", claim: claim("u1", time.Second), self: "u2", deleted: true, want: ClaimStale},
+		{name: "the name belongs to another config now: stale at once", claim: claim("u1", time.Second), self: "u2", holder: config("u3", 5), want: ClaimStale},
+		{name: "the controller judging (no self) a held claim", claim: claim("u1", time.Hour), holder: config("u1", 5), want: ClaimHeld},
+		{name: "a claim with no holder UID is never ours", claim: claim("", time.Hour), self: "", holder: config("u1", 5), want: ClaimStale},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := judgeClaim(tt.claim, tt.self, 5, tt.holder, tt.deleted, now, time.Minute); got != tt.want {
+			if got := JudgeClaim(tt.claim, tt.self, 5, tt.holder, tt.deleted, now, time.Minute); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
@@ -53,12 +53,12 @@ func TestJudgeClaim(t *testing.T) {
 
 func TestClaimPriority(t *testing.T) {
 	for name, want := range map[string]int32{"archway-ppc-priority-0": 0, "archway-ppc-priority-255": 255} {
-		if got, ok := claimPriority(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}); !ok || got != want {
+		if got, ok := ClaimPriority(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}); !ok || got != want {
 			t.Errorf("%s: %d %v", name, got, ok)
 		}
 	}
 	for _, name := range []string{"archway-ppc-priority-256", "archway-ppc-priority-05", "archway-ppc-priority-x", "other-5"} {
-		if _, ok := claimPriority(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}); ok {
+		if _, ok := ClaimPriority(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}); ok {
 			t.Errorf("%s: read as a claim", name)
 		}
 	}

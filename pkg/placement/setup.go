@@ -15,8 +15,8 @@ import (
 )
 
 // The permissions of the two components, each with the reason for every
-// rule, are written by hand in manifests/placement/rbac (one package holds
-// both, and controller-gen makes one role per package); the install test
+// rule, are written by hand in manifests/placement/rbac (both share this
+// package, and controller-gen makes one role per package); the install test
 // on the bed runs each component under its own role. The controller's
 // registry configuration reads ConfigMaps of archway's namespace only
 // (a Role) and OpenShift's mirror sets.
@@ -34,22 +34,22 @@ func ConfigureControllerCache(o *cache.Options) {
 	}
 }
 
-// gatedSelector selects the pods the webhook gated and the controller has
+// GatedSelector selects the pods the webhook gated and the controller has
 // not released yet: what the webhook's event informer watches.
-func gatedSelector() labels.Selector {
+func GatedSelector() labels.Selector {
 	return labels.SelectorFromSet(labels.Set{SchedulingGateLabel: SchedulingGateLabelGated})
 }
 
-// unboundSelector selects the pods no node has been chosen for: every pod
+// UnboundSelector selects the pods no node has been chosen for: every pod
 // carrying the gate is among them, whoever added the gate (the webhook, a
 // template or backup that kept it, an earlier placement controller), so
 // none is missed; a cluster's running pods cost the controller nothing.
-func unboundSelector() fields.Selector {
+func UnboundSelector() fields.Selector {
 	return fields.OneTermEqualSelector("spec.nodeName", "")
 }
 
-// heartbeatKey is the heartbeat lease of opts.
-func heartbeatKey(opts Options) types.NamespacedName {
+// HeartbeatKey is the heartbeat lease of opts.
+func HeartbeatKey(opts Options) types.NamespacedName {
 	ns := opts.Namespace
 	if ns == "" {
 		ns = metav1.NamespaceDefault
@@ -57,32 +57,32 @@ func heartbeatKey(opts Options) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: HeartbeatLeaseName}
 }
 
-// onEveryReplica runs a cache on every replica, leader or not: the
+// OnEveryReplica runs a cache on every replica, leader or not: the
 // webhook, served by all of them, reads it. The manager decides where a
 // runnable runs by its NeedLeaderElection, and only controller-runtime's
 // plain informer cache says false: a cache narrowed to namespaces or with
 // options per object would otherwise start only on the leader, and a
 // standby replica's webhook would never be ready.
-type onEveryReplica struct{ cache.Cache }
+type OnEveryReplica struct{ cache.Cache }
 
 // NeedLeaderElection: no, the webhook needs it everywhere.
-func (onEveryReplica) NeedLeaderElection() bool { return false }
+func (OnEveryReplica) NeedLeaderElection() bool { return false }
 
-// onLeaderOnly runs a cache on the elected leader only: only the leader's
+// OnLeaderOnly runs a cache on the elected leader only: only the leader's
 // controllers read it, so a standby spends no memory on pods it does not
 // place, and the new leader fills it when it takes over.
-type onLeaderOnly struct{ cache.Cache }
+type OnLeaderOnly struct{ cache.Cache }
 
 // NeedLeaderElection: yes, only the leader's controllers read it.
-func (onLeaderOnly) NeedLeaderElection() bool { return true }
+func (OnLeaderOnly) NeedLeaderElection() bool { return true }
 
 var (
-	_ manager.LeaderElectionRunnable = onEveryReplica{}
-	_ manager.LeaderElectionRunnable = onLeaderOnly{}
+	_ manager.LeaderElectionRunnable = OnEveryReplica{}
+	_ manager.LeaderElectionRunnable = OnLeaderOnly{}
 )
 
-// register registers each collector with reg.
-func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+// Register registers each collector with reg.
+func Register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	var errs []error
 	for _, c := range cs {
 		errs = append(errs, reg.Register(c))

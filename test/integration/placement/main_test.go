@@ -27,6 +27,9 @@ import (
 
 	"github.com/archway-build/archway/pkg/eventrecorder"
 	"github.com/archway-build/archway/pkg/placement"
+	placementconfig "github.com/archway-build/archway/pkg/placement/config"
+	"github.com/archway-build/archway/pkg/placement/podcontroller"
+	placementwebhook "github.com/archway-build/archway/pkg/placement/webhook"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -180,7 +183,7 @@ func startWebhook(ctx context.Context) (stop func(), err error) {
 		"manifests/placement/mutating_webhook_configuration.yaml",
 		"manifests/placement/validating_webhook_configuration.yaml",
 	}, func(mgr ctrl.Manager) error {
-		return placement.SetupWebhook(mgr, suiteOptions(), prometheus.NewRegistry())
+		return placementwebhook.Setup(mgr, suiteOptions(), prometheus.NewRegistry())
 	})
 	if err != nil {
 		return nil, err
@@ -198,7 +201,7 @@ func registerWebhook() error {
 // controllerRun is a running manager with the placement controllers.
 type controllerRun struct {
 	mgr        ctrl.Manager
-	controller *placement.Controller
+	controller *placementconfig.Controller
 	events     *eventrecorder.Provider
 	registry   *prometheus.Registry
 	cancel     context.CancelFunc
@@ -240,7 +243,12 @@ func startController(opts placement.Options) (*controllerRun, error) {
 		return nil, err
 	}
 	r := &controllerRun{mgr: mgr, registry: prometheus.NewRegistry(), done: make(chan error, 1), events: events}
-	if r.controller, err = placement.SetupController(eventsManager{Manager: mgr, events: events}, opts, r.registry); err != nil {
+	withEvents := eventsManager{Manager: mgr, events: events}
+	pods, err := podcontroller.Setup(withEvents, opts, r.registry)
+	if err != nil {
+		return nil, err
+	}
+	if r.controller, err = placementconfig.Setup(withEvents, opts, pods); err != nil {
 		return nil, err
 	}
 	var ctx context.Context

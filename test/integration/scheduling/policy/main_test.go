@@ -24,6 +24,7 @@ import (
 
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 	"github.com/archway-build/archway/pkg/placement"
+	placementwebhook "github.com/archway-build/archway/pkg/placement/webhook"
 	"github.com/archway-build/archway/pkg/scheduling/policy"
 	"github.com/archway-build/archway/test/bed"
 )
@@ -110,7 +111,7 @@ func startWebhook(ctx context.Context) (stop func(), err error) {
 		if _, err := policy.SetupWebhook(mgr, policy.Options{StatusFlushInterval: flushInterval}, metricsRegistry); err != nil {
 			return err
 		}
-		return placement.SetupWebhook(mgr, placementOptions(), prometheus.NewRegistry())
+		return placementwebhook.Setup(mgr, placementOptions(), prometheus.NewRegistry())
 	})
 	if err != nil {
 		return nil, err

@@ -21,6 +21,8 @@ import (
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	placementconfig "github.com/archway-build/archway/pkg/placement/config"
+	"github.com/archway-build/archway/pkg/placement/podcontroller"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -133,7 +135,11 @@ func startPlacementController(t *testing.T) {
 	// short wait for one.
 	opts := placementOptions()
 	opts.HandoverTimeout = time.Second
-	controller, err := placement.SetupController(mgr, opts, prometheus.NewRegistry())
+	pods, err := podcontroller.Setup(mgr, opts, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	controller, err := placementconfig.Setup(mgr, opts, pods)
 	if err != nil {
 		t.Fatal(err)
 	}

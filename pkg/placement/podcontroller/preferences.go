@@ -1,0 +1,107 @@
+package podcontroller
+
+import (
+	"cmp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+)
+
+// policy is what the configs ask of one pod: preferred architecture
+// weights and the fallback architecture.
+type policy struct {
+	// Weights are the winning weight of each architecture, in order.
+	Weights []preference
+	// shadowed are the weights a higher-priority config overrode for the
+	// same architecture: recorded on the pod as skipped.
+	shadowed []preference
+	fallback string
+}
+
+// preference is one configured architecture weight and the config it
+// comes from.
+type preference struct {
+	Architecture string
+	Weight       int32
+	// Source names the config as the preferred-affinity-sources annotation
+	// does: ClusterPodPlacementConfig or PodPlacementConfig-<name>.
+	Source string
+}
+
+// Sources of preferences, as the multiarch tuning operator names them.
+const (
+	sourceCluster   = "ClusterPodPlacementConfig"
+	sourcePodPrefix = "PodPlacementConfig-"
+)
+
+// PolicyFor merges the configs that apply to pod. The PodPlacementConfigs
+// of its namespace whose labelSelector matches the pod go first, by
+// descending priority (equal priorities, which validation forbids, by
+// name): each architecture takes its weight from the first config naming
+// it. The cluster config then adds architectures none of them named; it
+// never overrides them. The fallback is the cluster config's.
+func PolicyFor(pod *corev1.Pod, cluster *multiarchv1beta1.ClusterPodPlacementConfigSpec, local []multiarchv1beta1.PodPlacementConfig) policy {
+	matching := make([]*multiarchv1beta1.PodPlacementConfig, 0, len(local))
+	for i := range local {
+		if local[i].DeletionTimestamp == nil && selects(local[i].Spec.LabelSelector, pod.Labels) {
+			matching = append(matching, &local[i])
+		}
+	}
+	slices.SortFunc(matching, func(a, b *multiarchv1beta1.PodPlacementConfig) int {
+		if c := cmp.Compare(b.Spec.Priority, a.Spec.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	var p policy
+	seen := sets.New[string]()
+	add := func(plugins *multiarchv1beta1.Plugins, source string) {
+		for _, w := range scoringTerms(plugins) {
+			pref := preference{Architecture: w.Architecture, Weight: w.Weight, Source: source}
+			if seen.Has(w.Architecture) {
+				p.shadowed = append(p.shadowed, pref)
+				continue
+			}
+			seen.Insert(w.Architecture)
+			p.Weights = append(p.Weights, pref)
+		}
+	}
+	for _, c := range matching {
+		add(c.Spec.Plugins, sourcePodPrefix+c.Name)
+	}
+	if cluster != nil {
+		add(cluster.Plugins, sourceCluster)
+		p.fallback = cluster.FallbackArchitecture
+	}
+	return p
+}
+
+// scoringTerms are the weights of an enabled nodeAffinityScoring plugin.
+func scoringTerms(plugins *multiarchv1beta1.Plugins) []multiarchv1beta1.NodeAffinityScoringPlatformTerm {
+	if plugins == nil || plugins.NodeAffinityScoring == nil || !plugins.NodeAffinityScoring.Enabled {
+		return nil
+	}
+	return plugins.NodeAffinityScoring.Platforms
+}
+
+// selects applies a PodPlacementConfig's selector: unset selects every pod,
+// a selector that does not parse selects none.
+func selects(selector *metav1.LabelSelector, podLabels map[string]string) bool {
+	if selector == nil {
+		return true
+	}
+	s, err := metav1.LabelSelectorAsSelector(selector)
+	return err == nil && s.Matches(labels.Set(podLabels))
+}
+
+// WouldAddPreferences reports whether placing the pod would add a
+// preferred term: some config applying to it weighs an architecture, and
+// the pod states no architecture preference of its own.
+func WouldAddPreferences(pod *corev1.Pod, pol policy) bool {
+	return len(pol.Weights) > 0 && !hasArchPreference(pod)
+}
