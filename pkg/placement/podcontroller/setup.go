@@ -43,76 +43,14 @@ func Setup(mgr ctrl.Manager, opts placement.Options, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, fmt.Errorf("placement controller metrics: %w", err)
 	}
-	placementCache, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			// Unbound pods labelled gated: the pods to place, whatever else
-			// is pending in the cluster. Pods carrying the gate without the
-			// label are labelled by the webhook or the sweeper.
-			&corev1.Pod{}:            {Label: placement.GatedSelector(), Field: placement.UnboundSelector()},
-			&corev1.Secret{}:         {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockerConfigJson))},
-			&corev1.ServiceAccount{}: {},
-			// Completed Builds' outputs only, for images they pushed.
-			&buildv1.Build{}: {Transform: builtOutput},
-		},
-	})
+	placementCache, legacySecrets, err := newCaches(mgr)
 	if err != nil {
 		return nil, err
 	}
-	// Legacy kubernetes.io/dockercfg pull secrets, which kubelets still
-	// honour, in a second cache: a cache has one selector per type.
-	legacySecrets, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockercfg))},
-		},
-	})
+	inspector, err := newInspector(mgr, opts, metrics)
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range []cache.Cache{placementCache, legacySecrets} {
-		if err := mgr.Add(placement.OnLeaderOnly{Cache: c}); err != nil {
-			return nil, err
-		}
-	}
-	for field, index := range map[string]client.IndexerFunc{
-		buildOutputRepositoryIndex: indexBuildOutputRepository,
-		buildOutputDigestIndex:     indexBuildOutputDigest,
-	} {
-		if err := placementCache.IndexField(context.Background(), &buildv1.Build{}, field, index); err != nil {
-			return nil, fmt.Errorf("placement controller: index %s of Builds: %w", field, err)
-		}
-	}
-	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Secret{}, &corev1.ServiceAccount{}, &buildv1.Build{}} {
-		if _, err := placementCache.GetInformer(context.Background(), obj); err != nil {
-			return nil, fmt.Errorf("placement controller: informer for %T: %w", obj, err)
-		}
-	}
-	if _, err := legacySecrets.GetInformer(context.Background(), &corev1.Secret{}); err != nil {
-		return nil, fmt.Errorf("placement controller: informer for dockercfg secrets: %w", err)
-	}
-	if _, err := mgr.GetCache().GetInformer(context.Background(), &multiarchv1beta1.PodPlacementConfig{}); err != nil {
-		return nil, fmt.Errorf("placement controller: informer for PodPlacementConfigs: %w", err)
-	}
-	registryConfig, err := registries.Setup(mgr, registries.WatchOptions{
-		Namespace: placement.HeartbeatKey(opts).Namespace, ConfigMap: opts.RegistriesConfigMap,
-		RegistryCAConfigMap: opts.RegistryCAConfigMap, TrustedCAConfigMap: opts.TrustedCAConfigMap,
-		BaseFile: opts.RegistriesConfPath, InsecureRegistries: opts.InsecureRegistries, Dir: opts.RegistriesDir,
-		Recorder: mgr.GetEventRecorder("pod-placement-controller"),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("placement controller: registry configuration: %w", err)
-	}
-	remote := image.NewRemote(image.RemoteOptions{
-		InsecureRegistries: opts.InsecureRegistries,
-		Registries:         registryConfig,
-		Timeout:            opts.InspectionTimeout,
-	})
-	inspector := image.NewCache(instrumentedRegistry{inner: remote, metrics: metrics}, image.CacheOptions{
-		DigestTTL: opts.DigestCacheTTL, TagTTL: opts.TagCacheTTL, Size: opts.CacheSize, OnLookup: metrics.cacheLookup,
-	})
-	// A new registry configuration can change any answer: forget them all.
-	registryConfig.Subscribe(func(*registries.Settings) { inspector.Purge() })
 	applied := newAppliedCounter()
 	pods := &podReconciler{
 		pods:      placementCache,
@@ -147,4 +85,90 @@ func Setup(mgr ctrl.Manager, opts placement.Options, reg prometheus.Registerer) 
 		return nil, err
 	}
 	return &Shared{Cache: placementCache, Metrics: metrics, Applied: applied}, nil
+}
+
+// newCaches makes the pod controller's caches, run on the leader only:
+// unbound gated pods, docker config secrets, service accounts and
+// completed Builds' outputs in one, legacy dockercfg secrets in another;
+// it starts their informers up front, and the manager's informer of
+// PodPlacementConfigs.
+func newCaches(mgr ctrl.Manager) (placementCache, legacySecrets cache.Cache, err error) {
+	placementCache, err = cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			// Unbound pods labelled gated: the pods to place, whatever else
+			// is pending in the cluster. Pods carrying the gate without the
+			// label are labelled by the webhook or the sweeper.
+			&corev1.Pod{}:            {Label: placement.GatedSelector(), Field: placement.UnboundSelector()},
+			&corev1.Secret{}:         {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockerConfigJson))},
+			&corev1.ServiceAccount{}: {},
+			// Completed Builds' outputs only, for images they pushed.
+			&buildv1.Build{}: {Transform: builtOutput},
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	// Legacy kubernetes.io/dockercfg pull secrets, which kubelets still
+	// honour, in a second cache: a cache has one selector per type.
+	legacySecrets, err = cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeDockercfg))},
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range []cache.Cache{placementCache, legacySecrets} {
+		if err := mgr.Add(placement.OnLeaderOnly{Cache: c}); err != nil {
+			return nil, nil, err
+		}
+	}
+	for field, index := range map[string]client.IndexerFunc{
+		buildOutputRepositoryIndex: indexBuildOutputRepository,
+		buildOutputDigestIndex:     indexBuildOutputDigest,
+	} {
+		if err := placementCache.IndexField(context.Background(), &buildv1.Build{}, field, index); err != nil {
+			return nil, nil, fmt.Errorf("placement controller: index %s of Builds: %w", field, err)
+		}
+	}
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Secret{}, &corev1.ServiceAccount{}, &buildv1.Build{}} {
+		if _, err := placementCache.GetInformer(context.Background(), obj); err != nil {
+			return nil, nil, fmt.Errorf("placement controller: informer for %T: %w", obj, err)
+		}
+	}
+	if _, err := legacySecrets.GetInformer(context.Background(), &corev1.Secret{}); err != nil {
+		return nil, nil, fmt.Errorf("placement controller: informer for dockercfg secrets: %w", err)
+	}
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &multiarchv1beta1.PodPlacementConfig{}); err != nil {
+		return nil, nil, fmt.Errorf("placement controller: informer for PodPlacementConfigs: %w", err)
+	}
+	return placementCache, legacySecrets, nil
+}
+
+// newInspector makes the image inspector: registry calls with the
+// registry configuration placement watches, behind a cache of digests and
+// tags that a new registry configuration empties.
+func newInspector(mgr ctrl.Manager, opts placement.Options, metrics *ControllerMetrics) (*image.Cache, error) {
+	registryConfig, err := registries.Setup(mgr, registries.WatchOptions{
+		Namespace: placement.HeartbeatKey(opts).Namespace, ConfigMap: opts.RegistriesConfigMap,
+		RegistryCAConfigMap: opts.RegistryCAConfigMap, TrustedCAConfigMap: opts.TrustedCAConfigMap,
+		BaseFile: opts.RegistriesConfPath, InsecureRegistries: opts.InsecureRegistries, Dir: opts.RegistriesDir,
+		Recorder: mgr.GetEventRecorder("pod-placement-controller"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("placement controller: registry configuration: %w", err)
+	}
+	remote := image.NewRemote(image.RemoteOptions{
+		InsecureRegistries: opts.InsecureRegistries,
+		Registries:         registryConfig,
+		Timeout:            opts.InspectionTimeout,
+	})
+	inspector := image.NewCache(instrumentedRegistry{inner: remote, metrics: metrics}, image.CacheOptions{
+		DigestTTL: opts.DigestCacheTTL, TagTTL: opts.TagCacheTTL, Size: opts.CacheSize, OnLookup: metrics.cacheLookup,
+	})
+	// A new registry configuration can change any answer: forget them all.
+	registryConfig.Subscribe(func(*registries.Settings) { inspector.Purge() })
+	return inspector, nil
 }
