@@ -73,10 +73,38 @@ func TestProgramsLinkOnlyTheirOwnSide(t *testing.T) {
 	}
 }
 
-// matches reports whether the import path dep is what f forbids.
+// TestDockerfileModelStaysLight checks what the Dockerfile model links:
+// both the builder and build-controller read Dockerfiles with it, so it
+// must bring neither buildah nor a Docker client into the controller.
+func TestDockerfileModelStaysLight(t *testing.T) {
+	const pkg = "pkg/build/dockerfile"
+	imports := packageImports(t, "../"+pkg, module+pkg)
+	for _, f := range []forbidden{
+		{"go.podman.io/buildah/...", "only the builder builds images"},
+		{"go.podman.io/image/...", "registry access is the builder's and placement's, not the model's"},
+		{"github.com/openshift/imagebuilder", "its shell lexer comes with a Docker client: the builder passes it in as an Expander"},
+		{"github.com/fsouza/go-dockerclient/...", "no program talks to a Docker daemon"},
+		{"pkg/build/builder/...", "the builder runs in build pods"},
+		{"pkg/build/controller/...", "the Build controller runs in build-controller"},
+	} {
+		for _, p := range slices.Sorted(maps.Keys(imports)) {
+			if f.matches(p) {
+				continue
+			}
+			for _, imp := range imports[p] {
+				if f.matches(imp) {
+					t.Errorf("%s links %s (imported by %s): %s", pkg, imp, p, f.why)
+				}
+			}
+		}
+	}
+}
+
+// matches reports whether the import path dep is what f forbids: a path
+// whose first element has no dot is this module's.
 func (f forbidden) matches(dep string) bool {
 	path := f.path
-	if !strings.HasPrefix(path, "go.") && !strings.HasPrefix(path, "sigs.") {
+	if first, _, _ := strings.Cut(path, "/"); !strings.Contains(first, ".") {
 		path = module + path
 	}
 	if prefix, ok := strings.CutSuffix(path, "/..."); ok {
@@ -89,10 +117,17 @@ func (f forbidden) matches(dep string) bool {
 // packages it imports.
 func programImports(t *testing.T, program string) map[string][]string {
 	t.Helper()
+	return packageImports(t, "./"+program, module+"cmd/"+program)
+}
+
+// packageImports lists every package the package at dir (importPath)
+// links, each with the packages it imports.
+func packageImports(t *testing.T, dir, importPath string) map[string][]string {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-deps", "-tags", buildTags,
-		"-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./"+program).Output()
+		"-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, dir).Output()
 	if err != nil {
-		t.Fatalf("go list -deps ./%s: %v", program, errText(err))
+		t.Fatalf("go list -deps %s: %v", dir, errText(err))
 	}
 	imports := map[string][]string{}
 	for line := range strings.Lines(string(out)) {
@@ -100,8 +135,8 @@ func programImports(t *testing.T, program string) map[string][]string {
 			imports[f[0]] = f[1:]
 		}
 	}
-	if _, ok := imports[module+"cmd/"+program]; !ok {
-		t.Fatalf("go list -deps ./%s did not list the program itself", program)
+	if _, ok := imports[importPath]; !ok {
+		t.Fatalf("go list -deps %s did not list %s itself", dir, importPath)
 	}
 	return imports
 }

@@ -30,6 +30,10 @@
 //
 //   - instantiate: starting a Build from a BuildConfig (build-controller's
 //     triggers and the plugin's start-build).
+//   - dockerfile: the Dockerfile model (stages, ARG scopes, bases, mounts,
+//     platforms, keyability) that the builder's keys and base checks and
+//     build-controller's preflight read; it links the Dockerfile parser
+//     alone.
 //   - cacheprune: pruning layer cache repositories (the plugin's prune
 //     cache and the builder's prune-cache command); it needs only the
 //     registry client.
