@@ -21,7 +21,10 @@ import (
 //     rejects such a pod).
 //   - tolerations, preferred node affinity terms and pod (anti-)affinity
 //     terms (required and preferred): the policy's are appended, skipping
-//     any exactly equal to one already there.
+//     any exactly equal to one already there. Tolerations go before the
+//     two the apiserver's DefaultTolerationSeconds plugin adds to a pod
+//     before webhooks run, where they stand in a pod made from a merged
+//     template: a pod comes out the same whether its template was merged.
 //   - required node affinity: node selector terms are ORed and the
 //     requirements of a term ANDed, so the policy's terms restrict the
 //     pod's by the cartesian product: every pod term ANDed with every
@@ -96,7 +99,7 @@ func mergeCriteria(spec *corev1.PodSpec, c *kupidv1alpha1.SchedulingCriteria) []
 			kept = append(kept, "schedulerName")
 		}
 	}
-	spec.Tolerations = appendMissing(spec.Tolerations, c.Tolerations)
+	spec.Tolerations = mergeTolerations(spec.Tolerations, c.Tolerations)
 	if c.Affinity != nil {
 		spec.Affinity = mergeAffinity(spec.Affinity, c.Affinity)
 	}
@@ -144,6 +147,34 @@ func mergeAffinity(pod, policy *corev1.Affinity) *corev1.Affinity {
 			pod.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, paa.PreferredDuringSchedulingIgnoredDuringExecution)
 	}
 	return pod
+}
+
+// mergeTolerations appends the policy's tolerations to the pod's, before
+// the trailing ones the apiserver's DefaultTolerationSeconds plugin adds
+// (NoExecute tolerations of the not-ready and unreachable taints, for a
+// number of seconds), skipping exact duplicates.
+func mergeTolerations(pod, policy []corev1.Toleration) []corev1.Toleration {
+	end := len(pod)
+	for end > 0 && isDefaultToleration(pod[end-1]) {
+		end--
+	}
+	if end == len(pod) {
+		return appendMissing(pod, policy)
+	}
+	merged := appendMissing(slices.Clone(pod[:end]), slices.DeleteFunc(slices.Clone(policy), func(t corev1.Toleration) bool {
+		return containsEqual(pod[end:], t)
+	}))
+	if len(merged) == end {
+		return pod
+	}
+	return append(merged, pod[end:]...)
+}
+
+// isDefaultToleration reports whether t is one the DefaultTolerationSeconds
+// admission plugin adds.
+func isDefaultToleration(t corev1.Toleration) bool {
+	return (t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable) &&
+		t.Operator == corev1.TolerationOpExists && t.Effect == corev1.TaintEffectNoExecute && t.TolerationSeconds != nil
 }
 
 // productTerms ANDs every pod term with every policy term, pod terms

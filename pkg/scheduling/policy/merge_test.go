@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 )
@@ -39,6 +40,9 @@ var (
 	ssd     = req("disk", corev1.NodeSelectorOpExists)
 	tolEtcd = corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "etcd", Effect: corev1.TaintEffectNoSchedule}
 	tolSpot = corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists}
+	// As the DefaultTolerationSeconds admission plugin adds them.
+	notReady    = corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}
+	unreachable = corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}
 )
 
 // pol makes a namespaced policy named name with priority prio.
@@ -122,6 +126,22 @@ func TestMerge(t *testing.T) {
 			})},
 			want:  corev1.PodSpec{Tolerations: []corev1.Toleration{tolEtcd, tolSpot}},
 			order: []string{"p"}, changed: []bool{true}, kept: [][]string{nil},
+		},
+		{
+			name: "tolerations: before the apiserver's default ones, as in a pod of a merged template",
+			pod:  corev1.PodSpec{Tolerations: []corev1.Toleration{tolEtcd, notReady, unreachable}},
+			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{
+				Tolerations: []corev1.Toleration{tolSpot, tolEtcd, unreachable},
+			})},
+			want:  corev1.PodSpec{Tolerations: []corev1.Toleration{tolEtcd, tolSpot, notReady, unreachable}},
+			order: []string{"p"}, changed: []bool{true}, kept: [][]string{nil},
+		},
+		{
+			name:     "tolerations: nothing new, the default ones stay last",
+			pod:      corev1.PodSpec{Tolerations: []corev1.Toleration{tolSpot, notReady, unreachable}},
+			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{Tolerations: []corev1.Toleration{tolSpot}})},
+			want:     corev1.PodSpec{Tolerations: []corev1.Toleration{tolSpot, notReady, unreachable}},
+			order:    []string{"p"}, changed: []bool{false}, kept: [][]string{nil},
 		},
 		{
 			name:     "required node affinity: a pod without terms takes the policy's",

@@ -17,7 +17,7 @@ const (
 	resultInvalid   = "invalid"   // skipped: it breaks the validation rules
 )
 
-// Results of one admission.
+// Results of one admission (of a pod, or of a workload's template).
 const (
 	podMutated   = "mutated"
 	podUnchanged = "unchanged"
@@ -28,6 +28,7 @@ const (
 type metrics struct {
 	mutations *prometheus.CounterVec
 	pods      *prometheus.CounterVec
+	workloads *prometheus.CounterVec
 	latency   prometheus.Histogram
 	writes    *prometheus.CounterVec
 }
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "archway_scheduling_policy_pods_total",
 			Help: "Pod creations the scheduling-policy webhook admitted, by result (mutated, unchanged, no-policy, error).",
 		}, []string{"result"}),
+		workloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archway_scheduling_policy_workloads_total",
+			Help: "Workload creates and updates the scheduling-policy webhook admitted, by kind (Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob) and result (mutated, unchanged, no-policy, error; owned, template-unchanged, no-template: left alone).",
+		}, []string{"kind", "result"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "archway_scheduling_policy_admission_duration_seconds",
 			Help:    "Time the scheduling-policy webhook spent on a pod, from decoding it to the patch.",
@@ -53,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.mutations, m.pods, m.latency, m.writes} {
+	for _, c := range []prometheus.Collector{m.mutations, m.pods, m.workloads, m.latency, m.writes} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

@@ -30,8 +30,8 @@ type Options struct {
 	StatusFlushInterval time.Duration
 }
 
-// SetupWebhook registers the pod webhook at WebhookPath and the policy
-// validation webhooks on mgr's webhook server, and adds the status
+// SetupWebhook registers the pod webhook at WebhookPath, the workload
+// template webhook at WorkloadWebhookPath and the policy validation webhooks on mgr's webhook server, and adds the status
 // recorder to mgr. It runs on every replica (no leader election) and reads
 // the manager's informer cache, whose informers it starts up front so that
 // no admission waits for one; a readiness check named
@@ -57,14 +57,20 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) (*S
 		return nil, err
 	}
 	srv := mgr.GetWebhookServer()
+	policies := policyReader{cache: mgr.GetCache(), apiReader: mgr.GetAPIReader()}
 	srv.Register(WebhookPath, &admission.Webhook{Handler: &podWebhook{
-		decoder:   admission.NewDecoder(mgr.GetScheme()),
-		cache:     mgr.GetCache(),
-		apiReader: mgr.GetAPIReader(),
-		status:    status,
-		metrics:   m,
-		log:       log,
-		now:       time.Now,
+		decoder:  admission.NewDecoder(mgr.GetScheme()),
+		policies: policies,
+		status:   status,
+		metrics:  m,
+		log:      log,
+		now:      time.Now,
+	}})
+	srv.Register(WorkloadWebhookPath, &admission.Webhook{Handler: &workloadWebhook{
+		decoder:  admission.NewDecoder(mgr.GetScheme()),
+		policies: policies,
+		metrics:  m,
+		log:      log.WithName("workloads"),
 	}})
 	srv.Register(PodSchedulingPolicyValidationPath, admission.WithValidator[*kupidv1alpha1.PodSchedulingPolicy](mgr.GetScheme(),
 		policyValidator[*kupidv1alpha1.PodSchedulingPolicy]{validate: validatePodPolicy}))

@@ -39,13 +39,19 @@ const AppliedPoliciesAnnotation = "scheduling.archway.dev/policies"
 // apiserver) and never denies: whatever goes wrong, the pod is admitted as
 // it came.
 type podWebhook struct {
-	decoder   admission.Decoder
+	decoder  admission.Decoder
+	policies policyReader
+	status   *StatusRecorder
+	metrics  *metrics
+	log      logr.Logger
+	now      func() time.Time
+}
+
+// policyReader reads the policies that may select a pod, and its
+// namespace's labels, from the informer cache.
+type policyReader struct {
 	cache     client.Reader
 	apiReader client.Reader
-	status    *StatusRecorder
-	metrics   *metrics
-	log       logr.Logger
-	now       func() time.Time
 }
 
 var _ admission.Handler = (*podWebhook)(nil)
@@ -65,7 +71,7 @@ func (w *podWebhook) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("")
 	}
 	namespace := req.Namespace
-	sel, err := w.selection(ctx, namespace, pod)
+	sel, err := w.policies.selection(ctx, namespace, pod.Labels)
 	if err != nil {
 		w.metrics.pods.WithLabelValues(podError).Inc()
 		w.log.Error(err, "reading scheduling policies; admitting the pod unchanged", "namespace", namespace)
@@ -100,19 +106,15 @@ func (w *podWebhook) Handle(ctx context.Context, req admission.Request) admissio
 			w.status.Record(o.Policy, start)
 		}
 	}
-	patch, err := specPatch(&pod.Spec, merged)
+	patch, err := specPatch("/spec", &pod.Spec, merged)
 	if err != nil {
 		w.metrics.pods.WithLabelValues(podError).Inc()
 		w.log.Error(err, "encoding the patch; admitting the pod unchanged", "namespace", namespace)
 		return admission.Allowed("")
 	}
-	if joined := strings.Join(refs, ","); pod.Annotations[AppliedPoliciesAnnotation] != joined {
-		if pod.Annotations == nil {
-			patch = append(patch, jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{AppliedPoliciesAnnotation: joined}))
-		} else {
-			patch = append(patch, jsonpatch.NewOperation("add", "/metadata/annotations/"+escapePointer(AppliedPoliciesAnnotation), joined))
-		}
-	}
+	patch = append(patch, annotationsPatch("/metadata/annotations", pod.Annotations, map[string]string{
+		AppliedPoliciesAnnotation: strings.Join(refs, ","),
+	})...)
 	if len(patch) == 0 {
 		w.metrics.pods.WithLabelValues(podUnchanged).Inc()
 		return admission.Allowed("")
@@ -122,8 +124,9 @@ func (w *podWebhook) Handle(ctx context.Context, req admission.Request) admissio
 }
 
 // selection reads the candidate policies and the namespace's labels and
-// returns the policies that select pod.
-func (w *podWebhook) selection(ctx context.Context, namespace string, pod *corev1.Pod) (Selection, error) {
+// returns the policies that select a pod with podLabels (or a pod template
+// with them) in namespace.
+func (w policyReader) selection(ctx context.Context, namespace string, podLabels labels.Set) (Selection, error) {
 	var c Candidates
 	namespaced := &kupidv1alpha1.PodSchedulingPolicyList{}
 	if err := w.cache.List(ctx, namespaced, client.InNamespace(namespace)); err != nil {
@@ -147,12 +150,13 @@ func (w *podWebhook) selection(ctx context.Context, namespace string, pod *corev
 		}
 		nsLabels = ns.Labels
 	}
-	return Select(c, pod.Labels, nsLabels), nil
+	return Select(c, podLabels, nsLabels), nil
 }
 
 // specPatch returns "add" operations (which replace a member that exists)
-// for the scheduling fields of merged that differ from orig.
-func specPatch(orig, merged *corev1.PodSpec) ([]jsonpatch.Operation, error) {
+// for the scheduling fields of merged that differ from orig, for the pod
+// spec at the JSON pointer path ("/spec" for a pod).
+func specPatch(path string, orig, merged *corev1.PodSpec) ([]jsonpatch.Operation, error) {
 	var ops []jsonpatch.Operation
 	add := func(field string, differs bool, value any) error {
 		if !differs {
@@ -167,7 +171,7 @@ func specPatch(orig, merged *corev1.PodSpec) ([]jsonpatch.Operation, error) {
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return err
 		}
-		ops = append(ops, jsonpatch.NewOperation("add", "/spec/"+field, v))
+		ops = append(ops, jsonpatch.NewOperation("add", path+"/"+field, v))
 		return nil
 	}
 	for _, f := range []struct {
@@ -186,6 +190,40 @@ func specPatch(orig, merged *corev1.PodSpec) ([]jsonpatch.Operation, error) {
 		}
 	}
 	return ops, nil
+}
+
+// annotationsPatch returns the operations that make the annotations at
+// the JSON pointer path, now current, hold each key of set with its value,
+// or not hold it when the value is empty.
+func annotationsPatch(path string, current, set map[string]string) []jsonpatch.Operation {
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var ops []jsonpatch.Operation
+	added := map[string]string{}
+	for _, k := range keys {
+		v, have := current[k]
+		switch {
+		case set[k] == "" && have:
+			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escapePointer(k), nil))
+		case set[k] != "" && (!have || v != set[k]):
+			added[k] = set[k]
+		}
+	}
+	if current == nil {
+		if len(added) > 0 {
+			ops = append(ops, jsonpatch.NewOperation("add", path, added))
+		}
+		return ops
+	}
+	for _, k := range keys {
+		if v, ok := added[k]; ok {
+			ops = append(ops, jsonpatch.NewOperation("add", path+"/"+escapePointer(k), v))
+		}
+	}
+	return ops
 }
 
 // escapePointer escapes a JSON pointer token (RFC 6901).

@@ -6,6 +6,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
+	jsonpatchv2 "gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -32,29 +33,36 @@ func TestSpecPatch(t *testing.T) {
 	for name, pod := range pods {
 		t.Run(name, func(t *testing.T) {
 			merged, _ := Merge(&pod.Spec, policies)
-			ops, err := specPatch(&pod.Spec, merged)
+			ops, err := specPatch("/spec", &pod.Spec, merged)
 			if err != nil {
 				t.Fatal(err)
-			}
-			raw, _ := json.Marshal(pod)
-			patch, _ := json.Marshal(ops)
-			p, err := jsonpatch.DecodePatch(patch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := p.Apply(raw)
-			if err != nil {
-				t.Fatalf("applying %s: %v", patch, err)
 			}
 			got := &corev1.Pod{}
-			if err := json.Unmarshal(out, got); err != nil {
-				t.Fatal(err)
-			}
+			applyPatch(t, pod, ops, got)
 			want := pod.DeepCopy()
 			want.Spec = *merged
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("patched pod (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// applyPatch applies the webhook's ops to obj's JSON, as the apiserver
+// does, and decodes the result into out.
+func applyPatch(t *testing.T, obj any, ops []jsonpatchv2.Operation, out any) {
+	t.Helper()
+	raw, _ := json.Marshal(obj)
+	patch, _ := json.Marshal(ops)
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := p.Apply(raw)
+	if err != nil {
+		t.Fatalf("applying %s: %v", patch, err)
+	}
+	if err := json.Unmarshal(patched, out); err != nil {
+		t.Fatal(err)
 	}
 }

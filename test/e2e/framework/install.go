@@ -54,7 +54,7 @@ var (
 		{"MutatingWebhookConfiguration", "archway-pod-placement", 1},
 		{"ValidatingWebhookConfiguration", "archway-pod-placement-validation", 2},
 		{"ValidatingWebhookConfiguration", "archway-control-plane-protection", 2},
-		{"MutatingWebhookConfiguration", "archway-scheduling-policy", 1},
+		{"MutatingWebhookConfiguration", "archway-scheduling-policy", 2},
 		{"ValidatingWebhookConfiguration", "archway-scheduling-policy-validation", 2},
 	}
 )

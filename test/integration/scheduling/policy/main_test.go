@@ -52,7 +52,9 @@ func run(m *testing.M) int {
 	bed.SetTestLogger()
 	ctx := context.Background()
 	var err error
-	testBed, err = bed.Start(ctx, bed.Options{})
+	// kube-controller-manager makes the pods of the workload cases'
+	// Deployments.
+	testBed, err = bed.Start(ctx, bed.Options{ControllerManager: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
