@@ -13,11 +13,13 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/openshift/imagebuilder"
 	"go.podman.io/buildah/define"
 	"go.podman.io/buildah/imagebuildah"
 	lplatform "go.podman.io/common/libimage/platform"
 	"go.podman.io/image/v5/docker/reference"
 
+	"github.com/archway-build/archway/pkg/build/dockerfile"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/registry"
 )
@@ -89,8 +91,8 @@ type Request struct {
 	// reused image to the repository it was pushed to before only tags it.
 	// Builds whose inputs cannot all be digested (RUN mounts of an image,
 	// a secret or SSH, ADD from a URL, COPY --from an image, a FROM
-	// --platform not told as buildah tells it; see dockerfileImages) build
-	// as usual.
+	// --platform not told as buildah tells it; see pkg/build/dockerfile)
+	// build as usual.
 	ReuseResults bool
 	// PullAuth holds the credentials for pulling base images.
 	PullAuth registry.AuthFile
@@ -157,7 +159,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	if keying {
 		go func() { _, _ = executableDigest() }() // read beside the base images
 	}
-	dockerfile, content, err := b.prepareDockerfile(req)
+	dfPath, df, err := b.prepareDockerfile(req)
 	if err != nil {
 		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 	}
@@ -182,24 +184,19 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	maps.Copy(fromArgs, args)
 	// buildah drops a build arg named TARGETPLATFORM: its own always holds.
 	fromArgs["TARGETPLATFORM"] = platformArgs["TARGETPLATFORM"]
-	found, err := dockerfileImages(content, fromArgs)
-	if err != nil {
-		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
-	}
+	found := df.Images(fromArgs, imagebuilder.ProcessWord)
 	// The stages after the target are not built: their bases are neither
 	// checked nor keyed.
-	bases := stagesUpTo(uniqueBases(found.bases), found.stages, req.Target)
+	lastStage := df.TargetStage(req.Target)
+	bases := dockerfile.UpTo(dockerfile.Unique(found.Bases()), lastStage)
 	// A FROM with a --platform flag of its own pulls for that platform
 	// ($BUILDPLATFORM for a cross-compiling stage): it is checked and keyed
 	// by its digest for that platform.
-	platformed := stagesUpTo(uniqueBases(found.platformed), found.stages, req.Target)
+	platformed := dockerfile.UpTo(dockerfile.Unique(found.PlatformBases()), lastStage)
 	// The registry settings cover every image the build pulls, also those
 	// it does not key: a FROM with a --platform flag of its own, COPY
 	// --from=image, RUN --mount=from=image.
-	refs, err := registryRefs(content, fromArgs)
-	if err != nil {
-		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
-	}
+	refs := found.Refs()
 	var cacheRepo reference.Named
 	if req.Cache != nil {
 		if cacheRepo, err = req.Cache.reference(); err != nil {
@@ -218,14 +215,14 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	choice := *sys
 	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = osName, arch, variant
 	// The bases the target stage (the last, or --target) pulls itself.
-	targetStage := slices.Index(found.stages, req.Target)
-	if req.Target == "" || targetStage < 0 {
-		targetStage = len(found.stages) - 1
+	targetStage := lastStage
+	if targetStage < 0 {
+		targetStage = len(df.Stages) - 1
 	}
 	targetBases := map[string]bool{}
-	for _, b := range found.bases {
-		if b.stage == targetStage {
-			targetBases[b.ref] = true
+	for _, b := range found.Bases() {
+		if b.Stage == targetStage {
+			targetBases[b.Ref] = true
 		}
 	}
 	resolved := make([]resolvedBase, 0, len(bases)+len(platformed))
@@ -257,10 +254,10 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	// A build arg for a BUILD* platform arg makes what buildah gives
 	// those args a guess.
 	setsBuildArgs := slices.ContainsFunc(slices.Collect(maps.Keys(req.Args)), func(name string) bool {
-		return strings.HasPrefix(name, "BUILD") && isPlatformArg(name)
+		return strings.HasPrefix(name, "BUILD") && dockerfile.IsPlatformArg(name)
 	})
-	keyed := keyedBuild{dockerfile: content, target: target, bases: resolved, platformArgs: platformArgs, ignore: ignore,
-		unkeyedImages: found.unkeyed() || setsBuildArgs}
+	keyed := keyedBuild{file: df, target: target, bases: resolved, platformArgs: platformArgs, ignore: ignore,
+		unkeyedImages: found.Unkeyed() || setsBuildArgs}
 	var key, cacheTag string
 	if cachedResults && cacheRepo != nil {
 		unlabelled := req
@@ -301,14 +298,14 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		for _, rb := range resolved {
 			digests[pinKey(rb.Ref, rb.Platform)] = rb.Digest
 		}
-		pinned, err := pinBases(content, fromArgs, digests)
+		pinned, err := pinBases(df, found, digests)
 		if err != nil {
 			return Result{}, &StageError{Stage: StageDockerfile, Err: err}
 		}
-		if dockerfile, err = b.writeDockerfile(pinned); err != nil {
+		if dfPath, err = b.writeDockerfile(pinned); err != nil {
 			return Result{}, &StageError{Stage: StageBuild, Err: err}
 		}
-		defer func() { _ = os.RemoveAll(filepath.Dir(dockerfile)) }()
+		defer func() { _ = os.RemoveAll(filepath.Dir(dfPath)) }()
 	}
 	ulimits, err := hardLimitUlimits()
 	if err != nil {
@@ -367,11 +364,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		opts.Labels = nil
 	}
 	if opts.Layers || cacheRepo != nil {
-		argsDigest, err := cacheArgsDigest(content, fromArgs)
-		if err != nil {
-			return Result{}, &StageError{Stage: StageDockerfile, Err: err}
-		}
-		if argsDigest != "" {
+		if argsDigest := cacheArgsDigest(df, fromArgs); argsDigest != "" {
 			opts.UnsetLabels = []string{cacheArgsLabelPrefix + argsDigest}
 		}
 	}
@@ -388,7 +381,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	watch := newWatchWriter(out, reexecSealBusy)
 	opts.Out, opts.Err, opts.ReportWriter = watch, watch, watch
 	id, err := buildRetryingReexec(ctx, watch, func() (string, error) {
-		id, _, err := imagebuildah.BuildDockerfiles(ctx, b.store, opts, dockerfile)
+		id, _, err := imagebuildah.BuildDockerfiles(ctx, b.store, opts, dfPath)
 		return id, err
 	})
 	if err != nil {
@@ -435,10 +428,10 @@ func buildRetryingReexec(ctx context.Context, watch *watchWriter, build func() (
 	}
 }
 
-// prepareDockerfile finds req's Dockerfile and, with req.From, writes a
-// copy with the last FROM replaced into the work directory. It returns the
-// path to build and its content.
-func (b *Builder) prepareDockerfile(req Request) (string, []byte, error) {
+// prepareDockerfile finds and parses req's Dockerfile and, with req.From,
+// writes a copy with the last FROM replaced into the work directory. It
+// returns the path to build and the Dockerfile buildah reads there.
+func (b *Builder) prepareDockerfile(req Request) (string, *dockerfile.File, error) {
 	if req.ContextDir == "" {
 		return "", nil, fmt.Errorf("no build context directory")
 	}
@@ -455,17 +448,20 @@ func (b *Builder) prepareDockerfile(req Request) (string, []byte, error) {
 	if len(strings.TrimSpace(string(content))) == 0 {
 		return "", nil, fmt.Errorf("the Dockerfile %s is empty", path)
 	}
-	if req.From == "" {
-		return path, content, nil
-	}
-	content, err = replaceLastFrom(content, req.From)
+	df, err := dockerfile.Parse(content)
 	if err != nil {
 		return "", nil, err
 	}
-	if path, err = b.writeDockerfile(content); err != nil {
+	if req.From == "" {
+		return path, df, nil
+	}
+	if df, err = df.ReplaceLastFrom(req.From); err != nil {
 		return "", nil, err
 	}
-	return path, content, nil
+	if path, err = b.writeDockerfile(df.Content()); err != nil {
+		return "", nil, err
+	}
+	return path, df, nil
 }
 
 // writeDockerfile writes content as a Dockerfile in a new directory of the

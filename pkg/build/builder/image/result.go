@@ -13,7 +13,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 	"go.podman.io/image/v5/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/archway-build/archway/pkg/build/dockerfile"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/pkg/version"
 )
@@ -46,8 +46,8 @@ import (
 // build volumes (Request.RunMounts), a RUN --mount of an image, a secret or
 // SSH, a RUN flag buildah would expand or unquote, ADD from a URL, COPY
 // --from an image rather than an earlier stage, an image, stage or
-// platform not told as buildah tells it (dockerfileImages), or a base
-// image that cannot be read. A cache or tmpfs mount's content is not
+// platform not told as buildah tells it (pkg/build/dockerfile: File.Keyable
+// and Images.Unkeyed), or a base image that cannot be read. A cache or tmpfs mount's content is not
 // keyed: it is a cache, as BuildKit and buildah's layer cache take it.
 
 // resultRecord is what a build whose inputs hash to a key gave: the file
@@ -97,7 +97,7 @@ type resolvedBase struct {
 // keyedBuild is what a build is keyed by besides its Request: what it read
 // and decided before buildah ran.
 type keyedBuild struct {
-	dockerfile   []byte
+	file         *dockerfile.File
 	target       platform.Platform
 	bases        []resolvedBase
 	platformArgs map[string]string
@@ -112,7 +112,7 @@ type keyedBuild struct {
 func resultKey(req Request, in keyedBuild) (string, error) {
 	// A Dockerfile named *.in is run through cpp by buildah, which reads
 	// the files it includes: the key sees none of them.
-	if len(req.RunMounts) > 0 || in.unkeyedImages || strings.HasSuffix(req.Dockerfile, ".in") || !keyableDockerfile(in.dockerfile) {
+	if len(req.RunMounts) > 0 || in.unkeyedImages || strings.HasSuffix(req.Dockerfile, ".in") || !in.file.Keyable() {
 		return "", nil
 	}
 	for _, b := range in.bases {
@@ -124,7 +124,7 @@ func resultKey(req Request, in keyedBuild) (string, error) {
 	if err != nil {
 		return "", nil // an unknown builder: its results are not kept
 	}
-	ctxDigest, ok, err := contextDigestFor(req.ContextDir, in.dockerfile)
+	ctxDigest, ok, err := contextDigestFor(req.ContextDir, in.file)
 	if err != nil || !ok {
 		return "", err
 	}
@@ -132,7 +132,7 @@ func resultKey(req Request, in keyedBuild) (string, error) {
 	if format == "" {
 		format = FormatOCI
 	}
-	df := sha256.Sum256(in.dockerfile)
+	df := sha256.Sum256(in.file.Content())
 	inputs := resultKeyInputs{
 		Version:      resultKeyVersion,
 		Builder:      builder,
@@ -238,190 +238,6 @@ func goBuildID(path string) string {
 		desc = desc[:n]
 	}
 	return strings.TrimRight(string(desc), "\x00")
-}
-
-// flagSpecials are the characters that make an instruction's flag or
-// source read other than it is written: buildah expands ARGs and ENV
-// values ($) in them and removes quotes and escapes.
-const flagSpecials = "$\\\"'"
-
-// keyableMount reports whether a RUN --mount leaves a step's result to
-// what a key sees: a cache (whose content is a cache, as BuildKit and
-// buildah's own layer cache take it: they key no step by it) or a tmpfs,
-// unseeded or seeded from a stage of stages; or a bind mount of a stage or
-// of the build context, whose source contextSources has the key digest
-// (ignored files included: buildah binds the context as it is). A mount of
-// an image, a secret and an SSH agent are read by the step and not keyed.
-func keyableMount(mount string, stages map[string]bool) bool {
-	m := parseMount(mount)
-	switch m.typ {
-	case "cache", "tmpfs", "bind":
-		return m.from == "" || stages[m.from]
-	}
-	return false
-}
-
-// runMount is what a RUN --mount flag says of where its content comes
-// from.
-type runMount struct {
-	typ    string // lower case; bind when not said, as in Docker and buildah
-	from   string // a stage or an image; empty for the build context
-	source string // the path in from (or the context); empty for its root
-}
-
-// parseMount reads a RUN --mount flag's value (its CSV fields).
-func parseMount(mount string) runMount {
-	m := runMount{typ: "bind"}
-	for field := range strings.SplitSeq(mount, ",") {
-		name, value, _ := strings.Cut(strings.TrimSpace(field), "=")
-		switch strings.ToLower(name) {
-		case "type":
-			m.typ = strings.ToLower(value)
-		case "from":
-			m.from = value
-		case "source", "src":
-			m.source = value
-		}
-	}
-	return m
-}
-
-// keyableDockerfile reports whether everything dockerfile builds from is
-// covered by a result key: no instruction reads a URL, an image other than
-// the FROM bases, or a mount the key cannot see (keyableMount), and no RUN
-// flag holds what buildah expands or unquotes. A FROM with a --platform
-// flag of its own is a base keyed by its digest for that platform
-// (keyedBuild.unkeyedImages when that platform cannot be told).
-func keyableDockerfile(dockerfile []byte) bool {
-	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
-	if err != nil {
-		return false
-	}
-	// stages are the stages before the current one, by name and index:
-	// buildah looks a name up among those only, so a stage's own name in
-	// its instructions names an image.
-	stages := map[string]bool{}
-	count := 0
-	current := ""
-	for _, node := range root.Children {
-		switch strings.ToLower(node.Value) {
-		case "from":
-			if count > 0 {
-				stages[strconv.Itoa(count-1)] = true
-				if current != "" {
-					stages[current] = true
-				}
-			}
-			current = ""
-			if words := nodeWords(node); len(words) >= 3 && strings.EqualFold(words[1], "as") {
-				current = words[2]
-			}
-			count++
-		case "run":
-			for _, f := range node.Flags {
-				// buildah expands a RUN flag's ARGs and removes its
-				// quotes and escapes before reading it: one with any of
-				// them may read other than what it says here.
-				if strings.ContainsAny(f, flagSpecials) {
-					return false
-				}
-				if mount, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "mount="); ok && !keyableMount(mount, stages) {
-					return false
-				}
-			}
-		case "add", "copy":
-			for _, f := range node.Flags {
-				// buildah expands and unquotes these flags too, and pulls
-				// an image for any flag with --from in it.
-				if strings.ContainsAny(f, flagSpecials) {
-					return false
-				}
-				if from, ok := strings.CutPrefix(strings.TrimPrefix(f, "--"), "from="); ok && !stages[from] {
-					return false
-				}
-			}
-			if strings.EqualFold(node.Value, "add") {
-				for _, w := range nodeWords(node) {
-					// A source buildah expands or unquotes may become a
-					// URL it downloads.
-					if strings.Contains(w, "://") || strings.HasPrefix(w, "git@") || strings.ContainsAny(w, flagSpecials) {
-						return false
-					}
-				}
-			}
-		case "onbuild":
-			return false
-		}
-	}
-	return true
-}
-
-// contextSources returns the paths of the build context that dockerfile's
-// COPY and ADD instructions and RUN bind mounts of the context read,
-// cleaned and relative to the context, or ok false when that cannot be
-// told from the Dockerfile alone: a source with a wildcard or a variable,
-// or the whole context (".", or a bind mount without a source).
-func contextSources(dockerfile []byte) (paths []string, ok bool) {
-	root, err := imagebuilder.ParseDockerfile(bytes.NewReader(dockerfile))
-	if err != nil {
-		return nil, false
-	}
-	for _, node := range root.Children {
-		switch strings.ToLower(node.Value) {
-		case "add", "copy":
-		case "run":
-			// A bind mount of the context reads its source, every file
-			// of it: the ignore file leaves nothing out of a mount.
-			for _, f := range node.Flags {
-				value, isMount := strings.CutPrefix(strings.TrimPrefix(f, "--"), "mount=")
-				if !isMount {
-					continue
-				}
-				m := parseMount(value)
-				if m.typ != "bind" || m.from != "" {
-					continue
-				}
-				if strings.ContainsAny(m.source, "*?["+flagSpecials) {
-					return nil, false
-				}
-				clean := strings.TrimPrefix(path.Clean("/"+m.source), "/")
-				if clean == "" {
-					return nil, false // the whole context
-				}
-				paths = append(paths, clean)
-			}
-			continue
-		default:
-			continue
-		}
-		if hasFlag(node, "from") {
-			continue // a stage (an image is not keyable at all)
-		}
-		words := nodeWords(node)
-		if len(words) < 2 {
-			return nil, false
-		}
-		for _, src := range words[:len(words)-1] {
-			// buildah takes every source starting with "<<" for a
-			// here-document when the instruction has one, and otherwise
-			// for a file of that name (JSON form: COPY ["<<x", "/d"]).
-			if strings.HasPrefix(src, "<<") && len(node.Heredocs) > 0 {
-				continue // its content is in the Dockerfile
-			}
-			if strings.ContainsAny(src, "*?["+flagSpecials) {
-				return nil, false
-			}
-			// buildah resolves a source inside the context: "/a" and
-			// "../a" are the context's "a".
-			clean := strings.TrimPrefix(path.Clean("/"+src), "/")
-			if clean == "" {
-				return nil, false
-			}
-			paths = append(paths, clean)
-		}
-	}
-	slices.Sort(paths)
-	return slices.Compact(paths), true
 }
 
 // maxIgnoreFileSize is the largest ignore file read.
@@ -558,14 +374,14 @@ func fileKind(m fs.FileMode) string {
 	return "special file"
 }
 
-// contextDigestFor digests what dockerfile can read of the build context
-// in dir: the paths its COPY and ADD instructions and its RUN bind mounts
-// of the context name (contextSources; each a file, or a directory and all
+// contextDigestFor digests what df can read of the build context in dir:
+// the paths its COPY and ADD instructions and its RUN bind mounts of the
+// context name (File.ContextSources; each a file, or a directory and all
 // below it), or, when those paths cannot be told or one of them leads
 // through a symbolic link, the whole context (contextDigest). So a file no
 // instruction reads, such as a clone's .git, does not change the key.
-func contextDigestFor(dir string, dockerfile []byte) (string, bool, error) {
-	sources, ok := contextSources(dockerfile)
+func contextDigestFor(dir string, df *dockerfile.File) (string, bool, error) {
+	sources, ok := df.ContextSources()
 	if !ok {
 		return contextDigest(dir)
 	}
