@@ -65,7 +65,7 @@ func components() []component {
 		{name: "scheduling-policy-webhook", help: "injects scheduling criteria from PodSchedulingPolicies into new pods (serves on every replica)", disabledByDefault: true, setup: setupSchedulingPolicyWebhook,
 			webhooks: policy.WebhookConfigurations},
 		{name: "control-plane-protection-webhook", help: "keeps unauthorized pods off control-plane nodes (serves on every replica)", disabledByDefault: true, setup: setupControlPlaneProtection,
-			webhooks: protection.WebhookConfigurations},
+			cache: protection.ConfigureCache, webhooks: protection.WebhookConfigurations},
 	}
 }
 

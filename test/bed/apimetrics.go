@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -22,14 +23,9 @@ type Counts map[string]float64
 // APIRequests reads the apiserver's apiserver_request_total counters, by
 // "VERB resource[/subresource]".
 func (b *Bed) APIRequests(ctx context.Context) (Counts, error) {
-	raw, err := b.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	families, err := b.apiMetrics(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the apiserver's /metrics: %w", err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("parsing the apiserver's /metrics: %w", err)
+		return nil, err
 	}
 	out := Counts{}
 	family := families["apiserver_request_total"]
@@ -48,6 +44,39 @@ func (b *Bed) APIRequests(ctx context.Context) (Counts, error) {
 		out[key] += m.GetCounter().GetValue()
 	}
 	return out, nil
+}
+
+// AdmissionFailOpen reads how many times the apiserver let a request
+// through because it could not call the admission webhook named webhook
+// and its failurePolicy is Ignore (apiserver_admission_webhook_fail_open_count).
+func (b *Bed) AdmissionFailOpen(ctx context.Context, webhook string) (float64, error) {
+	families, err := b.apiMetrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for _, m := range families["apiserver_admission_webhook_fail_open_count"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "name" && l.GetValue() == webhook {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n, nil
+}
+
+// apiMetrics reads and parses the apiserver's /metrics.
+func (b *Bed) apiMetrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	raw, err := b.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver's /metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the apiserver's /metrics: %w", err)
+	}
+	return families, nil
 }
 
 // Sub is r minus an earlier reading, without the entries that did not

@@ -7,3 +7,9 @@ const (
 	// who, what and how to get authorized.
 	EventUnauthorizedPlacement = "UnauthorizedProtectedNodePlacement"
 )
+
+// EventFailurePolicySet is recorded on the ControlPlaneProtection when the
+// pods webhook's failurePolicy was changed to follow the groups' modes:
+// Fail while a group is in mode Enable, Ignore otherwise. The note says
+// what an outage of the webhook then refuses.
+const EventFailurePolicySet = "WebhookFailurePolicySet"

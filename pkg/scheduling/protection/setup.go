@@ -7,8 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
@@ -18,14 +22,27 @@ import (
 // manifests/scheduling/protection/rbac/role.yaml
 // (TestInstall in test/e2e/install shows each is needed).
 
+// ConfigureCache narrows the manager's cache to what the component reads
+// beyond the ControlPlaneProtection and the nodes' metadata: its own
+// webhook configuration, whose failurePolicy it keeps.
+func ConfigureCache(o *cache.Options) {
+	if o.ByObject == nil {
+		o.ByObject = map[client.Object]cache.ByObject{}
+	}
+	o.ByObject[&admissionregistrationv1.ValidatingWebhookConfiguration{}] = cache.ByObject{
+		Field: fields.OneTermEqualSelector("metadata.name", WebhookConfigurationName),
+	}
+}
+
 // Setup registers the webhook at WebhookPath on mgr's webhook server. It
 // serves on every replica (no leader election) and reads only the
 // manager's informer cache: the ControlPlaneProtection and the nodes'
 // metadata, whose informers it starts up front so that no admission waits
 // for one and a config change is seen as soon as the watch delivers it. A
 // readiness check named "control-plane-protection-cache" fails until they
-// have synced. The scheme must hold schedulingv1alpha1. Metrics are
-// registered with reg.
+// have synced. Every replica also keeps the pods webhook's failurePolicy
+// in step with the groups' modes (failure_policy.go). The scheme must hold
+// schedulingv1alpha1. Metrics are registered with reg.
 func Setup(mgr ctrl.Manager, reg prometheus.Registerer) error {
 	m, err := newMetrics(reg)
 	if err != nil {
@@ -38,10 +55,14 @@ func Setup(mgr ctrl.Manager, reg prometheus.Registerer) error {
 	if _, err := mgr.GetCache().GetInformer(ctx, &metav1.PartialObjectMetadata{TypeMeta: nodeType}); err != nil {
 		return fmt.Errorf("control-plane protection: informer for nodes: %w", err)
 	}
+	recorder := mgr.GetEventRecorder("control-plane-protection")
+	if err := setupFailurePolicy(mgr, recorder); err != nil {
+		return fmt.Errorf("control-plane protection: failure policy controller: %w", err)
+	}
 	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: &webhook{
 		decoder:  admission.NewDecoder(mgr.GetScheme()),
 		cache:    mgr.GetCache(),
-		recorder: mgr.GetEventRecorder("control-plane-protection"),
+		recorder: recorder,
 		metrics:  m,
 		log:      mgr.GetLogger().WithName("control-plane-protection"),
 	}})

@@ -36,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -1394,9 +1395,28 @@ func protectionCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	if err != nil {
 		return err
 	}
+	// In mode Inform the pods webhook fails open: a pod created while the
+	// component is not serving is admitted unjudged and never gets an
+	// event. A dry run answered with the webhook's warning says it serves.
+	warned := &warningCatcher{}
+	cfg := rest.CopyConfig(e.b.Config)
+	cfg.WarningHandler = warned
+	dry, err := client.New(cfg, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		return err
+	}
 	for i := 0; ; i++ {
 		pod := testPod(ns, fmt.Sprintf("cp-%d", i), e.b.BaseImage)
 		pod.Spec.NodeName = "control-plane-1"
+		if err := poll(ctx, "the protection webhook's warning", func() (bool, error) {
+			warned.take()
+			if err := dry.Create(ctx, pod.DeepCopy(), client.DryRunAll); err != nil {
+				return false, nil
+			}
+			return slices.ContainsFunc(warned.take(), func(w string) bool { return strings.Contains(w, "protected node group") }), nil
+		}); err != nil {
+			return err
+		}
 		if err := retryCreate(ctx, c, pod); err != nil {
 			return err
 		}
@@ -1413,6 +1433,27 @@ func protectionCase(ctx context.Context, e *rbacEnv, _ []string) error {
 			return err
 		}
 	}
+}
+
+// warningCatcher keeps the apiserver's warnings (rest.WarningHandler).
+type warningCatcher struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (w *warningCatcher) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.warnings = append(w.warnings, text)
+}
+
+// take returns the warnings so far and forgets them.
+func (w *warningCatcher) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.warnings
+	w.warnings = nil
+	return out
 }
 
 // metricsCase scrapes each Deployment's metrics endpoint as a new service

@@ -28,8 +28,8 @@ import (
 // does not derive, each for a reason the list's comments give.
 var policyEntries = []string{
 	// archway's own namespace (the webhook configuration does not even
-	// send it): its pods may run on control-plane nodes like other
-	// add-ons.
+	// send it, as it does not send kube-system's): its pods may run on
+	// control-plane nodes like other add-ons.
 	"archway-system/build-controller",
 	// Every kubelet, for the mirror pods of its static pods; derived here
 	// as system:node:control-plane-1.
@@ -40,10 +40,14 @@ var policyEntries = []string{
 // on control-plane nodes (kube-scheduler, kube-controller-manager's
 // DaemonSet, Deployment/ReplicaSet and Job controllers under their own
 // service accounts, a kubelet's mirror pod) with mode Inform and an empty
-// authorized list, records every identity the webhook reported as
-// unauthorized, and checks the shipped list has exactly those plus the
-// policy entries. Then, with the shipped list in mode Enable, the same
-// workloads get their pods created and bound to control-plane-1.
+// authorized list, in a namespace of an add-on (as a CNI or a log agent
+// outside kube-system has), records every identity the webhook reported as
+// unauthorized, and checks the shipped list has exactly those requesters
+// plus the policy entries; the add-on's namespace is the one entry a
+// cluster adds for its own add-ons. Then, with the shipped list and that
+// entry in mode Enable, the same workloads get their pods created and bound
+// to control-plane-1, and so do they in kube-system with the shipped list
+// alone (the webhook is not sent kube-system's pods).
 func TestDeriveAuthorizedList(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -52,14 +56,23 @@ func TestDeriveAuthorizedList(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kcm.stop()
+	addons, err := testBed.CreateNamespace(ctx, "addons")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if err := setConfig(ctx, schedulingv1alpha1.ModeInform, nil); err != nil {
 		t.Fatal(err)
 	}
 	since := time.Now().Add(-time.Second)
-	exerciseControlPlane(ctx, t, "derive")
-	derived := unauthorizedIdentities(ctx, t, "derive", since)
+	exerciseControlPlane(ctx, t, "derive", addons)
+	derived := unauthorizedIdentities(ctx, t, addons, "derive", since)
 	t.Logf("identities that needed an exception: %s", strings.Join(derived, ", "))
+	addonsEntry := addons + "/default"
+	if !slices.Contains(derived, addonsEntry) {
+		t.Errorf("the add-on's namespace was not reported: derived %v, want %q among them", derived, addonsEntry)
+	}
+	derived = slices.DeleteFunc(derived, func(e string) bool { return e == addonsEntry })
 
 	shipped, err := shippedConfig()
 	if err != nil {
@@ -78,18 +91,21 @@ func TestDeriveAuthorizedList(t *testing.T) {
 		}
 	}
 
-	// Enforcing with the shipped list, every component still works.
+	// Enforcing with the shipped list, every component still works: in the
+	// add-on's namespace once the cluster has authorized it, in
+	// kube-system as shipped.
+	useConfig(t, schedulingv1alpha1.ModeEnable, addonsEntry)
+	exerciseControlPlane(ctx, t, "enforced", addons)
 	useConfig(t, schedulingv1alpha1.ModeEnable)
-	exerciseControlPlane(ctx, t, "enforced")
+	exerciseControlPlane(ctx, t, "system", metav1.NamespaceSystem)
 }
 
-// exerciseControlPlane creates, in kube-system, a DaemonSet tolerating
+// exerciseControlPlane creates, in namespace ns, a DaemonSet tolerating
 // every taint (as kube-proxy or a CNI does), a Deployment and a Job for
 // control-plane nodes, and a kubelet's mirror pod, and waits until each
 // has a pod on control-plane-1.
-func exerciseControlPlane(ctx context.Context, t *testing.T, prefix string) {
+func exerciseControlPlane(ctx context.Context, t *testing.T, prefix, ns string) {
 	t.Helper()
-	const ns = "kube-system"
 	labels := func(app string) map[string]string { return map[string]string{"app": prefix + "-" + app} }
 	template := func(app string, controlPlaneOnly bool) corev1.PodTemplateSpec {
 		spec := makePod(ns, "").obj().Spec
@@ -162,10 +178,10 @@ var (
 // them: requesters as user names or namespace/serviceaccount, and each
 // pod namespace as namespace/default unless a requester's entry already
 // covers it.
-func unauthorizedIdentities(ctx context.Context, t *testing.T, prefix string, since time.Time) []string {
+func unauthorizedIdentities(ctx context.Context, t *testing.T, ns, prefix string, since time.Time) []string {
 	t.Helper()
 	list := &eventsv1.EventList{}
-	if err := k8s.List(ctx, list, client.InNamespace("kube-system")); err != nil {
+	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	set := map[string]bool{}
