@@ -807,6 +807,7 @@ func accountOf(r roleRule, user string) string {
 var (
 	strategyRefused = regexp.MustCompile(`build strategy (\w+) is not allowed`)
 	useRefused      = regexp.MustCompile(`may not use service account (\S+) in namespace`)
+	getRefused      = regexp.MustCompile(`may not get (Secret|ConfigMap) (\S+) in namespace`)
 )
 
 // refusedBy says whether the event is a refusal of a request of the
@@ -848,6 +849,9 @@ func refusedBy(r roleRule, ev *auditv1.Event) (refusal, bool) {
 	}
 	if m := useRefused.FindStringSubmatch(msg); m != nil && covers(r, "", "serviceaccounts", "use", ns, m[1]) {
 		return describe("archway-build-strategy policy: " + m[0]), true
+	}
+	if m := getRefused.FindStringSubmatch(msg); m != nil && covers(r, "", strings.ToLower(m[1])+"s", "get", ns, m[2]) {
+		return describe("archway-build-references policy: " + m[0]), true
 	}
 	if strings.Contains(msg, "cannot set blockOwnerDeletion") &&
 		covers(r, buildv1.GroupVersion.Group, "builds/finalizers", "update", ns, "") {
@@ -1002,9 +1006,9 @@ func pushSecret(ns, name, host string) *corev1.Secret {
 // service account and binds archway-builder to it), a two-platform build
 // of a one-line Dockerfile, started by its ConfigChange trigger (the
 // buildconfig controller), pushed with a push secret, and pruned once
-// complete (history limit 0); and a BuildConfig that names another service account, whose
-// first Build the controller may create only if it may use that account
-// (its platform has no node: it fails at once, without pods).
+// complete (history limit 0); and a BuildConfig that names another service account and a
+// ConfigMap, whose first Build the controller may create only if it may use that account
+// and get the ConfigMap (its platform has no node: it fails at once, without pods).
 func buildCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	c := e.client
 	ns, err := caseNamespace(ctx, e, "build")
@@ -1039,7 +1043,12 @@ func buildCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	if err := c.Create(ctx, newBC("app", "", "linux/amd64", "linux/arm64")); err != nil {
 		return err
 	}
-	if err := c.Create(ctx, newBC("other", "app", "linux/riscv64")); err != nil {
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
+		return err
+	}
+	other := newBC("other", "app", "linux/riscv64")
+	other.Spec.Source.ConfigMaps = []buildv1.ConfigMapBuildSource{{ConfigMap: corev1.LocalObjectReference{Name: "settings"}}}
+	if err := c.Create(ctx, other); err != nil {
 		return err
 	}
 	if err := poll(ctx, "Build other-1 created", func() (bool, error) {
@@ -1075,8 +1084,8 @@ func buildCase(ctx context.Context, e *rbacEnv, _ []string) error {
 }
 
 // triggerCase: a generic webhook delivery to the trigger endpoint starts a
-// Build of a BuildConfig whose trigger secret is a Secret and whose
-// service account is not builder.
+// Build of a BuildConfig whose trigger secret is a Secret, whose
+// service account is not builder and which names a ConfigMap.
 func triggerCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	c := e.client
 	ns, err := caseNamespace(ctx, e, "trigger")
@@ -1097,6 +1106,10 @@ func triggerCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
 	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: e.b.Registry.Host + "/" + ns + "/app:latest"}
 	bc.Spec.ServiceAccount = "app"
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
+		return err
+	}
+	bc.Spec.Source.ConfigMaps = []buildv1.ConfigMapBuildSource{{ConfigMap: corev1.LocalObjectReference{Name: "settings"}}}
 	// No node builds it: the Build fails at once, without pods.
 	bc.Spec.Platforms = []string{"linux/riscv64"}
 	bc.Spec.Triggers = []buildv1.BuildTriggerPolicy{{Type: buildv1.GenericWebHookBuildTriggerType,
