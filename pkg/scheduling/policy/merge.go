@@ -13,12 +13,22 @@ import (
 // reinvocation of the webhook (reinvocationPolicy IfNeeded) changes nothing
 // the first invocation did:
 //
-//   - nodeName, schedulerName and each nodeSelector key: a value already on
-//     the pod (its own or an earlier policy's) stays; the policy's fills in
-//     only what is unset. schedulerName counts as unset when it is
+//   - schedulerName and each nodeSelector key: a value already on the pod
+//     (its own or an earlier policy's) stays; the policy's fills in only
+//     what is unset. schedulerName counts as unset when it is
 //     "default-scheduler", which the apiserver fills in before admission.
-//     nodeName is never set on a pod with scheduling gates (the apiserver
-//     rejects such a pod).
+//   - nodeName (unlike kupid, which sets spec.nodeName): the pod is made to
+//     require the node of that name, by the requirement metadata.name In
+//     [nodeName] in every required node selector term (the one term, when
+//     it has none), as the DaemonSet controller pins its pods. The pod then
+//     still goes through the scheduler (its resources, taints, and the
+//     control-plane protection's check of bindings) and through placement,
+//     whose gate a pod with spec.nodeName could not have and whose
+//     architecture requirement it appends to the same terms; and a policy
+//     pins a workload's pods alike whether its template or the pods were
+//     merged. A node already named stays: the pod's spec.nodeName, or a
+//     metadata.name requirement of its terms that the node fails (its
+//     own, a DaemonSet pod's, or an earlier policy's).
 //   - tolerations, preferred node affinity terms and pod (anti-)affinity
 //     terms (required and preferred): the policy's are appended, skipping
 //     any exactly equal to one already there. Tolerations go before the
@@ -41,8 +51,9 @@ type Outcome struct {
 	// Changed is true when the policy added anything to the pod.
 	Changed bool
 	// Kept lists the fields where the policy's value was not applied
-	// because the pod (or a policy merged earlier) already had one:
-	// "nodeName", "schedulerName", "nodeSelector[key]".
+	// because the pod (or a policy merged earlier) already had another:
+	// "nodeSelector[key]" (by key), "nodeName", "schedulerName", in that
+	// order.
 	Kept []string
 }
 
@@ -85,12 +96,8 @@ func mergeCriteria(spec *corev1.PodSpec, c *kupidv1alpha1.SchedulingCriteria) []
 		}
 		spec.NodeSelector[k] = c.NodeSelector[k]
 	}
-	if c.NodeName != "" && c.NodeName != spec.NodeName {
-		if spec.NodeName == "" && len(spec.SchedulingGates) == 0 {
-			spec.NodeName = c.NodeName
-		} else {
-			kept = append(kept, "nodeName")
-		}
+	if c.NodeName != "" && !requireNode(spec, c.NodeName) {
+		kept = append(kept, "nodeName")
 	}
 	if c.SchedulerName != "" && c.SchedulerName != spec.SchedulerName {
 		if spec.SchedulerName == "" || spec.SchedulerName == corev1.DefaultSchedulerName {
@@ -104,6 +111,46 @@ func mergeCriteria(spec *corev1.PodSpec, c *kupidv1alpha1.SchedulingCriteria) []
 		spec.Affinity = mergeAffinity(spec.Affinity, c.Affinity)
 	}
 	return kept
+}
+
+// nodeNameField is the node field a node selector term can name a node by.
+const nodeNameField = "metadata.name"
+
+// requireNode makes spec require the node named name (see the merge rules)
+// and reports whether it could: false, with spec unchanged, when spec
+// already names another node.
+func requireNode(spec *corev1.PodSpec, name string) bool {
+	if spec.NodeName != "" {
+		return spec.NodeName == name
+	}
+	var terms []corev1.NodeSelectorTerm
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		terms = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	}
+	for _, t := range terms {
+		for _, r := range t.MatchFields {
+			if r.Key != nodeNameField {
+				continue
+			}
+			named := slices.Contains(r.Values, name)
+			if (r.Operator == corev1.NodeSelectorOpIn && !named) || (r.Operator == corev1.NodeSelectorOpNotIn && named) {
+				return false
+			}
+		}
+	}
+	pin := corev1.NodeSelectorRequirement{Key: nodeNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{name}}
+	if len(terms) == 0 {
+		spec.Affinity = mergeAffinity(spec.Affinity, &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{pin},
+			}}},
+		}})
+		return true
+	}
+	for i := range terms {
+		terms[i].MatchFields = appendMissing(terms[i].MatchFields, []corev1.NodeSelectorRequirement{pin})
+	}
+	return true
 }
 
 // mergeAffinity returns pod merged with policy; pod may be nil and is

@@ -19,6 +19,14 @@ func term(reqs ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm {
 	return corev1.NodeSelectorTerm{MatchExpressions: reqs}
 }
 
+func fieldTerm(reqs ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm {
+	return corev1.NodeSelectorTerm{MatchFields: reqs}
+}
+
+func nameIn(nodes ...string) corev1.NodeSelectorRequirement {
+	return req(nodeNameField, corev1.NodeSelectorOpIn, nodes...)
+}
+
 func required(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
 	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
@@ -84,25 +92,75 @@ func TestMerge(t *testing.T) {
 			kept:    [][]string{{"nodeSelector[pool]"}},
 		},
 		{
-			name:     "nodeName: set when the pod has none",
+			name:     "nodeName: required as the node's name in a new term when the pod has none",
 			pod:      corev1.PodSpec{},
 			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{NodeName: "node-1"})},
-			want:     corev1.PodSpec{NodeName: "node-1"},
+			want:     corev1.PodSpec{Affinity: required(fieldTerm(nameIn("node-1")))},
 			order:    []string{"p"}, changed: []bool{true}, kept: [][]string{nil},
 		},
 		{
-			name:     "nodeName: the pod's wins",
+			name:     "nodeName: added to every term the pod has",
+			pod:      corev1.PodSpec{Affinity: required(term(zoneA), term(zoneB))},
+			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{NodeName: "node-1"})},
+			want: corev1.PodSpec{Affinity: required(
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zoneA}, MatchFields: []corev1.NodeSelectorRequirement{nameIn("node-1")}},
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zoneB}, MatchFields: []corev1.NodeSelectorRequirement{nameIn("node-1")}},
+			)},
+			order: []string{"p"}, changed: []bool{true}, kept: [][]string{nil},
+		},
+		{
+			name:     "nodeName: a gated pod is pinned the same way (the apiserver refuses spec.nodeName on it)",
+			pod:      corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "g"}}},
+			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{NodeName: "node-1"})},
+			want:     corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "g"}}, Affinity: required(fieldTerm(nameIn("node-1")))},
+			order:    []string{"p"}, changed: []bool{true}, kept: [][]string{nil},
+		},
+		{
+			name:     "nodeName: the pod's own spec.nodeName wins",
 			pod:      corev1.PodSpec{NodeName: "mine"},
 			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{NodeName: "node-1"})},
 			want:     corev1.PodSpec{NodeName: "mine"},
 			order:    []string{"p"}, changed: []bool{false}, kept: [][]string{{"nodeName"}},
 		},
 		{
-			name:     "nodeName: never on a gated pod, which the apiserver would reject",
-			pod:      corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "g"}}},
+			name:     "nodeName: the pod's own spec.nodeName, the same, needs nothing",
+			pod:      corev1.PodSpec{NodeName: "node-1"},
 			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{NodeName: "node-1"})},
-			want:     corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "g"}}},
+			want:     corev1.PodSpec{NodeName: "node-1"},
+			order:    []string{"p"}, changed: []bool{false}, kept: [][]string{nil},
+		},
+		{
+			name:     "nodeName: a DaemonSet pod's term for another node wins",
+			pod:      corev1.PodSpec{Affinity: required(fieldTerm(nameIn("node-2")))},
+			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{NodeName: "node-1"})},
+			want:     corev1.PodSpec{Affinity: required(fieldTerm(nameIn("node-2")))},
 			order:    []string{"p"}, changed: []bool{false}, kept: [][]string{{"nodeName"}},
+		},
+		{
+			name:     "nodeName: a term excluding the node wins",
+			pod:      corev1.PodSpec{Affinity: required(term(zoneA), fieldTerm(req(nodeNameField, corev1.NodeSelectorOpNotIn, "node-1")))},
+			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{NodeName: "node-1"})},
+			want:     corev1.PodSpec{Affinity: required(term(zoneA), fieldTerm(req(nodeNameField, corev1.NodeSelectorOpNotIn, "node-1")))},
+			order:    []string{"p"}, changed: []bool{false}, kept: [][]string{{"nodeName"}},
+		},
+		{
+			name:     "nodeName: a term naming the node and others is narrowed to it",
+			pod:      corev1.PodSpec{Affinity: required(fieldTerm(nameIn("node-1", "node-2")))},
+			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{NodeName: "node-1"})},
+			want:     corev1.PodSpec{Affinity: required(fieldTerm(nameIn("node-1", "node-2"), nameIn("node-1")))},
+			order:    []string{"p"}, changed: []bool{true}, kept: [][]string{nil},
+		},
+		{
+			name: "nodeName and required terms of one policy: every term names the node",
+			pod:  corev1.PodSpec{},
+			policies: []Policy{pol("p", 0, kupidv1alpha1.SchedulingCriteria{
+				NodeName: "node-1", Affinity: required(term(zoneA), term(zoneB)),
+			})},
+			want: corev1.PodSpec{Affinity: required(
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zoneA}, MatchFields: []corev1.NodeSelectorRequirement{nameIn("node-1")}},
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zoneB}, MatchFields: []corev1.NodeSelectorRequirement{nameIn("node-1")}},
+			)},
+			order: []string{"p"}, changed: []bool{true}, kept: [][]string{nil},
 		},
 		{
 			name:     "schedulerName: replaces the default the apiserver filled in",
@@ -222,7 +280,7 @@ func TestMerge(t *testing.T) {
 				pol("low", 1, kupidv1alpha1.SchedulingCriteria{NodeName: "n-low", SchedulerName: "s-low", NodeSelector: map[string]string{"pool": "low", "l": "1"}}),
 				pol("high", 9, kupidv1alpha1.SchedulingCriteria{NodeName: "n-high", SchedulerName: "s-high", NodeSelector: map[string]string{"pool": "high"}}),
 			},
-			want:    corev1.PodSpec{NodeName: "n-high", SchedulerName: "s-high", NodeSelector: map[string]string{"pool": "high", "l": "1"}},
+			want:    corev1.PodSpec{Affinity: required(fieldTerm(nameIn("n-high"))), SchedulerName: "s-high", NodeSelector: map[string]string{"pool": "high", "l": "1"}},
 			order:   []string{"high", "low"},
 			changed: []bool{true, true},
 			kept:    [][]string{nil, {"nodeSelector[pool]", "nodeName", "schedulerName"}},
@@ -236,7 +294,7 @@ func TestMerge(t *testing.T) {
 				pol("b-ns", 5, kupidv1alpha1.SchedulingCriteria{NodeName: "from-b"}),
 				cpol("urgent", 6, kupidv1alpha1.SchedulingCriteria{Tolerations: []corev1.Toleration{tolSpot}}),
 			},
-			want:    corev1.PodSpec{NodeName: "from-b", Tolerations: []corev1.Toleration{tolSpot}},
+			want:    corev1.PodSpec{Affinity: required(fieldTerm(nameIn("from-b"))), Tolerations: []corev1.Toleration{tolSpot}},
 			order:   []string{"urgent", "b-ns", "z-ns", "a-cluster"},
 			changed: []bool{true, true, false, false},
 			kept:    [][]string{nil, nil, {"nodeName"}, {"nodeName"}},

@@ -29,6 +29,7 @@ type metrics struct {
 	mutations *prometheus.CounterVec
 	pods      *prometheus.CounterVec
 	workloads *prometheus.CounterVec
+	skipped   *prometheus.CounterVec
 	latency   prometheus.Histogram
 	writes    *prometheus.CounterVec
 }
@@ -47,6 +48,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "archway_scheduling_policy_workloads_total",
 			Help: "Workload creates and updates the scheduling-policy webhook admitted, by kind (Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob) and result (mutated, unchanged, no-policy, error; owned, template-unchanged, no-template: left alone).",
 		}, []string{"kind", "result"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archway_scheduling_policy_skipped_parts_total",
+			Help: "Parts of policies not applied to a new pod or workload template because it, or a policy merged before, already had another value, by policy, kind (Pod or the workload's) and part (nodeName, schedulerName, nodeSelector).",
+		}, []string{"policy", "kind", "part"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "archway_scheduling_policy_admission_duration_seconds",
 			Help:    "Time the scheduling-policy webhook spent on a pod, from decoding it to the patch.",
@@ -58,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.mutations, m.pods, m.workloads, m.latency, m.writes} {
+	for _, c := range []prometheus.Collector{m.mutations, m.pods, m.workloads, m.skipped, m.latency, m.writes} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

@@ -31,8 +31,9 @@ type Options struct {
 }
 
 // SetupWebhook registers the pod webhook at WebhookPath, the workload
-// template webhook at WorkloadWebhookPath and the policy validation webhooks on mgr's webhook server, and adds the status
-// recorder to mgr. It runs on every replica (no leader election) and reads
+// template webhook at WorkloadWebhookPath, the skipped-parts webhook at
+// SkippedWebhookPath and the policy validation webhooks on mgr's webhook
+// server, and adds the status recorder to mgr. It runs on every replica (no leader election) and reads
 // the manager's informer cache, whose informers it starts up front so that
 // no admission waits for one; a readiness check named
 // "scheduling-policy-webhook-cache" fails until they have synced. Metrics
@@ -71,6 +72,15 @@ func SetupWebhook(mgr ctrl.Manager, opts Options, reg prometheus.Registerer) (*S
 		policies: policies,
 		metrics:  m,
 		log:      log.WithName("workloads"),
+	}})
+	srv.Register(SkippedWebhookPath, &admission.Webhook{Handler: &skippedWebhook{
+		decoder:  admission.NewDecoder(mgr.GetScheme()),
+		policies: policies,
+		status:   status,
+		recorder: mgr.GetEventRecorder("scheduling-policy-webhook"),
+		metrics:  m,
+		log:      log.WithName("skipped"),
+		now:      time.Now,
 	}})
 	srv.Register(PodSchedulingPolicyValidationPath, admission.WithValidator[*kupidv1alpha1.PodSchedulingPolicy](mgr.GetScheme(),
 		policyValidator[*kupidv1alpha1.PodSchedulingPolicy]{validate: validatePodPolicy}))

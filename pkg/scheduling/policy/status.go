@@ -64,6 +64,22 @@ type policyKey struct {
 type applied struct {
 	pods int64
 	last time.Time
+	// skipped counts pods with parts of the policy not applied;
+	// lastSkipped is the latest object (pod or workload) with any.
+	skipped     int64
+	lastSkipped *kupidv1alpha1.SkippedParts
+}
+
+// add adds b to a.
+func (a *applied) add(b *applied) {
+	a.pods += b.pods
+	if b.last.After(a.last) {
+		a.last = b.last
+	}
+	a.skipped += b.skipped
+	if b.lastSkipped != nil && (a.lastSkipped == nil || b.lastSkipped.Time.After(a.lastSkipped.Time.Time)) {
+		a.lastSkipped = b.lastSkipped
+	}
 }
 
 // NewStatusRecorder returns a recorder that reads policies from reader,
@@ -81,11 +97,25 @@ func SetDirectReader(r *StatusRecorder, direct client.Reader) { r.direct = direc
 // Record counts one pod p was applied to at time at. Once the recorder has
 // stopped, the count is written at once.
 func (r *StatusRecorder) Record(p Policy, at time.Time) {
+	r.record(p, &applied{pods: 1, last: at})
+}
+
+// RecordSkipped records that parts of p were not applied to an object
+// (counted in skippedPods when it is a pod).
+func (r *StatusRecorder) RecordSkipped(p Policy, s kupidv1alpha1.SkippedParts, pod bool) {
+	a := &applied{lastSkipped: &s}
+	if pod {
+		a.skipped = 1
+	}
+	r.record(p, a)
+}
+
+func (r *StatusRecorder) record(p Policy, add *applied) {
 	k := policyKey{kind: p.Kind, namespace: p.Namespace, name: p.Name, uid: p.UID}
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
-		r.writeNow(k, &applied{pods: 1, last: at})
+		r.writeNow(k, add)
 		return
 	}
 	defer r.mu.Unlock()
@@ -94,10 +124,7 @@ func (r *StatusRecorder) Record(p Policy, at time.Time) {
 		a = &applied{}
 		r.pending[k] = a
 	}
-	a.pods++
-	if at.After(a.last) {
-		a.last = at
-	}
+	a.add(add)
 }
 
 // NeedLeaderElection is false: every replica flushes what it counted.
@@ -206,10 +233,7 @@ func (r *StatusRecorder) flush(ctx context.Context, reader client.Reader) {
 	defer r.mu.Unlock()
 	for k, a := range r.pending {
 		if f := failed[k]; f != nil {
-			f.pods += a.pods
-			if a.last.After(f.last) {
-				f.last = a.last
-			}
+			f.add(a)
 		} else {
 			failed[k] = a
 		}
@@ -258,8 +282,13 @@ func (r *StatusRecorder) write(ctx context.Context, reader client.Reader, k poli
 	}
 	base := obj.DeepCopyObject().(client.Object)
 	status.MatchedPods += a.pods
-	if status.LastAppliedTime == nil || a.last.Truncate(time.Second).After(status.LastAppliedTime.Time) {
+	if !a.last.IsZero() && (status.LastAppliedTime == nil || a.last.Truncate(time.Second).After(status.LastAppliedTime.Time)) {
 		status.LastAppliedTime = &metav1.Time{Time: a.last.Truncate(time.Second)}
+	}
+	status.SkippedPods += a.skipped
+	if s := a.lastSkipped; s != nil && (status.LastSkipped == nil || !s.Time.Truncate(time.Second).Before(status.LastSkipped.Time.Time)) {
+		status.LastSkipped = s.DeepCopy()
+		status.LastSkipped.Time = metav1.NewTime(s.Time.Truncate(time.Second))
 	}
 	err := r.writer.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	switch {

@@ -83,6 +83,13 @@ func (w *podWebhook) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	if len(sel.Selected) == 0 {
 		w.metrics.pods.WithLabelValues(podNoPolicy).Inc()
+		// A pod made from another's manifest may carry its annotations:
+		// they are not true of this one.
+		if patch := annotationsPatch("/metadata/annotations", pod.Annotations, map[string]string{
+			AppliedPoliciesAnnotation: "", SkippedAnnotation: "",
+		}); len(patch) > 0 {
+			return admission.Patched("", patch...)
+		}
 		return admission.Allowed("")
 	}
 	merged, outcomes := Merge(&pod.Spec, sel.Selected)
@@ -114,6 +121,7 @@ func (w *podWebhook) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	patch = append(patch, annotationsPatch("/metadata/annotations", pod.Annotations, map[string]string{
 		AppliedPoliciesAnnotation: strings.Join(refs, ","),
+		SkippedAnnotation:         formatSkips(skips(outcomes)),
 	})...)
 	if len(patch) == 0 {
 		w.metrics.pods.WithLabelValues(podUnchanged).Inc()

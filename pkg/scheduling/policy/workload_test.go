@@ -94,7 +94,10 @@ func TestWorkloadPatch(t *testing.T) {
 				want := obj.DeepCopyObject().(client.Object)
 				wt, _ := podTemplate(want)
 				wt.Spec = *wantSpec
-				a := map[string]string{AppliedPoliciesAnnotation: "PodSchedulingPolicy/ns/p"}
+				a := map[string]string{
+					AppliedPoliciesAnnotation: "PodSchedulingPolicy/ns/p",
+					SkippedAnnotation:         "PodSchedulingPolicy/ns/p: nodeSelector[disk]",
+				}
 				for k, v := range annotations {
 					a[k] = v
 				}

@@ -96,8 +96,9 @@ func (w *workloadWebhook) Handle(ctx context.Context, req admission.Request) adm
 // workloadPatch merges policies into obj's pod template and returns the
 // patch that does it to the workload as the apiserver sent it: the
 // template's scheduling fields that changed, and the workload's
-// annotation naming the policies (removed when none selects the template:
-// what an earlier merge added stays in the template).
+// annotations naming the policies and the parts of them not applied
+// (removed when none selects the template, or none was skipped: what an
+// earlier merge added stays in the template).
 func workloadPatch(obj client.Object, policies []Policy) ([]jsonpatch.Operation, []Outcome, error) {
 	tmpl, path := podTemplate(obj)
 	merged, outcomes := Merge(&tmpl.Spec, policies)
@@ -111,6 +112,7 @@ func workloadPatch(obj client.Object, policies []Policy) ([]jsonpatch.Operation,
 	}
 	patch = append(patch, annotationsPatch("/metadata/annotations", obj.GetAnnotations(), map[string]string{
 		AppliedPoliciesAnnotation: strings.Join(refs, ","),
+		SkippedAnnotation:         formatSkips(skips(outcomes)),
 	})...)
 	return patch, outcomes, nil
 }

@@ -55,7 +55,7 @@ var (
 		{"ValidatingWebhookConfiguration", "archway-pod-placement-validation", 2},
 		{"ValidatingWebhookConfiguration", "archway-control-plane-protection", 2},
 		{"MutatingWebhookConfiguration", "archway-scheduling-policy", 2},
-		{"ValidatingWebhookConfiguration", "archway-scheduling-policy-validation", 2},
+		{"ValidatingWebhookConfiguration", "archway-scheduling-policy-validation", 4},
 	}
 )
 

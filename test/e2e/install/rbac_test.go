@@ -46,6 +46,7 @@ import (
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/pkg/scheduling/policy"
 	"github.com/archway-build/archway/pkg/scheduling/protection"
 	"github.com/archway-build/archway/test/bed"
 )
@@ -1361,7 +1362,8 @@ func unreachableImageAddr() string {
 }
 
 // policyCase: a PodSchedulingPolicy is admitted, merged into a new pod,
-// and the pod counted in its status.
+// the pod counted in its status, and the part the pod kept its own value
+// for recorded as an event on it.
 func policyCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	c := e.client
 	ns, err := caseNamespace(ctx, e, "policy")
@@ -1370,12 +1372,14 @@ func policyCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	}
 	psp := &kupidv1alpha1.PodSchedulingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "zone"}}
 	psp.Spec.PodSelector = &metav1.LabelSelector{}
-	psp.Spec.NodeSelector = map[string]string{"rbac.archway.dev/zone": "a"}
+	psp.Spec.NodeSelector = map[string]string{"rbac.archway.dev/zone": "a", "rbac.archway.dev/disk": "ssd"}
 	if err := retryCreate(ctx, c, psp); err != nil {
 		return err
 	}
+	var pod *corev1.Pod
 	for i := 0; ; i++ {
-		pod := testPod(ns, fmt.Sprintf("p-%d", i), e.b.BaseImage)
+		pod = testPod(ns, fmt.Sprintf("p-%d", i), e.b.BaseImage)
+		pod.Spec.NodeSelector = map[string]string{"rbac.archway.dev/disk": "hdd"}
 		if err := retryCreate(ctx, c, pod); err != nil {
 			return err
 		}
@@ -1391,12 +1395,23 @@ func policyCase(ctx context.Context, e *rbacEnv, _ []string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return poll(ctx, "matchedPods counted", func() (bool, error) {
+	if err := poll(ctx, "matchedPods counted", func() (bool, error) {
 		got := &kupidv1alpha1.PodSchedulingPolicy{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(psp), got); err != nil {
 			return false, err
 		}
 		return got.Status.MatchedPods > 0, nil
+	}); err != nil {
+		return err
+	}
+	return poll(ctx, "skipped-part event", func() (bool, error) {
+		var events eventsv1.EventList
+		if err := c.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(events.Items, func(ev eventsv1.Event) bool {
+			return ev.Reason == policy.EventPolicyPartsSkipped && ev.Regarding.Name == pod.Name
+		}), nil
 	})
 }
 

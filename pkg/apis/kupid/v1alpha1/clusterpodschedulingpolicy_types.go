@@ -16,6 +16,7 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,description="Higher is applied first and wins conflicts."
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedPods`,description="Pods the policy was applied to."
+// +kubebuilder:printcolumn:name="Skipped",type=integer,JSONPath=`.status.skippedPods`,description="Pods where part of the policy was not applied (see status.lastSkipped and the pods' events)."
 // +kubebuilder:printcolumn:name="Last applied",type=date,JSONPath=`.status.lastAppliedTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterPodSchedulingPolicy struct {

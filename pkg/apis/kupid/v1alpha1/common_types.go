@@ -8,17 +8,23 @@ import (
 // SchedulingCriteria are the pod scheduling fields a policy injects into
 // the pods it selects. Every field is optional; a field the policy leaves
 // unset changes nothing. The pod's own value wins over the policy's for
-// nodeName, schedulerName and every nodeSelector key it already has.
+// nodeName, schedulerName and every nodeSelector key it already has; each
+// part so skipped is recorded as an event on the pod and in the policy's
+// status.
 type SchedulingCriteria struct {
 	// nodeSelector keys are added to the pod's nodeSelector; a key the pod
 	// already has keeps the pod's value. Default: unset.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// nodeName is set on pods that have none. It is not set on a pod that
-	// carries scheduling gates (the apiserver rejects a gated pod with a
-	// node name); use a required node affinity on kubernetes.io/hostname
-	// for those. At most 253 characters, a DNS subdomain. Default: unset.
+	// nodeName makes the pods require the node of that name: the
+	// requirement metadata.name In [nodeName] is added to every required
+	// node selector term (or makes the one term), so the pod still goes
+	// through the scheduler and placement (unlike kupid, which sets
+	// spec.nodeName, which a gated pod cannot have). A pod that already
+	// names another node (its spec.nodeName, or a term's metadata.name
+	// requirement, as a DaemonSet pod's) keeps it, and the skip is recorded.
+	// At most 253 characters, a DNS subdomain. Default: unset.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
@@ -71,4 +77,41 @@ type PolicyStatus struct {
 	// Default: unset, never applied.
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
+
+	// skippedPods counts the pods created with part of this policy not
+	// applied, because the pod or a policy merged before this one already
+	// had another value (nodeName, schedulerName, a nodeSelector key).
+	// Each such pod has an event that names the parts. Default: 0.
+	// +optional
+	SkippedPods int64 `json:"skippedPods,omitempty"`
+
+	// lastSkipped is the latest pod or workload template where part of
+	// this policy was not applied, and which parts. Default: unset.
+	// +optional
+	LastSkipped *SkippedParts `json:"lastSkipped,omitempty"`
+}
+
+// SkippedParts names an object where parts of a policy were not applied.
+type SkippedParts struct {
+	// kind is the object's kind: Pod, or the workload's (Deployment, ...).
+	// +required
+	Kind string `json:"kind"`
+
+	// namespace is the object's namespace.
+	// +required
+	Namespace string `json:"namespace"`
+
+	// name is the object's name.
+	// +required
+	Name string `json:"name"`
+
+	// parts are the parts of the policy not applied: nodeName,
+	// schedulerName, nodeSelector[<key>].
+	// +required
+	// +listType=atomic
+	Parts []string `json:"parts"`
+
+	// time is when the object was admitted.
+	// +required
+	Time metav1.Time `json:"time"`
 }

@@ -34,22 +34,7 @@ import (
 // allow.
 func TestPolicyThenPlacement(t *testing.T) {
 	ctx := context.Background()
-	startPlacementController(t)
-	const label = "scheduling-policy-suite/placement"
-	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{
-		ObjectMeta: metav1.ObjectMeta{Name: multiarchv1beta1.ClusterPodPlacementConfigName},
-		Spec:       multiarchv1beta1.ClusterPodPlacementConfigSpec{NamespaceSelector: matchLabels(label, "true")},
-	}
-	if err := k8s.Create(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = k8s.Delete(ctx, cfg)
-		_ = bed.WaitGone(ctx, k8s, client.ObjectKeyFromObject(cfg), &multiarchv1beta1.ClusterPodPlacementConfig{})
-	})
-	waitCached(t, cfg)
-
-	ns := newNamespace(t, map[string]string{label: "true"})
+	ns := startPlacement(t, "scheduling-policy-suite/placement")
 	terms := []corev1.NodeSelectorTerm{
 		term(in(corev1.LabelHostname, "node-arm64-1", "node-ppc64le-1")),
 		term(in(corev1.LabelHostname, "node-s390x-1")),
@@ -97,8 +82,28 @@ func TestPolicyThenPlacement(t *testing.T) {
 	}
 }
 
-// startPlacementController runs the placement controllers in a manager
-// of their own until the test ends (after the test's other cleanups).
+// startPlacement runs placement for the test: its controllers, and a
+// ClusterPodPlacementConfig that selects the namespaces labelled label,
+// deleted at the end; it returns such a namespace.
+func startPlacement(t *testing.T, label string) string {
+	t.Helper()
+	ctx := context.Background()
+	startPlacementController(t)
+	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: multiarchv1beta1.ClusterPodPlacementConfigName},
+		Spec:       multiarchv1beta1.ClusterPodPlacementConfigSpec{NamespaceSelector: matchLabels(label, "true")},
+	}
+	if err := k8s.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, cfg)
+		_ = bed.WaitGone(ctx, k8s, client.ObjectKeyFromObject(cfg), &multiarchv1beta1.ClusterPodPlacementConfig{})
+	})
+	waitCached(t, cfg)
+	return newNamespace(t, map[string]string{label: "true"})
+}
+
 // waitGating waits until the gate webhook gates pods of ns (a dry-run
 // create comes back gated): it has seen the config and the placement
 // controller's heartbeat, without which it gates nothing.
@@ -115,6 +120,9 @@ func waitGating(t *testing.T, ns string) {
 		t.Fatalf("the gate webhook never gated a pod of %s (it gates only while it sees a placement controller's heartbeat): %v", ns, err)
 	}
 }
+
+// startPlacementController runs the placement controllers in a manager
+// of their own until the test ends (after the test's other cleanups).
 
 func startPlacementController(t *testing.T) {
 	t.Helper()
