@@ -55,8 +55,12 @@ plugin-release: ## Build kubectl-archway for each of PLUGIN_PLATFORMS into bin/r
 	@cd $(BIN_DIR)/release && sha256sum kubectl-archway_* > SHA256SUMS && cat SHA256SUMS
 
 .PHONY: tools
-tools: ## Install everything tests and the bed need (idempotent, cached).
-	hack/tools.sh
+tools: ## Install everything the tests and the bed need (idempotent, cached).
+	hack/tools.sh test
+
+.PHONY: tools-all
+tools-all: ## Install every tool, the benchmarks' BuildKit and the linters included.
+	hack/tools.sh all
 
 .PHONY: test
 test: tools test-unit test-integration test-e2e ## Everything CI runs.
@@ -93,7 +97,7 @@ DEMO_CLUSTER = $(filter command line,$(origin KUBECONFIG))
 demo: ## A four-architecture build, live: on a one-machine cluster (KEEP=1, INSTALL=1) or KUBECONFIG=FILE's.
 ifeq ($(DEMO_CLUSTER),)
 	@echo "==> Installing the tools the demo needs (kube-apiserver, kube-scheduler, kwok, registry, qemu...; cached after the first run)"
-	@$(MAKE) --no-print-directory tools
+	@hack/tools.sh demo
 	@echo "==> Building builder and build-controller into $(BIN_DIR)/"
 	@$(MAKE) --no-print-directory build
 	@go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/demo ./test/e2e/cmd/demo
@@ -146,8 +150,17 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 		git status --porcelain -- pkg/apis manifests docs/reference/api; git diff --stat -- pkg/apis manifests docs/reference/api; \
 		echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
 
+# PURGE_APT=1 removes the cross-build apt packages first, to show make tools
+# installs them; KEEP=1 keeps the clone and caches (in /tmp/archway-ci-cold-*).
+PURGE_APT ?=
+
+.PHONY: ci-cold
+ci-cold: ## Run .ci/run as a new machine would: a fresh clone of HEAD, every cache empty; prints stage times.
+	hack/ci-cold.sh $(if $(PURGE_APT),--purge-apt)
+
 .PHONY: lint
-lint: tools ## golangci-lint with the repository's .golangci.yml.
+lint: ## golangci-lint with the repository's .golangci.yml.
+	hack/tools.sh golangci-lint
 	$(GOLANGCI_LINT) run --build-tags "$(BUILD_TAGS)" ./...
 
 .PHONY: docs

@@ -5,14 +5,16 @@
 # $REGISTRY/builder:$TAG and $REGISTRY/emulation-setup:$TAG.
 #
 # The Go binaries are cross-compiled for each platform (never compiled under
-# emulation): build-controller with CGO_ENABLED=0; builder with cgo (buildah
-# re-executes it into user and mount namespaces through C code), linked
+# emulation), all three in one go build with one set of flags so that the
+# packages they share compile once per platform: cgo (buildah re-executes
+# the builder into user and mount namespaces through C code), linked
 # statically with the platform's cross compiler from Debian
-# (gcc-aarch64-linux-gnu, gcc-powerpc64le-linux-gnu, gcc-s390x-linux-gnu;
-# `hack/tools.sh apt` installs them) and SQLite compiled in, so that it runs
-# on any base image. The linker warns that dlopen in a static binary needs
-# the same glibc at run time: only PKCS#11 modules are loaded that way,
-# which builds never use.
+# (gcc-aarch64-linux-gnu, gcc-powerpc64le-linux-gnu, gcc-s390x-linux-gnu and
+# their libc6-dev-*-cross; `hack/tools.sh apt` installs them), netgo and
+# osusergo, and SQLite compiled in, so that each runs on any base image.
+# The linker warns that dlopen in a static binary needs the same glibc at
+# run time: only PKCS#11 modules are loaded that way, which builds never
+# use.
 #
 # emulation-setup (the binfmt DaemonSet of manifests/emulation) is a static
 # Go binary and, for each platform, the qemu user-mode interpreters that
@@ -124,26 +126,24 @@ for p in "${platforms[@]}"; do
 	dir="$out/${os}_${arch}"
 	mkdir -p "$dir"
 	cc=$(cross_cc "$arch")
-	echo "==> $p: build-controller (CGO_ENABLED=0)"
+	# One go build of the three programs with one set of flags: the packages
+	# they share (most of them) compile once per platform. Everything is
+	# linked statically: the builder needs cgo (buildah's re-exec into user
+	# and mount namespaces), netgo and osusergo keep glibc's resolver and
+	# user lookups out of every binary.
+	echo "==> $p: build-controller, builder, emulation-setup (cgo with $cc, static)"
 	start=$SECONDS
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath \
-		-tags "containers_image_openpgp exclude_graphdriver_btrfs" -ldflags "$ldflags" \
-		-o "$dir/build-controller" ./cmd/build-controller
-	echo "    $((SECONDS - start)) s"
-	echo "==> $p: builder (cgo with $cc, static)"
-	start=$SECONDS
+	rm -rf "$dir/emulation-setup" "$dir/.bin"
 	CGO_ENABLED=1 CC=$cc GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath \
 		-tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo sqlite_omit_load_extension" \
 		-ldflags "$ldflags -linkmode external -extldflags -static" \
-		-o "$dir/builder" ./cmd/builder
+		-o "$dir/.bin/" ./cmd/build-controller ./cmd/builder ./cmd/emulation-setup
+	mkdir -p "$dir/emulation-setup/usr/local/bin"
+	mv "$dir/.bin/build-controller" "$dir/.bin/builder" "$dir/"
+	mv "$dir/.bin/emulation-setup" "$dir/emulation-setup/usr/local/bin/"
+	rmdir "$dir/.bin"
 	echo "    $((SECONDS - start)) s"
-	echo "==> $p: emulation-setup (CGO_ENABLED=0) and qemu-user-static's interpreters"
-	start=$SECONDS
-	rm -rf "$dir/emulation-setup"
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath -ldflags "$ldflags" \
-		-o "$dir/emulation-setup/usr/local/bin/emulation-setup" ./cmd/emulation-setup
 	qemu_files "$arch" "$dir/emulation-setup"
-	echo "    $((SECONDS - start)) s"
 done
 
 # The builder that builds the images runs here.

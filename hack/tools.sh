@@ -2,11 +2,14 @@
 # Installs everything archway's tests, bed and demo need, idempotently, into a
 # cache outside the clone. Safe to rerun: each part is skipped when present.
 #
-#   hack/tools.sh            all parts
+#   hack/tools.sh            what the tests need (group test)
+#   hack/tools.sh demo       what make demo needs
+#   hack/tools.sh all        every part
 #   hack/tools.sh apt qemu   only the named parts
 #
-# Parts: apt, qemu, busybox, qemudebs, kube, etcd, kwok, registry, controller-gen,
-# golangci-lint, buildkit. Binaries land in $ARCHWAY_CACHE/bin/<name>-<version>.
+# Parts: apt, cross, qemu, busybox, qemudebs, kube, etcd, kwok, registry,
+# controller-gen, golangci-lint, buildkit. Binaries land in
+# $ARCHWAY_CACHE/bin/<name>-<version>.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -64,18 +67,20 @@ apt_install() {
 }
 
 part_apt() {
-	apt_install git qemu-user-static libsqlite3-dev gcc make ca-certificates buildah
-	# runc runs BuildKit's build steps in the builder benchmark.
-	apt_install runc
-	# C cross compilers for builder's cgo in make images (hack/images.sh):
-	# the Go binaries are cross-compiled, never compiled under emulation.
-	# Each compiler only recommends its target's C library and headers, and
-	# recommends are off, so those are named too.
-	if [ "$(uname -m)" = x86_64 ]; then
-		apt_install gcc-aarch64-linux-gnu gcc-powerpc64le-linux-gnu gcc-s390x-linux-gnu \
-			libc6-dev-arm64-cross libc6-dev-ppc64el-cross libc6-dev-s390x-cross
-		check_cross aarch64-linux-gnu powerpc64le-linux-gnu s390x-linux-gnu
-	fi
+	# git, ip (iproute2) and setpriv (util-linux) are run by the bed and the
+	# builder's tests; buildah and runc by the builder benchmark.
+	apt_install git qemu-user-static libsqlite3-dev gcc make ca-certificates buildah runc iproute2 util-linux
+}
+
+# part_cross installs the C cross compilers for builder's cgo in make
+# images (hack/images.sh): the Go binaries are cross-compiled, never
+# compiled under emulation. Each compiler only recommends its target's C
+# library and headers, and recommends are off, so those are named too.
+part_cross() {
+	[ "$(uname -m)" = x86_64 ] || fail "make images cross-compiles from an x86_64 machine only (this is $(uname -m))" cross
+	apt_install gcc-aarch64-linux-gnu gcc-powerpc64le-linux-gnu gcc-s390x-linux-gnu \
+		libc6-dev-arm64-cross libc6-dev-ppc64el-cross libc6-dev-s390x-cross
+	check_cross aarch64-linux-gnu powerpc64le-linux-gnu s390x-linux-gnu
 }
 
 # check_cross TRIPLET... compiles and statically links a C program with each
@@ -237,14 +242,28 @@ if [ "${1:-}" = "assets" ]; then
 	exit 0
 fi
 
-parts=("$@")
-if [ ${#parts[@]} -eq 0 ]; then
-	# Big Go programs are built one after another: in parallel on 2 cores they
-	# take several times longer.
-	parts=(apt qemu busybox qemudebs controller-gen etcd kwok registry kube golangci-lint buildkit)
-fi
+# Groups of parts, each built one part after another in the order its
+# users need them: big Go programs built in parallel on 2 cores take
+# several times longer.
+#   test   what make test needs (the default)
+#   demo   what make demo needs: no cross compilers, no linters
+#   all    every part, benchmarks' BuildKit included
+group_test=(apt qemu busybox etcd kube kwok registry cross qemudebs)
+group_demo=(apt qemu busybox etcd kube kwok registry)
+group_all=(apt qemu busybox etcd kube kwok registry cross qemudebs controller-gen golangci-lint buildkit)
+
+parts=()
+[ $# -gt 0 ] || set -- test
+for a in "$@"; do
+	case "$a" in
+	test) parts+=("${group_test[@]}") ;;
+	demo) parts+=("${group_demo[@]}") ;;
+	all) parts+=("${group_all[@]}") ;;
+	*) parts+=("$a") ;;
+	esac
+done
 for p in "${parts[@]}"; do
-	declare -F "part_$p" >/dev/null || fail "unknown part $p" ""
+	declare -F "part_$p" >/dev/null || fail "unknown part $p (parts: apt cross qemu busybox qemudebs kube etcd kwok registry controller-gen golangci-lint buildkit; groups: test demo all)" ""
 	"part_$p"
 done
 part_links
