@@ -161,7 +161,7 @@ ci-cold: ## Run .ci/run as a new machine would: a fresh clone of HEAD, every cac
 .PHONY: lint
 lint: ## golangci-lint with the repository's .golangci.yml.
 	hack/tools.sh golangci-lint
-	$(GOLANGCI_LINT) run --build-tags "$(BUILD_TAGS)" ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners --build-tags "$(BUILD_TAGS)" ./...
 
 .PHONY: docs
 docs: ## Build the docs site (mkdocs.yml, docs/) into _site/, failing on a broken link; installs MkDocs via apt.
