@@ -472,7 +472,7 @@ func (b *Builder) writeDockerfile(content []byte) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, "Dockerfile")
-	if err := os.WriteFile(path, content, 0o600); err != nil {
+	if err := os.WriteFile(path, content, 0o600); err != nil { //nolint:gosec // G703: a fixed name in a directory just made in the work directory
 		return "", err
 	}
 	return path, nil
