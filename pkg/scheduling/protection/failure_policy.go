@@ -132,7 +132,7 @@ func (r *failurePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if apierrors.IsConflict(err) {
 			// Another replica or the certificate injection wrote first:
 			// the newer version arrives through the watch.
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("setting failurePolicy %s on %s: %w", want, WebhookConfigurationName, err)
 	}
