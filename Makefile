@@ -59,7 +59,7 @@ tools: ## Install everything the tests and the bed need (idempotent, cached).
 	hack/tools.sh test
 
 .PHONY: tools-all
-tools-all: ## Install every tool, the benchmarks' BuildKit and the linters included.
+tools-all: ## Install every tool, the linters and controller-gen included.
 	hack/tools.sh all
 
 .PHONY: test

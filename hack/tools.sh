@@ -247,10 +247,10 @@ fi
 # several times longer.
 #   test   what make test needs (the default)
 #   demo   what make demo needs: no cross compilers, no linters
-#   all    every part, benchmarks' BuildKit included
-group_test=(apt qemu busybox etcd kube kwok registry cross qemudebs)
+#   all    every part
+group_test=(apt qemu busybox etcd kube kwok registry cross qemudebs buildkit)
 group_demo=(apt qemu busybox etcd kube kwok registry)
-group_all=(apt qemu busybox etcd kube kwok registry cross qemudebs controller-gen golangci-lint buildkit)
+group_all=(apt qemu busybox etcd kube kwok registry cross qemudebs buildkit controller-gen golangci-lint)
 
 parts=()
 [ $# -gt 0 ] || set -- test

@@ -60,7 +60,7 @@ func Tool(name string) (string, error) {
 	}
 	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("the bed needs %s, which is not installed at %s: run `make tools` (`make tools-all` for BuildKit, which only the benchmarks use)", name, path)
+		return "", fmt.Errorf("the bed needs %s, which is not installed at %s: run `make tools` (or `hack/tools.sh`)", name, path)
 	}
 	return path, nil
 }
