@@ -20,14 +20,19 @@ const buildTags = "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3
 // forbids that package alone.
 type forbidden struct{ path, why string }
 
+// required is a package of this module a program must link, with why.
+type required struct{ path, why string }
+
 // TestProgramsLinkOnlyTheirOwnSide checks the import graph of each program
 // (go list -deps with the release build tags): a program links only the
 // packages of the side it runs on, so the builder carries no controller, the
-// plugin no buildah and the controller no builder.
+// plugin no buildah and the controller no builder; and it links the shared
+// packages it is meant to read (links), rather than a copy of their rules.
 func TestProgramsLinkOnlyTheirOwnSide(t *testing.T) {
 	tests := []struct {
 		program string
 		deny    []forbidden
+		links   []required
 	}{
 		{"builder", []forbidden{
 			{"pkg/build/controller/...", "the Build controller runs in build-controller, not in build pods"},
@@ -38,19 +43,20 @@ func TestProgramsLinkOnlyTheirOwnSide(t *testing.T) {
 			{"pkg/placement/...", "placement runs in build-controller"},
 			{"pkg/scheduling/...", "scheduling policy runs in build-controller"},
 			{"sigs.k8s.io/controller-runtime/...", "controllers run in build-controller"},
-		}},
+		}, []required{{"pkg/build/dockerfile", "the builder's keys and base checks read the Dockerfile model"}}},
 		{"kubectl-archway", []forbidden{
 			{"go.podman.io/buildah/...", "the plugin is pure Go and cross-compiles for every platform"},
 			{"pkg/build/controller/...", "the plugin talks to the API, not to the controller's code"},
 			{"pkg/build/builder/...", "the builder runs in build pods"},
 			{"pkg/placement/...", "placement runs in build-controller"},
 			{"pkg/scheduling/...", "scheduling policy runs in build-controller"},
-		}},
+		}, nil},
 		{"build-controller", []forbidden{
 			{"pkg/build/builder/...", "the builder runs in build pods"},
 			{"pkg/build/plugin/...", "the plugin runs on a user's machine"},
 			{"go.podman.io/buildah/...", "only the builder builds images"},
-		}},
+			{"github.com/openshift/imagebuilder", "its shell lexer comes with a Docker client: the preflight reads Dockerfiles with pkg/build/dockerfile, expanding nothing"},
+		}, []required{{"pkg/build/dockerfile", "the preflight reads the Dockerfile model, not rules of its own"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.program, func(t *testing.T) {
@@ -67,6 +73,11 @@ func TestProgramsLinkOnlyTheirOwnSide(t *testing.T) {
 							t.Errorf("cmd/%s links %s (imported by %s): %s", tt.program, imp, pkg, f.why)
 						}
 					}
+				}
+			}
+			for _, r := range tt.links {
+				if _, ok := imports[module+r.path]; !ok {
+					t.Errorf("cmd/%s does not link %s: %s", tt.program, r.path, r.why)
 				}
 			}
 		})

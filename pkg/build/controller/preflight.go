@@ -4,18 +4,17 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/openshift/imagebuilder/dockerfile/parser"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/dockerfile"
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -31,11 +30,14 @@ type BaseInspector interface {
 // platforms that are known before any pod starts, and whether they are
 // known at all: dockerStrategy.from (a DockerImage), and the FROM images of
 // an inline Dockerfile (spec.source.dockerfile) when every one of them is
-// written without build args ($). Stage names, scratch, FROMs with a
-// --platform of their own (they pull for another platform) and the stages
-// the last one does not need (buildah skips them) are left out; from
-// replaces the last FROM's image, as the builder does. A Dockerfile from the
-// source repository is not known here: only from is.
+// written out (no build arg, quote or escape: the controller expands
+// nothing). The Dockerfile is read with the builder's model
+// (pkg/build/dockerfile): stage names matched exactly, as buildah matches
+// them; scratch, FROMs with a --platform of their own (they pull for
+// another platform) and the stages the last one does not need (buildah
+// skips them) are left out; from replaces the last FROM's image, as the
+// builder does. A Dockerfile from the source repository is not known here:
+// only from is.
 func BaseImages(b *buildv1.Build) ([]string, bool) {
 	var from string
 	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.From != nil {
@@ -46,98 +48,30 @@ func BaseImages(b *buildv1.Build) ([]string, bool) {
 	}
 	var refs []string
 	if df := b.Spec.Source.Dockerfile; df != nil && *df != "" {
-		res, err := parser.Parse(strings.NewReader(*df))
+		parsed, err := dockerfile.Parse([]byte(*df))
 		if err != nil {
 			return nil, false
 		}
-		// A stage: the image its FROM pulls ("" for scratch or a stage),
-		// and the earlier stages it needs (its FROM's, COPY --from's and
-		// RUN --mount from='s).
-		type stage struct {
-			image     string
-			platform  bool
-			fromStage int // the stage its FROM names, or -1
-			needs     []int
+		im := parsed.Images(nil, dockerfile.Literal)
+		if slices.ContainsFunc(im.Stages, func(s dockerfile.StageImage) bool { return !s.Told }) {
+			return nil, false
 		}
-		var stages []stage
-		names := map[string]int{}
-		stageOf := func(ref string) (int, bool) {
-			if i, ok := names[strings.ToLower(ref)]; ok {
-				return i, true
+		bases := im.Bases()
+		if last := len(im.Stages) - 1; from != "" && last >= 0 {
+			// from replaces the last FROM's image, whatever it named.
+			im.Stages[last].FromStage = -1
+			bases = slices.DeleteFunc(bases, func(b dockerfile.Base) bool { return b.Stage == last })
+			if !im.Stages[last].PlatformFlag {
+				bases = append(bases, dockerfile.Base{Ref: from, Stage: last})
 			}
-			if i, err := strconv.Atoi(ref); err == nil && strconv.Itoa(i) == ref && i < len(stages)-1 {
-				return i, true
-			}
-			return 0, false
-		}
-		for _, node := range res.AST.Children {
-			switch strings.ToLower(node.Value) {
-			case "from":
-				if node.Next == nil {
-					continue
-				}
-				image := node.Next.Value
-				if strings.Contains(image, "$") {
-					return nil, false
-				}
-				st := stage{fromStage: -1, platform: slices.ContainsFunc(node.Flags, func(f string) bool { return strings.HasPrefix(f, "--platform") })}
-				if i, ok := names[strings.ToLower(image)]; ok {
-					st.fromStage = i
-				} else if !strings.EqualFold(image, "scratch") {
-					st.image = image
-				}
-				stages = append(stages, st)
-				if n := node.Next.Next; n != nil && strings.EqualFold(n.Value, "as") && n.Next != nil {
-					names[strings.ToLower(n.Next.Value)] = len(stages) - 1
-				}
-			case "copy", "add", "run":
-				if len(stages) == 0 {
-					continue
-				}
-				cur := &stages[len(stages)-1]
-				for _, f := range node.Flags {
-					var froms []string
-					if v, ok := strings.CutPrefix(f, "--from="); ok {
-						froms = append(froms, v)
-					}
-					if v, ok := strings.CutPrefix(f, "--mount="); ok {
-						for field := range strings.SplitSeq(v, ",") {
-							if from, ok := strings.CutPrefix(field, "from="); ok {
-								froms = append(froms, from)
-							}
-						}
-					}
-					for _, from := range froms {
-						if i, ok := stageOf(from); ok {
-							cur.needs = append(cur.needs, i)
-						}
-					}
-				}
-			}
-		}
-		if from != "" && len(stages) > 0 {
-			last := &stages[len(stages)-1]
-			last.image, last.fromStage = from, -1
 			from = ""
 		}
 		// Only the stages the last one needs are built: buildah skips the
 		// others, so their bases are not checked.
-		needed := make([]bool, len(stages))
-		var visit func(i int)
-		visit = func(i int) {
-			if i < 0 || i >= len(stages) || needed[i] {
-				return
-			}
-			needed[i] = true
-			visit(stages[i].fromStage)
-			for _, n := range stages[i].needs {
-				visit(n)
-			}
-		}
-		visit(len(stages) - 1)
-		for i, st := range stages {
-			if needed[i] && st.image != "" && !st.platform && !slices.Contains(refs, st.image) {
-				refs = append(refs, st.image)
+		needed := im.Needed(len(im.Stages) - 1)
+		for _, base := range bases {
+			if needed[base.Stage] && !slices.Contains(refs, base.Ref) {
+				refs = append(refs, base.Ref)
 			}
 		}
 	}

@@ -41,6 +41,13 @@ func TestBaseImages(t *testing.T) {
 			want: []string{"r/a:1", "r/c:3"}, wantKnown: true},
 		{name: "from replaces a last FROM that had an arg", dockerfile: "FROM r/a:1\nFROM r/b:${V}\n", wantKnown: false},
 		{name: "only scratch: nothing to check", dockerfile: "FROM scratch\nCOPY x /\n"},
+		{name: "stage names are matched exactly, as buildah and the builder match them",
+			dockerfile: "FROM r/gpu:1 AS GPU\nFROM r/b:2\nCOPY --from=gpu / /\n",
+			want:       []string{"r/b:2"}, wantKnown: true},
+		{name: "a FROM may name a stage by its index",
+			dockerfile: "FROM r/a:1\nRUN x\nFROM 0\n",
+			want:       []string{"r/a:1"}, wantKnown: true},
+		{name: "a quoted image is not written out: not known", dockerfile: "FROM \"r/a:1\"\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
