@@ -168,9 +168,9 @@ docs: ## Build the docs site (mkdocs.yml, docs/) into _site/, failing on a broke
 	hack/docs.sh
 
 .PHONY: bed-up
-bed-up: tools ## Start a long-running bed for people; prints KUBECONFIG and the registry.
+bed-up: tools ## Start a long-running bed for people (REAL_NODE=1: with a real node; RUNNER=1: the pod runner).
 	go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/bed ./test/bed/cmd/bed
-	$(BIN_DIR)/bed up
+	$(BIN_DIR)/bed up $(if $(REAL_NODE),--real-node) $(if $(RUNNER),--runner)
 
 .PHONY: bed-down
 bed-down: ## Stop the bed started by bed-up.

@@ -7,7 +7,7 @@
 #   hack/tools.sh all        every part
 #   hack/tools.sh apt qemu   only the named parts
 #
-# Parts: apt, cross, qemu, busybox, qemudebs, kube, etcd, kwok, registry,
+# Parts: apt, cross, qemu, busybox, qemudebs, kube, etcd, kwok, registry, node,
 # controller-gen, golangci-lint, buildkit. Binaries land in
 # $ARCHWAY_CACHE/bin/<name>-<version>.
 set -euo pipefail
@@ -214,6 +214,37 @@ part_buildkit() {
 	CGO_ENABLED=0 gobuild buildkit buildkit github.com/moby/buildkit/cmd/buildctl buildctl "$v" -ldflags "$ld"
 }
 
+# part_node builds the parts of the bed's real node, all from pinned
+# modules: the kubelet (same Kubernetes version as the control plane),
+# containerd 2 with its runc shim and ctr, runc (cgo, with libseccomp) and
+# the CNI plugins the node's pod network uses.
+part_node() {
+	apt_install libseccomp-dev iptables
+	local kv
+	kv=$(modversion kube k8s.io/kubernetes)
+	CGO_ENABLED=0 gobuild node kube k8s.io/kubernetes/cmd/kubelet kubelet "$kv" \
+		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$kv"
+	CGO_ENABLED=0 gobuild node kube k8s.io/kubernetes/cmd/kube-proxy kube-proxy "$kv" \
+		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$kv"
+	local cv
+	cv=$(modversion containerd github.com/containerd/containerd/v2)
+	local c
+	for c in containerd containerd-shim-runc-v2 ctr; do
+		CGO_ENABLED=0 gobuild node containerd "github.com/containerd/containerd/v2/cmd/$c" "$c" "$cv" \
+			-tags "no_btrfs no_zfs no_devmapper" -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$cv"
+	done
+	local rv
+	rv=$(modversion runc github.com/opencontainers/runc)
+	CGO_ENABLED=1 gobuild node runc github.com/opencontainers/runc runc "$rv" \
+		-tags seccomp -ldflags "-s -w -X main.version=${rv#v}"
+	local nv
+	nv=$(modversion cni github.com/containernetworking/plugins)
+	local p
+	for p in ipam/host-local main/bridge main/loopback meta/portmap; do
+		CGO_ENABLED=0 gobuild node cni "github.com/containernetworking/plugins/plugins/$p" "cni-${p#*/}" "$nv" -ldflags "-s -w"
+	done
+}
+
 # part_links gives the versioned binaries the plain names envtest and the bed
 # look up, in one directory per Kubernetes version.
 part_links() {
@@ -230,6 +261,23 @@ part_links() {
 	ln -sfn "../registry-$(modversion registry github.com/distribution/distribution/v3)" "$assets/registry"
 	ln -sfn "../controller-gen-$(modversion controller-gen sigs.k8s.io/controller-tools)" "$assets/controller-gen"
 	ln -sfn "../golangci-lint-$(modversion golangci-lint github.com/golangci/golangci-lint/v2)" "$assets/golangci-lint"
+	for c in kubelet kube-proxy; do
+		ln -sfn "../$c-$kv" "$assets/$c"
+	done
+	local cv
+	cv=$(modversion containerd github.com/containerd/containerd/v2)
+	for c in containerd containerd-shim-runc-v2 ctr; do
+		ln -sfn "../$c-$cv" "$assets/$c"
+	done
+	ln -sfn "../runc-$(modversion runc github.com/opencontainers/runc)" "$assets/runc"
+	# The kubelet's containerd finds its CNI plugins by their plain names in
+	# one directory.
+	local nv
+	nv=$(modversion cni github.com/containernetworking/plugins)
+	mkdir -p "$assets/cni"
+	for c in host-local bridge loopback portmap; do
+		ln -sfn "../../cni-$c-$nv" "$assets/cni/$c"
+	done
 	local bk
 	bk=$(modversion buildkit github.com/moby/buildkit)
 	ln -sfn "../buildkitd-$bk" "$assets/buildkitd"
@@ -248,9 +296,9 @@ fi
 #   test   what make test needs (the default)
 #   demo   what make demo needs: no cross compilers, no linters
 #   all    every part
-group_test=(apt qemu busybox etcd kube kwok registry cross qemudebs buildkit)
+group_test=(apt qemu busybox etcd kube kwok registry node cross qemudebs buildkit)
 group_demo=(apt qemu busybox etcd kube kwok registry)
-group_all=(apt qemu busybox etcd kube kwok registry cross qemudebs buildkit controller-gen golangci-lint)
+group_all=(apt qemu busybox etcd kube kwok registry node cross qemudebs buildkit controller-gen golangci-lint)
 
 parts=()
 [ $# -gt 0 ] || set -- test
@@ -263,7 +311,7 @@ for a in "$@"; do
 	esac
 done
 for p in "${parts[@]}"; do
-	declare -F "part_$p" >/dev/null || fail "unknown part $p (parts: apt cross qemu busybox qemudebs kube etcd kwok registry controller-gen golangci-lint buildkit; groups: test demo all)" ""
+	declare -F "part_$p" >/dev/null || fail "unknown part $p (parts: apt cross qemu busybox qemudebs kube etcd kwok registry node controller-gen golangci-lint buildkit; groups: test demo all)" ""
 	"part_$p"
 done
 part_links

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -50,6 +51,11 @@ func (b *Bed) startAPIServer(opts Options) error {
 		// endpoints (pod IPs, from kube-controller-manager's endpoint
 		// controllers), as clusters without a proxy on their control plane do.
 		Set("enable-aggregator-routing", "true")
+	if b.Node != nil {
+		if err := b.serveForRealNode(); err != nil {
+			return err
+		}
+	}
 	if cfg := filepath.Join(repoRoot(), "manifests", "podsecurity", "admission-configuration.yaml"); fileExists(cfg) {
 		b.env.ControlPlane.GetAPIServer().Configure().Append("admission-control-config-file", cfg)
 	}
@@ -95,6 +101,37 @@ func (b *Bed) startAPIServer(opts Options) error {
 	if b.Clientset, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
+	return nil
+}
+
+// serveForRealNode makes the apiserver serve on the real node's address, so
+// that its pods reach it (through the kubernetes Service's cluster IP, which
+// kube-proxy leads there), with a certificate naming that address and the
+// cluster IP, and turns the ServiceAccount admission plugin back on: real
+// pods get their token volume from it (kube-controller-manager makes the
+// service accounts and the root CA ConfigMap it needs).
+func (b *Bed) serveForRealNode() error {
+	api := b.env.ControlPlane.GetAPIServer()
+	api.CertDir = filepath.Join(b.Dir, "apiserver-certs")
+	ca, err := writeAPIServerCerts(api.CertDir, b.Node.IP)
+	if err != nil {
+		return fmt.Errorf("apiserver certificate: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	api.SecureServing.Address = b.Node.IP
+	api.SecureServing.Port = strconv.Itoa(port)
+	api.SecureServing.CA = ca
+	logFile, err := os.Create(b.LogPath("kube-apiserver"))
+	if err != nil {
+		return err
+	}
+	api.Out, api.Err = logFile, logFile
+	api.Configure().Set("disable-admission-plugins", "TaintNodesByCondition").
+		// The kubelet's hostname resolves nowhere; its address does.
+		Set("kubelet-preferred-address-types", "InternalIP")
 	return nil
 }
 

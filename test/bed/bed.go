@@ -66,6 +66,14 @@ type Options struct {
 	// that name (on in OpenShift): setting blockOwnerDeletion on an owner
 	// reference needs update on the owner's finalizers.
 	OwnerReferencesPermissionEnforcement bool
+	// RealNode adds a real node (see RealNode): containerd, runc and a
+	// kubelet on this machine, joined as node-real-<arch> beside the kwok
+	// nodes, with kube-proxy and the controllers real pods need
+	// (service accounts, the root CA ConfigMap; it implies
+	// ControllerManager). The apiserver and registries then serve on the
+	// node's address instead of loopback. Needs root and `hack/tools.sh
+	// node`.
+	RealNode bool
 	// Log receives the one-line summary and progress; nil means os.Stderr.
 	Log io.Writer
 }
@@ -98,6 +106,8 @@ type Bed struct {
 	// AuditLogPath is the apiserver's audit log (Options.AuditServiceAccounts;
 	// empty without it).
 	AuditLogPath string
+	// Node is the real node (Options.RealNode; nil without it).
+	Node *RealNode
 
 	env     *envtest.Environment
 	kwok    *process
@@ -129,6 +139,13 @@ func Start(ctx context.Context, opts Options) (_ *Bed, err error) {
 			b.Stop()
 		}
 	}()
+	if opts.RealNode {
+		// The node's network first: the apiserver serves on its address.
+		if b.Node, err = claimNodeNetwork(); err != nil {
+			return nil, fmt.Errorf("bed: real node: %w", err)
+		}
+		opts.ControllerManager = true
+	}
 	if err := b.startAPIServer(opts); err != nil {
 		return nil, fmt.Errorf("bed: kube-apiserver/etcd: %w", err)
 	}
@@ -165,8 +182,12 @@ func Start(ctx context.Context, opts Options) (_ *Bed, err error) {
 		}
 		parts = append(parts, "pod runner")
 	}
+	regOpts := RegistryOptions{}
+	if b.Node != nil {
+		regOpts.Address = b.Node.IP
+	}
 	if !opts.WithoutRegistry {
-		if b.Registry, err = startRegistry(ctx, b.Dir, "registry", false, RegistryOptions{}); err != nil {
+		if b.Registry, err = startRegistry(ctx, b.Dir, "registry", false, regOpts); err != nil {
 			return nil, fmt.Errorf("bed: registry: %w", err)
 		}
 		b.procs = append(b.procs, b.Registry.proc)
@@ -177,11 +198,24 @@ func Start(ctx context.Context, opts Options) (_ *Bed, err error) {
 		parts = append(parts, "base "+b.BaseImage)
 	}
 	if opts.AuthRegistry {
-		if b.AuthRegistry, err = startRegistry(ctx, b.Dir, "auth-registry", true, RegistryOptions{}); err != nil {
+		if b.AuthRegistry, err = startRegistry(ctx, b.Dir, "auth-registry", true, regOpts); err != nil {
 			return nil, fmt.Errorf("bed: auth registry: %w", err)
 		}
 		b.procs = append(b.procs, b.AuthRegistry.proc)
 		parts = append(parts, "auth-registry "+b.AuthRegistry.Host)
+	}
+	if b.Node != nil {
+		if b.Registry == nil {
+			return nil, errors.New("bed: Options.RealNode needs the registry (its pause image): WithoutRegistry is set")
+		}
+		pause, err := b.pushPauseImage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bed: real node: pause image: %w", err)
+		}
+		if err := b.startRealNode(ctx, b.Node, pause); err != nil {
+			return nil, fmt.Errorf("bed: real node: %w", err)
+		}
+		parts = append(parts, "real node "+b.Node.Name+" "+b.Node.IP)
 	}
 	fmt.Fprintf(b.log, "bed: up in %.1fs: %s; KUBECONFIG=%s\n",
 		time.Since(start).Seconds(), strings.Join(parts, ", "), b.Kubeconfig)
@@ -210,6 +244,9 @@ func (b *Bed) Stop() error {
 			errs = append(errs, fmt.Errorf("stopping kube-apiserver/etcd: %w", err))
 		}
 	}
+	// The node's network last: the apiserver serves on its address until
+	// it has stopped.
+	b.Node.stop()
 	if b.ownDir {
 		if err := os.RemoveAll(b.Dir); err != nil {
 			errs = append(errs, err)

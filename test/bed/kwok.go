@@ -25,6 +25,16 @@ const (
 	ManualPodLabel = "bed.archway.dev/manual"
 )
 
+// kwokNodeSelection is kwok's flag choosing its nodes: every node, unless
+// the bed has a real node, whose kubelet kwok must leave alone; then the
+// nodes the bed created (annotated kwokNodeAnnotation).
+func (b *Bed) kwokNodeSelection() string {
+	if b.Node != nil {
+		return "--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake"
+	}
+	return "--manage-all-nodes=true"
+}
+
 // startKwok runs kwok with the bed's stages and creates the nodes.
 func (b *Bed) startKwok(ctx context.Context, nodes []Node) error {
 	bin, err := Tool("kwok")
@@ -47,7 +57,7 @@ func (b *Bed) startKwok(ctx context.Context, nodes []Node) error {
 	p, err := startProcess("kwok", b.Dir, bin, []string{
 		"--kubeconfig=" + b.Kubeconfig,
 		"--config=" + config,
-		"--manage-all-nodes=true",
+		b.kwokNodeSelection(),
 		"--node-ip=127.0.0.1",
 		"--node-port=" + strconv.Itoa(b.kubelet.Port()),
 		"--cidr=10.244.0.0/16",

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -51,14 +52,26 @@ type RegistryOptions struct {
 	// (Distribution's http.tls); TLSCA (PEM) is what the bed's own client
 	// trusts for it. Empty: plain HTTP.
 	TLSCert, TLSKey, TLSCA []byte
+	// Address is the IP the registry listens on (and Host names); empty
+	// means 127.0.0.1.
+	Address string
 }
 
-// StartRegistry runs one more registry on loopback, stopped with the bed
+// StartRegistry runs one more registry on loopback (on the real node's
+// address with Options.RealNode), stopped with the bed
 // (or earlier with Stop).
 func (b *Bed) StartRegistry(ctx context.Context, name string, opts RegistryOptions) (*Registry, error) {
+	if opts.Address == "" && b.Node != nil {
+		opts.Address = b.Node.IP
+	}
 	r, err := startRegistry(ctx, b.Dir, name, false, opts)
 	if err != nil {
 		return nil, fmt.Errorf("bed: registry %s: %w", name, err)
+	}
+	if b.Node != nil && b.Node.Dir != "" && len(opts.TLSCert) == 0 {
+		if err := b.Node.writeRegistryHosts([]string{r.Host}); err != nil {
+			return nil, err
+		}
 	}
 	b.procs = append(b.procs, r.proc)
 	return r, nil
@@ -83,7 +96,7 @@ func startRegistry(ctx context.Context, dir, name string, auth bool, opts Regist
 	r := &Registry{
 		Dir:  filepath.Join(home, "data"),
 		home: home,
-		// No proxy: the registry is on loopback.
+		// No proxy: the registry is on this machine.
 		scheme: "http",
 		client: &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second},
 	}
@@ -142,7 +155,11 @@ func startRegistry(ctx context.Context, dir, name string, auth bool, opts Regist
 		if err != nil {
 			return nil, err
 		}
-		r.Host = "127.0.0.1:" + strconv.Itoa(port)
+		addr := opts.Address
+		if addr == "" {
+			addr = "127.0.0.1"
+		}
+		r.Host = net.JoinHostPort(addr, strconv.Itoa(port))
 		// Double-quoted scalars are JSON strings, which YAML reads the same way.
 		config := fmt.Sprintf(`version: 0.1
 log:

@@ -68,11 +68,17 @@ func (b *Bed) startControllerManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	controllers := "garbagecollector,namespace,deployment,replicaset,endpoint,endpointslice,disruption"
+	if b.Node != nil {
+		// Real pods need their service account and the root CA ConfigMap
+		// their token volume projects.
+		controllers += ",serviceaccount,root-ca-cert-publisher,daemonset,statefulset,job"
+	}
 	p, err := startProcess("kube-controller-manager", b.Dir, bin, []string{
 		"--kubeconfig=" + b.Kubeconfig,
 		"--authentication-kubeconfig=" + b.Kubeconfig,
 		"--authorization-kubeconfig=" + b.Kubeconfig,
-		"--controllers=garbagecollector,namespace,deployment,replicaset,endpoint,endpointslice,disruption",
+		"--controllers=" + controllers,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),

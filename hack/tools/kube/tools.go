@@ -1,6 +1,7 @@
 //go:build tools
 
-// Package tools pins the Kubernetes control-plane binaries the test bed runs.
+// Package tools pins the Kubernetes binaries the test bed runs: the control plane
+// and the kubelet and kube-proxy of its real node.
 package tools
 
 import (
@@ -8,4 +9,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

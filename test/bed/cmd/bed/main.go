@@ -29,12 +29,13 @@ type state struct {
 	AuthPassword string `json:"authPassword,omitempty"`
 	BaseImage    string `json:"baseImage"`
 	Dir          string `json:"dir"`
+	RealNode     string `json:"realNode,omitempty"`
 	Error        string `json:"error,omitempty"`
 }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bed up [--controller-manager] | bed down | bed status")
+		fmt.Fprintln(os.Stderr, "usage: bed up [--controller-manager] [--real-node] [--runner [--builder-image REF]] | bed down | bed status")
 		os.Exit(2)
 	}
 	dir := filepath.Join(bed.CacheDir(), "bed")
@@ -127,12 +128,27 @@ func up(dir string, args []string) error {
 func serve(dir string, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	kcm := fs.Bool("controller-manager", false, "also run kube-controller-manager (garbage collection, namespace deletion)")
+	realNode := fs.Bool("real-node", false, "also run a real node: containerd, runc and a kubelet on this machine (root; hack/tools.sh node)")
+	runner := fs.Bool("runner", false, "run the pod runner on the kwok nodes, with the builder built from this repository as --builder-image")
+	builderImage := fs.String("builder-image", "ghcr.io/archway-build/builder:latest", "the image the pod runner runs the builder for (the build controller's builderImage)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	b, err := bed.Start(ctx, bed.Options{Dir: filepath.Join(dir, "run"), ControllerManager: *kcm, AuthRegistry: true})
+	opts := bed.Options{Dir: filepath.Join(dir, "run"), ControllerManager: *kcm, AuthRegistry: true, RealNode: *realNode}
+	if *runner {
+		binDir := filepath.Join(dir, "bin")
+		if err := os.MkdirAll(binDir, 0o755); err != nil {
+			return err
+		}
+		builder, err := bed.GoBuild(ctx, binDir, "./cmd/builder")
+		if err != nil {
+			return err
+		}
+		opts.Runner = &bed.RunnerOptions{Images: map[string]string{*builderImage: builder}, InClusterConfig: true}
+	}
+	b, err := bed.Start(ctx, opts)
 	if err != nil {
 		_ = writeState(dir, &state{PID: os.Getpid(), Error: err.Error()})
 		return err
@@ -141,6 +157,9 @@ func serve(dir string, args []string) error {
 	st := &state{
 		PID: os.Getpid(), Kubeconfig: b.Kubeconfig, Registry: b.Registry.Host, BaseImage: b.BaseImage, Dir: b.Dir,
 		AuthRegistry: b.AuthRegistry.Host, AuthUser: b.AuthRegistry.Username, AuthPassword: b.AuthRegistry.Password,
+	}
+	if b.Node != nil {
+		st.RealNode = b.Node.Name + " at " + b.Node.IP + " (containerd socket " + b.Node.ContainerdSocket + ")"
 	}
 	if err := writeState(dir, st); err != nil {
 		return err
@@ -191,8 +210,11 @@ func printState(st *state) {
   auth registry:  %s  (user %s, password %s)
   base image:     %s  (busybox for linux/amd64, arm64, ppc64le, s390x, arm/v7)
   logs:           %s/*.log
-Stop it with: make bed-down
 `, st.PID, st.Kubeconfig, assetsDir(), st.Registry, st.Registry, st.AuthRegistry, st.AuthUser, st.AuthPassword, st.BaseImage, st.Dir)
+	if st.RealNode != "" {
+		fmt.Printf("  real node:      %s\n", st.RealNode)
+	}
+	fmt.Println("Stop it with: make bed-down")
 }
 
 func assetsDir() string {

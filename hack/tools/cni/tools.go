@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package tools pins the CNI plugins the test bed's real node gives its pods
+// a network with.
+package tools
+
+import (
+	_ "github.com/containernetworking/plugins/plugins/ipam/host-local"
+	_ "github.com/containernetworking/plugins/plugins/main/bridge"
+	_ "github.com/containernetworking/plugins/plugins/main/loopback"
+	_ "github.com/containernetworking/plugins/plugins/meta/portmap"
+)

@@ -1,0 +1,158 @@
+package node
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/archway-build/archway/test/bed"
+)
+
+// TestRealNodeRunsAPod runs a busybox pod from the bed's registry on the real
+// node: containerd pulls the image by its index, runc runs the container in
+// the pod's network namespace, and the kubelet reports its exit and serves
+// its log.
+func TestRealNodeRunsAPod(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := createNamespace(ctx, t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"},
+		Spec: corev1.PodSpec{
+			NodeName:      testBed.Node.Name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:    "hello",
+				Image:   testBed.BaseImage,
+				Command: []string{"sh", "-c", "echo hello from $(uname -m); cat /proc/self/uid_map"},
+			}},
+		},
+	}
+	if err := testBed.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	done := waitPodDone(ctx, t, ns, pod.Name)
+	if done.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("pod ended %s: %+v", done.Status.Phase, done.Status.ContainerStatuses)
+	}
+	cs := done.Status.ContainerStatuses[0]
+	if !strings.Contains(cs.ImageID, "@sha256:") {
+		t.Errorf("imageID %q names no digest", cs.ImageID)
+	}
+	if !strings.HasPrefix(cs.ContainerID, "containerd://") {
+		t.Errorf("containerID %q is not containerd's", cs.ContainerID)
+	}
+	logs := podLogs(ctx, t, ns, pod.Name, "hello")
+	if !strings.Contains(logs, "hello from x86_64") && !strings.Contains(logs, "hello from") {
+		t.Errorf("log %q lacks the container's output", logs)
+	}
+	t.Logf("log: %s", logs)
+}
+
+// TestUserNamespaces runs a pod with hostUsers: false: the container's
+// root is mapped to an unprivileged range of the host, as /proc/self/uid_map
+// inside it shows.
+func TestUserNamespaces(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := createNamespace(ctx, t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "userns"},
+		Spec: corev1.PodSpec{
+			NodeName:      testBed.Node.Name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			HostUsers:     ptr.To(false),
+			Containers: []corev1.Container{{
+				Name:    "userns",
+				Image:   testBed.BaseImage,
+				Command: []string{"cat", "/proc/self/uid_map"},
+			}},
+		},
+	}
+	if err := testBed.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	done := waitPodDone(ctx, t, ns, pod.Name)
+	if done.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("pod ended %s: %+v", done.Status.Phase, done.Status.ContainerStatuses)
+	}
+	uidMap := strings.Fields(podLogs(ctx, t, ns, pod.Name, "userns"))
+	if len(uidMap) != 3 || uidMap[0] != "0" || uidMap[1] == "0" || uidMap[2] != "65536" {
+		t.Fatalf("uid_map %q: want 0 <host id other than 0> 65536", uidMap)
+	}
+}
+
+func createNamespace(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	ns, err := testBed.CreateNamespace(ctx, "node-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ServiceAccount admission plugin refuses pods until
+	// kube-controller-manager has made the namespace's default account.
+	var sa corev1.ServiceAccount
+	if err := bed.WaitFor(ctx, testBed.Client, client.ObjectKey{Namespace: ns, Name: "default"}, &sa, func(*corev1.ServiceAccount) bool { return true }); err != nil {
+		t.Fatalf("default service account of %s: %v", ns, err)
+	}
+	return ns
+}
+
+func waitPodDone(ctx context.Context, t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	err := bed.WaitFor(ctx, testBed.Client, client.ObjectKey{Namespace: ns, Name: name}, &pod, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s: %v (status %+v)", ns, name, err, pod.Status)
+	}
+	return &pod
+}
+
+func podLogs(ctx context.Context, t *testing.T, ns, name, container string) string {
+	t.Helper()
+	data, err := testBed.Clientset.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs of %s/%s: %v", ns, name, err)
+	}
+	return string(data)
+}
+
+// TestPodsReachTheAPIServer runs client-go's in-cluster configuration in a
+// pod: the kubelet names the kubernetes Service in the pod's environment and
+// mounts the service account's token and CA, kube-proxy leads the Service's
+// cluster IP to the apiserver on the node's address, and the apiserver
+// takes the token as the pod's service account.
+func TestPodsReachTheAPIServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	image, err := testBed.PushProgramImage(ctx, "./test/bed/cmd/whoami", "tests/whoami:v1", runtime.GOARCH, runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(ctx, t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "whoami"},
+		Spec: corev1.PodSpec{
+			NodeName:      testBed.Node.Name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "whoami", Image: image}},
+		},
+	}
+	if err := testBed.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	done := waitPodDone(ctx, t, ns, pod.Name)
+	logs := podLogs(ctx, t, ns, pod.Name, "whoami")
+	want := "user system:serviceaccount:" + ns + ":default"
+	if done.Status.Phase != corev1.PodSucceeded || strings.TrimSpace(logs) != want {
+		t.Fatalf("pod %s, log %q; want Succeeded and %q", done.Status.Phase, logs, want)
+	}
+}
