@@ -20,12 +20,16 @@ import (
 )
 
 // Environment variables a build pod gets besides OpenShift's BUILD,
-// PUSH_DOCKERCFG_PATH and PULL_DOCKERCFG_PATH: its own name and namespace,
-// from the downward API. Without them the pod name is the host name (which
-// is the pod's name in Kubernetes) and the namespace is the Build's.
+// PUSH_DOCKERCFG_PATH and PULL_DOCKERCFG_PATH: its own name, namespace and
+// UID, from the downward API. Without them the pod name is the host name
+// (which is the pod's name in Kubernetes) and the namespace is the Build's;
+// with the UID, the builder waits for build-controller to record it in the
+// Build before it writes the Build's status (the status-writers policy
+// admits only the recorded pod).
 const (
 	podNameEnv      = "POD_NAME"
 	podNamespaceEnv = "POD_NAMESPACE"
+	podUIDEnv       = "POD_UID"
 )
 
 // The emptyDir volumes the build controller mounts in a build pod for the
@@ -183,14 +187,23 @@ func newReporter(opts dockerBuildOptions, build *buildv1.Build, target platform.
 	if ns := os.Getenv(podNamespaceEnv); ns != "" && ns != key.Namespace {
 		return nil, fmt.Errorf("the Build %s is not in the pod's namespace %s", key, ns)
 	}
+	uid := os.Getenv(podUIDEnv)
 	if target == (platform.Platform{}) {
-		return report.NewBuildReporter(c, key), nil
+		r := report.NewBuildReporter(c, key)
+		if uid != "" {
+			r.AwaitPodUID(c, uid)
+		}
+		return r, nil
 	}
 	podName := os.Getenv(podNameEnv)
 	if podName == "" {
 		podName, _ = os.Hostname()
 	}
-	return report.NewPlatformReporter(c, key, build.Spec.Platforms[0], podName), nil
+	r := report.NewPlatformReporter(c, key, build.Spec.Platforms[0], podName)
+	if uid != "" {
+		r.AwaitPodUID(c, uid)
+	}
+	return r, nil
 }
 
 // isMountPoint reports whether path is a mount point, as the emptyDir

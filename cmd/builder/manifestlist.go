@@ -109,6 +109,7 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 		WaitTimeout:    opts.waitTimeout,
 		Platforms:      platforms,
 		RemoveTagsOnly: opts.removeTags,
+		PodUID:         os.Getenv(podUIDEnv),
 	}
 	return run.Do(ctx)
 }

@@ -396,45 +396,56 @@ func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result
 			return ctrl.Result{}, nil
 		}
 		msg := fmt.Sprintf("The per-platform tags are removed once the pods %s have ended.", strings.Join(c.WaitingFor, ", "))
-		return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionFalse, buildv1.ReasonWaitingForBuildPods, msg)
+		return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionFalse, buildv1.ReasonWaitingForBuildPods, msg, "")
 	}
 	pod, err := pl.RemoveTagsPod(b)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("making the manifest-list pod: %w", err)
 	}
-	if _, permanent, err := r.createPod(ctx, b, pod); err != nil {
+	created, permanent, err := r.createPod(ctx, b, pod)
+	if err != nil {
 		return ctrl.Result{}, err
 	} else if permanent != "" {
 		// Nothing to retry: the tags stay, and the condition says why.
 		return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionFalse, buildv1.ReasonRemovingPlatformTagsFailed,
-			"The pod that removes the per-platform tags cannot be created: "+permanent)
+			"The pod that removes the per-platform tags cannot be created: "+permanent, "")
 	}
 	r.event(b, corev1.EventTypeNormal, buildv1.EventReasonRemovingPlatformTags,
 		"Every platform pod of %s/%s has ended; pod %s removes the per-platform tags", b.Namespace, b.Name, pod.Name)
+	// The pod records its outcome itself once its UID is in status.podUID.
 	return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionUnknown, buildv1.ReasonRemovingPlatformTags,
-		fmt.Sprintf("Pod %s removes the per-platform tags.", pod.Name))
+		fmt.Sprintf("Pod %s removes the per-platform tags.", pod.Name), string(created.UID))
 }
 
 // setTagsCondition applies the PlatformTagsRemoved condition, when it
 // changed, under a field manager of its own: the rest of an ended Build's
 // status stays as it is.
-func (r *Reconciler) setTagsCondition(ctx context.Context, b *buildv1.Build, status metav1.ConditionStatus, reason, msg string) error {
+func (r *Reconciler) setTagsCondition(ctx context.Context, b *buildv1.Build, status metav1.ConditionStatus, reason, msg, podUID string) error {
 	now := metav1.NewTime(r.Now())
 	transition := now
 	for _, c := range b.Status.Conditions {
 		if c.Type != buildv1.BuildConditionPlatformTagsRemoved {
 			continue
 		}
-		if string(c.Status) == string(status) && c.Reason == reason && c.Message == msg {
+		if string(c.Status) == string(status) && c.Reason == reason && c.Message == msg && (podUID == "" || b.Status.PodUID == podUID) {
 			return nil
 		}
 		if string(c.Status) == string(status) && !c.LastTransitionTime.IsZero() {
 			transition = c.LastTransitionTime
 		}
 	}
-	ac := buildv1ac.Build(b.Name, b.Namespace).WithStatus(buildv1ac.BuildStatus().WithConditions(buildv1ac.BuildCondition().
+	st := buildv1ac.BuildStatus().WithConditions(buildv1ac.BuildCondition().
 		WithType(buildv1.BuildConditionPlatformTagsRemoved).WithStatus(corev1.ConditionStatus(status)).WithReason(reason).
-		WithMessage(msg).WithLastUpdateTime(now).WithLastTransitionTime(transition)))
+		WithMessage(msg).WithLastUpdateTime(now).WithLastTransitionTime(transition))
+	// status.podUID is sent with every apply once this manager has written
+	// it: server-side apply removes a field its manager stops sending.
+	if podUID == "" {
+		podUID = b.Status.PodUID
+	}
+	if podUID != "" {
+		st.WithPodUID(podUID)
+	}
+	ac := buildv1ac.Build(b.Name, b.Namespace).WithStatus(st)
 	err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(CleanupFieldManager), client.ForceOwnership)
 	if err != nil {
 		return fmt.Errorf("writing the build's %s condition: %w", buildv1.BuildConditionPlatformTagsRemoved, err)

@@ -36,10 +36,13 @@ type PlanInput struct {
 // EntryUpdate is what the controller writes into one platform's
 // status.platforms entry: only these fields, with server-side apply.
 type EntryUpdate struct {
-	Phase               buildv1.BuildPhase
-	Reason              buildv1.StatusReason
-	Message             string
-	PodName             string
+	Phase   buildv1.BuildPhase
+	Reason  buildv1.StatusReason
+	Message string
+	PodName string
+	// PodUID is the UID of the platform's pod once it exists: only that
+	// pod may write the entry (the status-writers policy).
+	PodUID              string
 	CompletionTimestamp *metav1.Time
 	// EmulatedOn is the architecture of the nodes that build the platform
 	// under emulation (set once, at resolution).
@@ -66,6 +69,10 @@ type Plan struct {
 	Phase   buildv1.BuildPhase
 	Reason  buildv1.StatusReason
 	Message string
+	// PodUID, when set, is the UID of the pod the Build's pod-name
+	// annotation names, for status.podUID: only that pod may write the
+	// Build's own part of the status (the status-writers policy).
+	PodUID string
 	// CopyOutputFrom, when set, is the platform whose pushed image is the
 	// Build's output (a single-platform build has no manifest list).
 	CopyOutputFrom string
@@ -174,6 +181,9 @@ func Decide(in PlanInput) Plan {
 		if u.PodName != "" {
 			e.PodName = u.PodName
 		}
+		if u.PodUID != "" {
+			e.PodUID = u.PodUID
+		}
 		view[p] = e
 	}
 	cancelled := b.Status.Cancelled
@@ -198,9 +208,20 @@ func Decide(in PlanInput) Plan {
 		case pod.DeletionTimestamp != nil:
 			set(p, podDeleted(name, in.Now))
 		case e.Phase == "" || e.Phase == buildv1.BuildPhaseNew:
-			set(p, EntryUpdate{Phase: buildv1.BuildPhasePending, PodName: name})
+			set(p, EntryUpdate{Phase: buildv1.BuildPhasePending, PodName: name, PodUID: string(pod.UID)})
+		}
+		// The pod's UID, once, while the platform runs: its builder waits
+		// for it before writing the entry.
+		if e := view[p]; pod != nil && !e.Phase.IsTerminal() && e.PodUID != string(pod.UID) {
+			u, ok := plan.Entries[p]
+			if !ok {
+				u = EntryUpdate{Phase: e.Phase, Reason: e.Reason, Message: e.Message}
+			}
+			u.PodUID = string(pod.UID)
+			set(p, u)
 		}
 	}
+	plan.PodUID = namedPodUID(in)
 
 	var failed, running []string
 	allEnded, succeeded, started := true, 0, false
@@ -327,6 +348,17 @@ func decideManifestList(in PlanInput, plan *Plan) {
 	}
 }
 
+// namedPodUID is the UID of the pod the Build's pod-name annotation names
+// when it exists and status.podUID does not say it yet, else "".
+func namedPodUID(in PlanInput) string {
+	b := in.Build
+	pod := in.Pods[b.Annotations[buildv1.BuildPodNameAnnotation]]
+	if pod == nil || b.Status.PodUID == string(pod.UID) {
+		return ""
+	}
+	return string(pod.UID)
+}
+
 // decideClassic follows the single pod of a classic build, as OpenShift
 // does.
 func decideClassic(in PlanInput) Plan {
@@ -361,6 +393,7 @@ func decideClassic(in PlanInput) Plan {
 		plan.Phase = buildv1.BuildPhasePending
 	}
 	plan.Phase = forward(b.Status.Phase, plan.Phase)
+	plan.PodUID = namedPodUID(in)
 	return plan
 }
 

@@ -21,8 +21,8 @@ const (
 
 var (
 	four                     = []string{amd, arm, ppc, s390x}
-	podAmd, podArm           = "app-linux-amd64-build", "app-linux-arm64-build"
-	podPpc, podS390x, podML  = "app-linux-ppc64le-build", "app-linux-s390x-build", "app-manifest-list"
+	podAmd, podArm           = "app-build-linux-amd64", "app-build-linux-arm64"
+	podPpc, podS390x, podML  = "app-build-linux-ppc64le", "app-build-linux-s390x", "app-manifest-list"
 	newP, pendingP, runningP = buildv1.BuildPhaseNew, buildv1.BuildPhasePending, buildv1.BuildPhaseRunning
 	completeP, failedP       = buildv1.BuildPhaseComplete, buildv1.BuildPhaseFailed
 	errorP, cancelledP       = buildv1.BuildPhaseError, buildv1.BuildPhaseCancelled

@@ -52,10 +52,12 @@ const (
 	// ContainerStorageDir is the builder's image store (an emptyDir).
 	ContainerStorageDir = "/var/lib/containers/storage"
 
-	// PodNameEnv and PodNamespaceEnv hand the pod its own name and
-	// namespace (downward API).
+	// PodNameEnv, PodNamespaceEnv and PodUIDEnv hand the pod its own name,
+	// namespace and UID (downward API); the builder waits for the UID to be
+	// recorded in the Build before it writes the Build's status.
 	PodNameEnv      = "POD_NAME"
 	PodNamespaceEnv = "POD_NAMESPACE"
+	PodUIDEnv       = "POD_UID"
 
 	// AllowFileGitURIsFlag is the builder's flag that lets a Git source
 	// name a local repository, passed when the configuration's
@@ -551,6 +553,7 @@ func (pl PodPlan) basePod(b *buildv1.Build, name, role string, podBuild *buildv1
 					{Name: buildv1.BuildEnv, Value: string(raw)},
 					{Name: PodNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 					{Name: PodNamespaceEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+					{Name: PodUIDEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
 				},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},

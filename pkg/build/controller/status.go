@@ -77,6 +77,9 @@ func NextStatus(b *buildv1.Build, platforms []string, plan Plan, now metav1.Time
 		if u.PodName != "" {
 			e.PodName = u.PodName
 		}
+		if u.PodUID != "" {
+			e.PodUID = u.PodUID
+		}
 		if u.EmulatedOn != "" {
 			e.EmulatedOn = u.EmulatedOn
 		}
@@ -85,6 +88,9 @@ func NextStatus(b *buildv1.Build, platforms []string, plan Plan, now metav1.Time
 		}
 	}
 	st.Phase, st.Reason, st.Message = plan.Phase, plan.Reason, plan.Message
+	if plan.PodUID != "" {
+		st.PodUID = plan.PodUID
+	}
 	if st.Phase == buildv1.BuildPhaseRunning && st.StartTimestamp == nil {
 		st.StartTimestamp = now.DeepCopy()
 	}
@@ -204,6 +210,9 @@ func StatusApply(b *buildv1.Build, next buildv1.BuildStatus, plan Plan) (*buildv
 	if next.PlatformsSummary != "" {
 		st.WithPlatformsSummary(next.PlatformsSummary)
 	}
+	if next.PodUID != "" {
+		st.WithPodUID(next.PodUID)
+	}
 	for _, c := range next.Conditions {
 		if controllerCondition(c.Type) {
 			st.WithConditions(buildv1ac.BuildCondition().WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).
@@ -247,6 +256,9 @@ func StatusApply(b *buildv1.Build, next buildv1.BuildStatus, plan Plan) (*buildv
 			}
 			if u.PodName != "" {
 				entry.WithPodName(u.PodName)
+			}
+			if u.PodUID != "" {
+				entry.WithPodUID(u.PodUID)
 			}
 			if u.EmulatedOn != "" {
 				entry.WithEmulatedOn(u.EmulatedOn)

@@ -92,7 +92,7 @@ func (w *buildWrapper) entry(p string, phase buildv1.BuildPhase, reason buildv1.
 }
 func (w *buildWrapper) obj() *buildv1.Build { return w.DeepCopy() }
 
-// podWrapper builds test pods: makePod("app-linux-amd64-build").running().obj().
+// podWrapper builds test pods: makePod("app-build-linux-amd64").running().obj().
 type podWrapper struct{ corev1.Pod }
 
 func makePod(name string) *podWrapper {

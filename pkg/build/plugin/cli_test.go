@@ -33,7 +33,7 @@ func TestEndResult(t *testing.T) {
 
 func TestPodsOfPlatformAndTable(t *testing.T) {
 	pods := []buildPod{
-		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-linux-arm64-build"}, Spec: corev1.PodSpec{NodeName: "node-arm64-1"}}, platform: "linux/arm64"},
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-build-linux-arm64"}, Spec: corev1.PodSpec{NodeName: "node-arm64-1"}}, platform: "linux/arm64"},
 		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-manifest-list"}}, platform: manifestListLabel},
 	}
 	if got, err := podsOfPlatform(pods, "linux/arm64/v8"); err != nil || got[0].platform != "linux/arm64" {
@@ -43,7 +43,7 @@ func TestPodsOfPlatformAndTable(t *testing.T) {
 		t.Errorf("linux/s390x: %v", err)
 	}
 	b := &buildv1.Build{}
-	b.Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/arm64", Phase: buildv1.BuildPhaseComplete, PodName: "a-linux-arm64-build",
+	b.Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/arm64", Phase: buildv1.BuildPhaseComplete, PodName: "a-build-linux-arm64",
 		Output: &buildv1.BuildStatusPlatformOutput{ImageDigest: "sha256:abc"}}}
 	table := platformTable(b, pods, true)
 	if !strings.Contains(table, "linux/arm64  Complete  -       node-arm64-1  sha256:abc") || strings.Contains(table, "EMULATED") {
@@ -53,13 +53,13 @@ func TestPodsOfPlatformAndTable(t *testing.T) {
 
 func TestTableShowsEmulation(t *testing.T) {
 	pods := []buildPod{
-		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-linux-amd64-build"}, Spec: corev1.PodSpec{NodeName: "node-amd64-1"}}, platform: "linux/amd64"},
-		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-linux-arm-v7-build"}, Spec: corev1.PodSpec{NodeName: "node-amd64-2"}}, platform: "linux/arm/v7"},
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-build-linux-amd64"}, Spec: corev1.PodSpec{NodeName: "node-amd64-1"}}, platform: "linux/amd64"},
+		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-build-linux-arm-v7"}, Spec: corev1.PodSpec{NodeName: "node-amd64-2"}}, platform: "linux/arm/v7"},
 	}
 	b := &buildv1.Build{}
 	b.Status.Platforms = []buildv1.BuildStatusPlatform{
-		{Platform: "linux/amd64", Phase: buildv1.BuildPhaseRunning, PodName: "a-linux-amd64-build"},
-		{Platform: "linux/arm/v7", Phase: buildv1.BuildPhaseRunning, PodName: "a-linux-arm-v7-build", EmulatedOn: "amd64"},
+		{Platform: "linux/amd64", Phase: buildv1.BuildPhaseRunning, PodName: "a-build-linux-amd64"},
+		{Platform: "linux/arm/v7", Phase: buildv1.BuildPhaseRunning, PodName: "a-build-linux-arm-v7", EmulatedOn: "amd64"},
 	}
 	for _, details := range []bool{true, false} {
 		lines := strings.Split(platformTable(b, pods, details), "\n")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,9 +25,12 @@ import (
 	"github.com/archway-build/archway/test/bed"
 )
 
-// podNameExtra is the user info a service-account token bound to a pod
-// carries: the pod's name.
-const podNameExtra = "authentication.kubernetes.io/pod-name"
+// podNameExtra and podUIDExtra are the user info a service-account token
+// bound to a pod carries: the pod's name and UID.
+const (
+	podNameExtra = "authentication.kubernetes.io/pod-name"
+	podUIDExtra  = "authentication.kubernetes.io/pod-uid"
+)
 
 // installManifest creates the objects of a YAML file of the repository and
 // returns them.
@@ -57,8 +61,20 @@ func installManifest(t *testing.T, ctx context.Context, path string) []*unstruct
 }
 
 // writer is a client acting as the namespace's builder service account,
-// from pod (none: a token bound to no pod).
+// from the pod of that name that exists (none: a token bound to no pod; a
+// pod that does not exist: a made-up UID).
 func (h *harness) writer(pod string) client.Client {
+	h.t.Helper()
+	uid := "00000000-0000-0000-0000-000000000000"
+	p := &corev1.Pod{}
+	if pod != "" && k8s.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: pod}, p) == nil {
+		uid = string(p.UID)
+	}
+	return h.writerWithUID(pod, uid)
+}
+
+// writerWithUID is writer with the pod's UID given.
+func (h *harness) writerWithUID(pod, uid string) client.Client {
 	h.t.Helper()
 	cfg := rest.CopyConfig(testBed.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
@@ -66,7 +82,7 @@ func (h *harness) writer(pod string) client.Client {
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + h.ns, "system:authenticated"},
 	}
 	if pod != "" {
-		cfg.Impersonate.Extra = map[string][]string{podNameExtra: {pod}}
+		cfg.Impersonate.Extra = map[string][]string{podNameExtra: {pod}, podUIDExtra: {uid}}
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -147,10 +163,46 @@ func TestStatusWriters(t *testing.T) {
 	refused("a token bound to no pod", h.applyStatusAs(stranger, "x", entryStatus(amd64, running)), "only from one of the Build's pods")
 	refused("a pod that is not the Build's", h.applyStatusAs(h.writer("intruder"), "x", entryStatus(amd64, running)), "is not a pod of Build")
 
+	// build-controller records each pod's UID in the Build once the pod
+	// exists; the builder waits for it.
+	waitRecorded := func(what string, recorded func(*buildv1.Build) bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, bed.DefaultTimeout, true, func(context.Context) (bool, error) {
+			return recorded(h.get()), nil
+		}); err != nil {
+			t.Fatalf("build-controller never recorded %s", what)
+		}
+	}
+	uidOf := func(name string) string { return string(h.pod(name).UID) }
+	entryUID := func(p string) func(*buildv1.Build) bool {
+		return func(b *buildv1.Build) bool {
+			for _, e := range b.Status.Platforms {
+				if e.Platform == p {
+					return e.PodUID != "" && e.PodUID == uidOf(h.platformPod(p))
+				}
+			}
+			return false
+		}
+	}
+	waitRecorded("the amd64 pod's UID", entryUID(amd64))
+	waitRecorded("the arm64 pod's UID", entryUID(arm64))
+	waitRecorded("the manifest-list pod's UID", func(b *buildv1.Build) bool { return b.Status.PodUID == uidOf(mlPod) })
+
+	// A pod with the name but another UID (one that took the name, or the
+	// pod of another Build of that name) writes nothing.
+	refused("a pod named like the amd64 pod, with another UID", h.applyStatusAs(h.writerWithUID(amdPod, "11111111-2222-3333-4444-555555555555"),
+		"archway-builder-linux-amd64", entryStatus(amd64, running)), "that build-controller recorded")
+	refused("a pod named like the manifest-list pod, with another UID", h.applyStatusAs(h.writerWithUID(mlPod, "11111111-2222-3333-4444-555555555555"),
+		"archway-builder-manifest-list", map[string]any{"reason": "Forged"}), "that build-controller recorded")
+
 	amd := h.writer(amdPod)
 	if err := h.applyStatusAs(amd, "archway-builder-linux-amd64", entryStatus(amd64, running)); err != nil {
 		t.Fatalf("the amd64 pod writing its own entry: %v", err)
 	}
+	refused("the amd64 pod recording another pod as its own", h.applyStatusAs(amd, "x",
+		entryStatus(amd64, map[string]any{"podUID": "11111111-2222-3333-4444-555555555555"})), "may not change which pods")
+	refused("the manifest-list pod recording another pod as the named one", h.applyStatusAs(h.writer(mlPod), "x",
+		map[string]any{"podUID": "11111111-2222-3333-4444-555555555555"}), "may not change which pods")
 	refused("the amd64 pod writing arm64's entry", h.applyStatusAs(amd, "x", entryStatus(arm64, map[string]any{"phase": "Complete"})), "only its own platform")
 	refused("the amd64 pod writing the build's reason", h.applyStatusAs(amd, "x", map[string]any{"reason": "Forged"}), "only its own platform")
 	// emulatedOn is build-controller's: a pod neither claims emulation nor

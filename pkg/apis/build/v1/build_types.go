@@ -253,6 +253,17 @@ type BuildStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	DurationSummary string `json:"durationSummary,omitempty"`
+
+	// podUID is the UID of the pod the openshift.io/build.pod-name
+	// annotation names (the manifest-list pod of a multi-platform build,
+	// the pod of a classic build), recorded by build-controller once it has
+	// created that pod: the archway-build-status-writers policy lets only
+	// the pod with this UID write the Build's output, reason, message, log
+	// snippet, stages and conditions, so a pod that merely has the name
+	// cannot. An archway extension. Default: empty (no pod yet).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PodUID string `json:"podUID,omitempty"`
 }
 
 // BuildStatusPlatform is what happened to one target platform of a
@@ -285,6 +296,14 @@ type BuildStatusPlatform struct {
 	// empty.
 	// +optional
 	PodName string `json:"podName,omitempty"`
+
+	// podUID is the UID of podName's pod, recorded by build-controller once
+	// it has created the pod: the archway-build-status-writers policy lets
+	// only the pod with this UID write this entry, so a pod that merely has
+	// the name cannot. An archway extension. Default: empty (no pod yet).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PodUID string `json:"podUID,omitempty"`
 
 	// emulatedOn is the architecture (kubernetes.io/arch) of the nodes
 	// this platform's pod runs on when it is built under emulation (qemu

@@ -13,28 +13,32 @@ import (
 // tests find them by the same names, so they live beside the API types
 // rather than in any one program.
 
-// maxNameLength is the longest pod name archway makes: a DNS label, so the
-// name also fits the pod's hostname.
-const maxNameLength = 63
+// The names are collision-free: no two (build, pod) pairs of a namespace
+// give the same name, however Builds are named. A classic pod ends in
+// "-build", a platform's pod in "-build-<os>-<arch>[-<variant>]" (no
+// platform part ends in "build" or holds "-build-": os, architecture and
+// variant come from fixed lists), the manifest-list pod in
+// "-manifest-list"; so the suffix tells the kind apart, and the Build's
+// name is what precedes it. A name over maxNameLength keeps a prefix and
+// ends in the full SHA-256 of the whole name in hex, a 64-character segment
+// no suffix above ends in: such names collide only if SHA-256 does.
+// (Before, Build a's linux/amd64 pod and classic Build a-linux-amd64's pod
+// were both a-linux-amd64-build.)
 
-// PodName returns build + "-" + suffix, shortened to 63 characters when
-// longer: the build name is cut and 8 hex digits of its hash keep names of
-// different long builds apart, while the suffix stays whole so the pod's
-// role stays readable.
+// maxNameLength is the longest pod name archway makes: a DNS subdomain
+// (the kubelet cuts the pod's hostname to 63 characters itself).
+const maxNameLength = 253
+
+// PodName returns build + "-" + suffix, or, when that is longer than 253
+// characters, its first characters and the SHA-256 of all of it.
 func PodName(build, suffix string) string {
 	name := build + "-" + suffix
 	if len(name) <= maxNameLength {
 		return name
 	}
-	sum := sha256.Sum256([]byte(build))
-	hash := hex.EncodeToString(sum[:])[:8]
-	keep := maxNameLength - len(suffix) - len(hash) - 2
-	if keep < 1 {
-		// A suffix too long to keep whole: hash everything.
-		sum := sha256.Sum256([]byte(name))
-		return strings.TrimRight(name[:maxNameLength-17], "-.") + "-" + hex.EncodeToString(sum[:])[:16]
-	}
-	return strings.TrimRight(build[:keep], "-.") + "-" + hash + "-" + suffix
+	sum := sha256.Sum256([]byte(name))
+	hash := hex.EncodeToString(sum[:])
+	return strings.TrimRight(name[:maxNameLength-len(hash)-1], "-.") + "-" + hash
 }
 
 // ClassicPodName is the pod of a single-platform (classic) build, named as
@@ -42,14 +46,14 @@ func PodName(build, suffix string) string {
 func ClassicPodName(build string) string { return PodName(build, "build") }
 
 // PlatformPodName is the pod of one platform of a build:
-// <build>-<os>-<arch>[-<variant>]-build, from the platform's canonical form
+// <build>-build-<os>-<arch>[-<variant>], from the platform's canonical form
 // (linux/arm64/v8 and linux/arm64 give the same name).
 func PlatformPodName(build, platformString string) string {
 	suffix := platformString
 	if p, err := platform.Parse(platformString); err == nil {
 		suffix = p.NameSuffix()
 	}
-	return PodName(build, suffix+"-build")
+	return PodName(build, "build-"+suffix)
 }
 
 // ManifestListPodName is the pod that pushes a build's manifest list:

@@ -24,6 +24,7 @@ var extensionPaths = [][]string{
 	{"status", "platforms"},
 	{"status", "platformsSummary"},
 	{"status", "durationSummary"},
+	{"status", "podUID"},
 }
 
 // forEachItem applies f to obj, or to each item of a list.

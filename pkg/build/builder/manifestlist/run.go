@@ -113,6 +113,10 @@ type Run struct {
 	// removes the per-platform tags. Without it, such a Build is left as
 	// it is.
 	RemoveTagsOnly bool
+	// PodUID is the pod's own UID: before writing the Build's status the
+	// run waits until build-controller has recorded it in status.podUID
+	// (the status-writers policy admits only that pod). Empty: no wait.
+	PodUID string
 
 	// outMu serializes the log: platforms' images are read, and logged,
 	// while the run waits.
@@ -488,6 +492,12 @@ func (r *Run) recordOutput(ctx context.Context, output string, res *manifestlist
 }
 
 func (r *Run) applyStatus(ctx context.Context, status map[string]any) error {
+	if r.PodUID != "" {
+		uid := r.PodUID
+		if err := report.AwaitRecorded(ctx, r.Builds, r.Key, func(b *buildv1.Build) bool { return b.Status.PodUID == uid }); err != nil {
+			return err
+		}
+	}
 	return r.Builds.ApplyStatus(ctx, r.Key, FieldManager, status)
 }
 

@@ -87,6 +87,39 @@ type StatusApplier interface {
 	ApplyStatus(ctx context.Context, build types.NamespacedName, manager string, status map[string]any) error
 }
 
+// BuildGetter reads a Build; *Client is one.
+type BuildGetter interface {
+	Get(ctx context.Context, key types.NamespacedName) (*buildv1.Build, error)
+}
+
+// recordTimeout bounds how long a pod waits for build-controller to record
+// its UID in the Build: the controller records it in the status write that
+// follows the pod's creation, so the wait is normally a few milliseconds.
+const recordTimeout = 5 * time.Minute
+
+// AwaitRecorded waits until recorded says the Build records the pod (its
+// UID in status.platforms[].podUID or status.podUID): the
+// archway-build-status-writers policy lets a pod write only once its UID
+// is there, so that a pod that merely has the name cannot.
+func AwaitRecorded(ctx context.Context, g BuildGetter, build types.NamespacedName, recorded func(*buildv1.Build) bool) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, recordTimeout, true, func(ctx context.Context) (bool, error) {
+		b, err := g.Get(ctx, build)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return recorded(b), nil
+	})
+	if err != nil {
+		if last != nil {
+			return fmt.Errorf("waiting for build-controller to record this pod in Build %s: %w (last error: %w)", build, err, last)
+		}
+		return fmt.Errorf("waiting for build-controller to record this pod in Build %s: %w", build, err)
+	}
+	return nil
+}
+
 // Discard is a Reporter that records nothing, for builds outside a cluster.
 type Discard struct{}
 
@@ -108,6 +141,8 @@ type PlatformReporter struct {
 	podName  string
 	now      func() time.Time
 	started  *metav1.Time
+	// await, when set, runs once before the first write.
+	await func(context.Context) error
 }
 
 // NewPlatformReporter returns a Reporter for the entry of platform (spelled
@@ -119,6 +154,21 @@ func NewPlatformReporter(c StatusApplier, build types.NamespacedName, platform, 
 	t := metav1.NewTime(r.now().Truncate(time.Second))
 	r.started = &t
 	return r
+}
+
+// AwaitPodUID makes the reporter wait, before its first write, until the
+// Build's entry for its platform records uid as its pod's UID.
+func (r *PlatformReporter) AwaitPodUID(g BuildGetter, uid string) {
+	r.await = func(ctx context.Context) error {
+		return AwaitRecorded(ctx, g, r.build, func(b *buildv1.Build) bool {
+			for _, e := range b.Status.Platforms {
+				if e.Platform == r.platform {
+					return e.PodUID == uid
+				}
+			}
+			return false
+		})
+	}
 }
 
 // Running records phase Running, the pod and the start time.
@@ -164,6 +214,12 @@ func (r *PlatformReporter) completion() *metav1.Time {
 }
 
 func (r *PlatformReporter) apply(ctx context.Context, e buildv1.BuildStatusPlatform) error {
+	if r.await != nil {
+		if err := r.await(ctx); err != nil {
+			return err
+		}
+		r.await = nil
+	}
 	return applyStatus(ctx, r.client, r.build, FieldManager(r.platform), PlatformStatus(e))
 }
 
@@ -237,6 +293,25 @@ func stringsToAny(ss []string) []any {
 type BuildReporter struct {
 	client StatusApplier
 	build  types.NamespacedName
+	// await, when set, runs before the write.
+	await func(context.Context) error
+}
+
+// AwaitPodUID makes the reporter wait, before it writes, until the Build's
+// status.podUID is uid.
+func (r *BuildReporter) AwaitPodUID(g BuildGetter, uid string) {
+	r.await = func(ctx context.Context) error {
+		return AwaitRecorded(ctx, g, r.build, func(b *buildv1.Build) bool { return b.Status.PodUID == uid })
+	}
+}
+
+func (r *BuildReporter) apply(ctx context.Context, status map[string]any) error {
+	if r.await != nil {
+		if err := r.await(ctx); err != nil {
+			return err
+		}
+	}
+	return applyStatus(ctx, r.client, r.build, ClassicFieldManager, status)
 }
 
 // NewBuildReporter returns a Reporter for a classic (single-pod) build.
@@ -251,12 +326,12 @@ func (r *BuildReporter) Running(context.Context) error { return nil }
 // Complete records the pushed image's reference and digest and the
 // stages.
 func (r *BuildReporter) Complete(ctx context.Context, res Result) error {
-	return applyStatus(ctx, r.client, r.build, ClassicFieldManager, ClassicCompleteStatus(res))
+	return r.apply(ctx, ClassicCompleteStatus(res))
 }
 
 // Failed records the reason, message, log snippet and stages.
 func (r *BuildReporter) Failed(ctx context.Context, f Failure) error {
-	return applyStatus(ctx, r.client, r.build, ClassicFieldManager, ClassicFailedStatus(f))
+	return r.apply(ctx, ClassicFailedStatus(f))
 }
 
 // ClassicCompleteStatus returns the status a classic build applies when it

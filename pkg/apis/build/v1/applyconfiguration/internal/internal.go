@@ -358,6 +358,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: platformsSummary
       type:
         scalar: string
+    - name: podUID
+      type:
+        scalar: string
     - name: reason
       type:
         namedType: com.github.archway-build.archway.pkg.apis.build.v1.StatusReason
@@ -410,6 +413,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
     - name: podName
+      type:
+        scalar: string
+    - name: podUID
       type:
         scalar: string
     - name: reason

@@ -73,6 +73,14 @@ type BuildStatusApplyConfiguration struct {
 	// written by the controller with duration, for the Duration column of
 	// kubectl get builds. Default: empty.
 	DurationSummary *string `json:"durationSummary,omitempty"`
+	// podUID is the UID of the pod the openshift.io/build.pod-name
+	// annotation names (the manifest-list pod of a multi-platform build,
+	// the pod of a classic build), recorded by build-controller once it has
+	// created that pod: the archway-build-status-writers policy lets only
+	// the pod with this UID write the Build's output, reason, message, log
+	// snippet, stages and conditions, so a pod that merely has the name
+	// cannot. An archway extension. Default: empty (no pod yet).
+	PodUID *string `json:"podUID,omitempty"`
 }
 
 // BuildStatusApplyConfiguration constructs a declarative configuration of the BuildStatus type for use with
@@ -221,5 +229,13 @@ func (b *BuildStatusApplyConfiguration) WithPlatformsSummary(value string) *Buil
 // If called multiple times, the DurationSummary field is set to the value of the last call.
 func (b *BuildStatusApplyConfiguration) WithDurationSummary(value string) *BuildStatusApplyConfiguration {
 	b.DurationSummary = &value
+	return b
+}
+
+// WithPodUID sets the PodUID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodUID field is set to the value of the last call.
+func (b *BuildStatusApplyConfiguration) WithPodUID(value string) *BuildStatusApplyConfiguration {
+	b.PodUID = &value
 	return b
 }

@@ -29,6 +29,11 @@ type BuildStatusPlatformApplyConfiguration struct {
 	// podName is the name of the pod building this platform. Default:
 	// empty.
 	PodName *string `json:"podName,omitempty"`
+	// podUID is the UID of podName's pod, recorded by build-controller once
+	// it has created the pod: the archway-build-status-writers policy lets
+	// only the pod with this UID write this entry, so a pod that merely has
+	// the name cannot. An archway extension. Default: empty (no pod yet).
+	PodUID *string `json:"podUID,omitempty"`
 	// emulatedOn is the architecture (kubernetes.io/arch) of the nodes
 	// this platform's pod runs on when it is built under emulation (qemu
 	// user-mode), because no Ready schedulable node of its own
@@ -97,6 +102,14 @@ func (b *BuildStatusPlatformApplyConfiguration) WithMessage(value string) *Build
 // If called multiple times, the PodName field is set to the value of the last call.
 func (b *BuildStatusPlatformApplyConfiguration) WithPodName(value string) *BuildStatusPlatformApplyConfiguration {
 	b.PodName = &value
+	return b
+}
+
+// WithPodUID sets the PodUID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodUID field is set to the value of the last call.
+func (b *BuildStatusPlatformApplyConfiguration) WithPodUID(value string) *BuildStatusPlatformApplyConfiguration {
+	b.PodUID = &value
 	return b
 }
 
