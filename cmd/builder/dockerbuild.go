@@ -59,6 +59,7 @@ type dockerBuildOptions struct {
 	noReport           bool
 	terminationLog     string
 	allowFileGitURIs   bool
+	requireUserNS      bool
 }
 
 func newDockerBuildCommand() *cobra.Command {
@@ -100,6 +101,7 @@ The exit code is 0 when the image was built (and pushed), else 1.`,
 	f.BoolVar(&opts.noReport, "no-report", false, "do not write the Build's status (no apiserver needed)")
 	f.StringVar(&opts.terminationLog, "termination-log", "/dev/termination-log", "file to write the failure reason to, if it exists (the pod's termination message)")
 	f.BoolVar(&opts.allowFileGitURIs, allowFileGitURIsFlag, false, "let a Git source name a local repository (file:// or a path); build-controller passes it when its configuration allows it")
+	f.BoolVar(&opts.requireUserNS, buildv1.RequireUserNamespaceFlag, false, "refuse to build (reason UserNamespaceIgnored) unless running in a user namespace of its own; build-controller passes it to unprivileged build pods (hostUsers: false)")
 	return cmd
 }
 
@@ -136,20 +138,21 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 		Target:   target,
 		Reporter: reporter,
 		Options: docker.Options{
-			WorkDir:            workDir,
-			StorageDir:         storageDir,
-			StorageDriver:      opts.storageDriver,
-			Disposable:         disposable,
-			InsecureRegistries: opts.insecureRegistries,
-			Format:             image.Format(opts.format),
-			SourceSecretDir:    secretDir,
-			BuildSecretsDir:    opts.buildSecretsDir,
-			BuildConfigMapsDir: opts.buildConfigMapsDir,
-			BinaryArchive:      opts.binaryArchive,
-			PushAuthDir:        os.Getenv(buildv1.PushDockerConfigPathEnv),
-			PullAuthDir:        os.Getenv(buildv1.PullDockerConfigPathEnv),
-			TerminationLog:     opts.terminationLog,
-			AllowFileGitURIs:   opts.allowFileGitURIs,
+			WorkDir:              workDir,
+			StorageDir:           storageDir,
+			StorageDriver:        opts.storageDriver,
+			Disposable:           disposable,
+			InsecureRegistries:   opts.insecureRegistries,
+			Format:               image.Format(opts.format),
+			SourceSecretDir:      secretDir,
+			BuildSecretsDir:      opts.buildSecretsDir,
+			BuildConfigMapsDir:   opts.buildConfigMapsDir,
+			BinaryArchive:        opts.binaryArchive,
+			PushAuthDir:          os.Getenv(buildv1.PushDockerConfigPathEnv),
+			PullAuthDir:          os.Getenv(buildv1.PullDockerConfigPathEnv),
+			TerminationLog:       opts.terminationLog,
+			AllowFileGitURIs:     opts.allowFileGitURIs,
+			RequireUserNamespace: opts.requireUserNS,
 		},
 		Stdin: stdin,
 		Out:   stdout,

@@ -27,6 +27,8 @@ import (
 	"go.podman.io/image/v5/oci/layout"
 	"go.podman.io/image/v5/types"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +65,12 @@ type RealNode struct {
 	kubelet    *process
 	proxy      *process
 }
+
+// NoUserNamespaceRuntimeClass is the RuntimeClass of the real node's runtime
+// handler runc-nouserns: runc that drops a pod's user namespace
+// (test/bed/cmd/runc-nouserns), as runtimes that ignore hostUsers: false
+// do, for tests of what happens on such nodes.
+const NoUserNamespaceRuntimeClass = "archway-bed-nouserns"
 
 // realNodeName is the name of the real node on this machine's architecture.
 func realNodeName() string { return "node-real-" + runtime.GOARCH }
@@ -192,8 +200,12 @@ func (b *Bed) startRealNode(ctx context.Context, n *RealNode, sandboxImage strin
 	}
 	// Socket paths are at most 107 bytes: keep them short.
 	n.ContainerdSocket = filepath.Join(n.Dir, "containerd.sock")
+	nouserns, err := GoBuild(ctx, n.Dir, "./test/bed/cmd/runc-nouserns")
+	if err != nil {
+		return err
+	}
 	config := filepath.Join(n.Dir, "containerd.toml")
-	if err := os.WriteFile(config, []byte(n.containerdConfig(assets, sandboxImage)), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(n.containerdConfig(assets, sandboxImage, nouserns)), 0o600); err != nil {
 		return err
 	}
 	// containerd finds its shim, and the shim runc, on PATH.
@@ -257,6 +269,12 @@ func (b *Bed) startRealNode(ctx context.Context, n *RealNode, sandboxImage strin
 	}
 	b.procs = append(b.procs, n.proxy)
 
+	if err := b.Client.Create(ctx, &nodev1.RuntimeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: NoUserNamespaceRuntimeClass},
+		Handler:    "runc-nouserns",
+	}); err != nil {
+		return err
+	}
 	rctx, rcancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer rcancel()
 	return waitFor(rctx, n.kubelet, "node "+n.Name+" Ready", func(ctx context.Context) error {
@@ -306,9 +324,10 @@ func (n *RealNode) writeRegistryHosts(hosts []string) error {
 
 // containerdConfig is containerd 2's configuration (version 3): every path
 // under the node's directory (two beds' nodes share nothing), runc from the
-// bed's tools, CNI from the bed's plugins, network namespaces under the
+// bed's tools (and runtime handler runc-nouserns, see
+// NoUserNamespaceRuntimeClass), CNI from the bed's plugins, network namespaces under the
 // state directory rather than /var/run/netns, and the bed's pause image.
-func (n *RealNode) containerdConfig(assets, sandboxImage string) string {
+func (n *RealNode) containerdConfig(assets, sandboxImage, nousernsRunc string) string {
 	d := func(rel string) string { return strconv.Quote(filepath.Join(n.Dir, rel)) }
 	return fmt.Sprintf(`version = 3
 root = %s
@@ -343,11 +362,16 @@ state = %s
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = %q
           SystemdCgroup = false
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc-nouserns]
+        runtime_type = 'io.containerd.runc.v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc-nouserns.options]
+          BinaryName = %q
+          SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = [%q]
       conf_dir = %s
 `, d("containerd/root"), d("containerd/state"), d("containerd.sock"), d("containerd.sock.ttrpc"),
-		d("containerd/opt"), sandboxImage, d("certs.d"), filepath.Join(assets, "runc"),
+		d("containerd/opt"), sandboxImage, d("certs.d"), filepath.Join(assets, "runc"), nousernsRunc,
 		filepath.Join(assets, "cni"), d("net.d"))
 }
 
@@ -541,28 +565,75 @@ func (b *Bed) pushPauseImage(ctx context.Context) (string, error) {
 // writeOneFileImage writes an OCI layout, tag "bed", of one linux/arch image
 // holding the executable /name as its entrypoint.
 func writeOneFileImage(dir, name string, content []byte, arch string) error {
+	return writeImageLayout(dir, arch, nil, map[string][]byte{name: content}, []string{"/" + name})
+}
+
+// writeImageLayout writes an OCI layout, tag "bed", of one linux/arch image:
+// the layers of base (gzipped tars, with their diff IDs; none for an image
+// of only files), then one layer of executable files (path without the
+// leading slash -> content), with the given entrypoint.
+func writeImageLayout(dir, arch string, base []imageLayer, files map[string][]byte, entrypoint []string) error {
 	var tarBuf bytes.Buffer
 	tw := tar.NewWriter(&tarBuf)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755, Size: int64(len(content)), ModTime: baseImageEpoch}); err != nil {
-		return err
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
 	}
-	if _, err := tw.Write(content); err != nil {
-		return err
+	sort.Strings(names)
+	dirs := map[string]bool{}
+	for _, name := range names {
+		for d := filepath.Dir(name); d != "." && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	dirNames := make([]string, 0, len(dirs))
+	for d := range dirs {
+		dirNames = append(dirNames, d)
+	}
+	sort.Strings(dirNames)
+	for _, d := range dirNames {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: baseImageEpoch}); err != nil {
+			return err
+		}
+	}
+	for _, name := range names {
+		content := files[name]
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755, Size: int64(len(content)), ModTime: baseImageEpoch}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(content); err != nil {
+			return err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return err
 	}
 	w := layoutWriter{dir: dir}
-	layer, err := w.blob(ocispec.MediaTypeImageLayer, tarBuf.Bytes())
+	var layers []ocispec.Descriptor
+	var diffIDs []digest.Digest
+	for _, l := range base {
+		desc, err := w.blob(ocispec.MediaTypeImageLayerGzip, l.gzipped)
+		if err != nil {
+			return err
+		}
+		layers = append(layers, desc)
+		diffIDs = append(diffIDs, l.diffID)
+	}
+	top, err := w.blob(ocispec.MediaTypeImageLayer, tarBuf.Bytes())
 	if err != nil {
 		return err
 	}
+	layers = append(layers, top)
+	diffIDs = append(diffIDs, top.Digest)
 	platform := ocispec.Platform{OS: "linux", Architecture: arch}
 	config, err := w.blob(ocispec.MediaTypeImageConfig, ocispec.Image{
 		Created:  &baseImageEpoch,
 		Platform: platform,
-		Config:   ocispec.ImageConfig{Entrypoint: []string{"/" + name}},
-		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{layer.Digest}},
+		Config: ocispec.ImageConfig{
+			Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			Entrypoint: entrypoint,
+		},
+		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: diffIDs},
 	})
 	if err != nil {
 		return err
@@ -571,7 +642,7 @@ func writeOneFileImage(dir, name string, content []byte, arch string) error {
 		Versioned: imgspec.Versioned{SchemaVersion: 2},
 		MediaType: ocispec.MediaTypeImageManifest,
 		Config:    config,
-		Layers:    []ocispec.Descriptor{layer},
+		Layers:    layers,
 	})
 	if err != nil {
 		return err
@@ -586,6 +657,91 @@ func writeOneFileImage(dir, name string, content []byte, arch string) error {
 		MediaType: ocispec.MediaTypeImageIndex,
 		Manifests: []ocispec.Descriptor{manifest},
 	})
+}
+
+// imageLayer is a gzipped layer and the digest of its uncompressed tar.
+type imageLayer struct {
+	gzipped []byte
+	diffID  digest.Digest
+}
+
+// busyboxLayerFor is the base image's layer for a Debian architecture.
+func busyboxLayerFor(debArch string) (imageLayer, error) {
+	debs, err := busyboxDebs(filepath.Join(CacheDir(), "debs"))
+	if err != nil {
+		return imageLayer{}, err
+	}
+	for i, p := range basePlatforms {
+		if p.debArch != debArch {
+			continue
+		}
+		busybox, err := debFile(debs[i], "bin/busybox")
+		if err != nil {
+			return imageLayer{}, err
+		}
+		gz, diffID, err := busyboxLayer(busybox)
+		return imageLayer{gzipped: gz, diffID: diffID}, err
+	}
+	return imageLayer{}, fmt.Errorf("the base image has no busybox for Debian architecture %s", debArch)
+}
+
+// PushBuilderImage builds the builder (./cmd/builder) for this machine as
+// make images does (cgo, static, netgo, osusergo; but with Debian's SQLite
+// library rather than SQLite compiled in, which takes minutes), puts it at
+// /usr/local/bin/builder on the bed's busybox, pushes that image to the
+// bed's registry as ref (e.g. "archway/builder:node") and returns the full
+// reference and the binary's path.
+func (b *Bed) PushBuilderImage(ctx context.Context, ref string) (image, binary string, err error) {
+	dir, err := os.MkdirTemp(b.Dir, "builder-")
+	if err != nil {
+		return "", "", err
+	}
+	binary = filepath.Join(dir, "builder")
+	// Debian's libsqlite3.a (tag libsqlite3) needs libm after it.
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", BuildTags+" netgo osusergo",
+		"-ldflags", "-s -w -linkmode external -extldflags '-static -lm'", "-o", binary, "./cmd/builder")
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local", "CGO_ENABLED=1")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("go build ./cmd/builder (static): %w\n%s", err, msg)
+	}
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		return "", "", err
+	}
+	debArch := runtime.GOARCH
+	if debArch == "ppc64le" {
+		debArch = "ppc64el"
+	}
+	base, err := busyboxLayerFor(debArch)
+	if err != nil {
+		return "", "", err
+	}
+	layoutDir := binary + ".layout"
+	if err := writeImageLayout(layoutDir, runtime.GOARCH, []imageLayer{base},
+		map[string][]byte{"usr/local/bin/builder": data}, []string{"/usr/local/bin/builder"}); err != nil {
+		return "", "", err
+	}
+	image, err = b.pushLayout(ctx, layoutDir, ref)
+	return image, binary, err
+}
+
+// pushLayout pushes the image tagged "bed" in the OCI layout at dir to the
+// bed's registry as ref and returns the full reference.
+func (b *Bed) pushLayout(ctx context.Context, dir, ref string) (string, error) {
+	src, err := layout.NewReference(dir, "bed")
+	if err != nil {
+		return "", err
+	}
+	full := b.Registry.Host + "/" + ref
+	dest, err := docker.ParseReference("//" + full)
+	if err != nil {
+		return "", err
+	}
+	if _, err := copyImage(ctx, dest, src, b.Registry.SystemContext(), &types.SystemContext{}); err != nil {
+		return "", fmt.Errorf("pushing %s: %w", full, err)
+	}
+	return full, nil
 }
 
 // PushProgramImage builds the repository's Go package pkg for linux/goarch
@@ -620,17 +776,5 @@ func (b *Bed) pushOneFileImage(ctx context.Context, path, ref, arch string) (str
 	if err := writeOneFileImage(layoutDir, filepath.Base(path), data, arch); err != nil {
 		return "", err
 	}
-	src, err := layout.NewReference(layoutDir, "bed")
-	if err != nil {
-		return "", err
-	}
-	full := b.Registry.Host + "/" + ref
-	dest, err := docker.ParseReference("//" + full)
-	if err != nil {
-		return "", err
-	}
-	if _, err := copyImage(ctx, dest, src, b.Registry.SystemContext(), &types.SystemContext{}); err != nil {
-		return "", fmt.Errorf("pushing %s: %w", full, err)
-	}
-	return full, nil
+	return b.pushLayout(ctx, layoutDir, ref)
 }

@@ -432,6 +432,9 @@ func (pl PodPlan) secureBuildPod(pod *corev1.Pod) {
 		return
 	}
 	pod.Spec.HostUsers = ptr.To(false)
+	// A runtime that ignores hostUsers: false would run the container's
+	// root, with SYS_ADMIN, as the node's root: the builder checks.
+	c.Command = append(c.Command, "--"+buildv1.RequireUserNamespaceFlag)
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}

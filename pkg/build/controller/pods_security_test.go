@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 )
 
@@ -35,6 +37,12 @@ func TestBuildPodSecurity(t *testing.T) {
 			}
 			if got := pod.Annotations[PodSecurityAnnotation]; got != string(tt.mode) {
 				t.Errorf("annotation %s = %q, want %q", PodSecurityAnnotation, got, tt.mode)
+			}
+			// The builder refuses to run unprivileged outside a user
+			// namespace only when told to.
+			checks := slices.Contains(pod.Spec.Containers[0].Command, "--"+buildv1.RequireUserNamespaceFlag)
+			if checks == tt.wantPrivileged {
+				t.Errorf("command %q: the user-namespace check is on = %v, want %v", pod.Spec.Containers[0].Command, checks, !tt.wantPrivileged)
 			}
 			if tt.wantPrivileged {
 				if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {

@@ -88,7 +88,7 @@ func TestBuildPod(t *testing.T) {
 				}
 				c := pod.Spec.Containers[0]
 				if c.Name != "docker-build" || c.Image != "registry.example.com/archway/builder:v1" ||
-					strings.Join(c.Command, " ") != "builder docker-build" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+					strings.Join(c.Command, " ") != "builder docker-build --"+buildv1.RequireUserNamespaceFlag || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
 					t.Errorf("container %+v", c)
 				}
 				pb := podBuild(t, pod)

@@ -14,16 +14,27 @@ import (
 	"github.com/archway-build/archway/test/bed"
 )
 
-var testBed *bed.Bed
+var (
+	testBed *bed.Bed
+	// builderImage is the builder, built as make images builds it, on the
+	// bed's busybox, in the bed's registry.
+	builderImage string
+)
 
 func TestMain(m *testing.M) {
 	bed.SetTestLogger()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	// NODE_BED_DIR keeps the bed (logs of containerd, the kubelet...) there.
 	b, err := bed.Start(ctx, bed.Options{RealNode: true, Dir: os.Getenv("NODE_BED_DIR"), Nodes: bed.ArchNodes(1, "arm64")})
+	if err == nil {
+		builderImage, _, err = b.PushBuilderImage(ctx, "archway/builder:node")
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		if b != nil {
+			_ = b.Stop()
+		}
 		os.Exit(1)
 	}
 	testBed = b

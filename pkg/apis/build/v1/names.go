@@ -72,3 +72,8 @@ func LabelValue(name string) string {
 // PodSelector is the value of a Build's pod-selector annotation: the label
 // selector of all its pods.
 func PodSelector(build string) string { return BuildLabel + "=" + LabelValue(build) }
+
+// RequireUserNamespaceFlag is the builder's flag that makes it refuse to
+// build outside a user namespace of its own; build-controller passes it to
+// the build pods of build.podSecurity Unprivileged (hostUsers: false).
+const RequireUserNamespaceFlag = "require-user-namespace"

@@ -248,6 +248,10 @@ const (
 	// StatusReasonUnsupportedBuildStrategy: the strategy is one archway
 	// does not run yet (Source).
 	StatusReasonUnsupportedBuildStrategy StatusReason = "UnsupportedBuildStrategy"
+	// StatusReasonUserNamespaceIgnored: an unprivileged build pod found
+	// itself in the node's user namespace: the node's container runtime
+	// ignored hostUsers: false, so the builder refused to build.
+	StatusReasonUserNamespaceIgnored StatusReason = "UserNamespaceIgnored"
 )
 
 // Condition types archway sets besides OpenShift's one-per-phase

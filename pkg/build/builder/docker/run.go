@@ -74,6 +74,11 @@ type Options struct {
 	// AllowFileGitURIs lets a Git source name a local repository
 	// (source.Options.AllowFileGitURIs).
 	AllowFileGitURIs bool
+	// RequireUserNamespace refuses to build, before any source is
+	// fetched, unless the builder runs in a user namespace of its own
+	// (CheckUserNamespace): a build pod of build.podSecurity Unprivileged
+	// relies on it for its capabilities to stay off the node.
+	RequireUserNamespace bool
 	// RunningAfter is how long the pod works before it reports Running
 	// when no step has begun by then (default DefaultRunningAfter).
 	RunningAfter time.Duration
@@ -187,6 +192,11 @@ func TargetPlatform(b *buildv1.Build) (platform.Platform, error) {
 
 // run fetches, builds and pushes.
 func (d *Run) run(ctx context.Context) (report.Result, error) {
+	if d.Options.RequireUserNamespace {
+		if err := CheckUserNamespace(uidMapPath); err != nil {
+			return report.Result{}, &statusError{reason: buildv1.StatusReasonUserNamespaceIgnored, err: err}
+		}
+	}
 	spec := d.Build.Spec
 	if spec.Strategy.Type != buildv1.DockerBuildStrategyType {
 		return report.Result{}, &statusError{reason: buildv1.StatusReasonUnsupportedBuildStrategy,
