@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/manifest"
 )
 
@@ -41,6 +42,31 @@ func PlatformsFromIndex(blob []byte, mimeType string) (Platforms, error) {
 		ps = append(ps, PlatformFromConfig(m.Platform.OS, m.Platform.Architecture)...)
 	}
 	return sortPlatforms(ps), nil
+}
+
+// firstImage returns the digest of the first runnable image an OCI index
+// or Docker manifest list names (not an attestation), "" when none.
+func firstImage(blob []byte, mimeType string) (digest.Digest, error) {
+	if mimeType == manifest.DockerV2ListMediaType {
+		list, err := manifest.Schema2ListFromManifest(blob)
+		if err != nil {
+			return "", fmt.Errorf("reading the manifest list: %w", err)
+		}
+		if len(list.Manifests) == 0 {
+			return "", nil
+		}
+		return list.Manifests[0].Digest, nil
+	}
+	index, err := manifest.OCI1IndexFromManifest(blob)
+	if err != nil {
+		return "", fmt.Errorf("reading the image index: %w", err)
+	}
+	for _, m := range index.Manifests {
+		if m.Platform != nil && m.Annotations[referenceTypeAnnotation] != attestationManifest {
+			return m.Digest, nil
+		}
+	}
+	return "", nil
 }
 
 // PlatformFromConfig returns the platform of a single image from its

@@ -85,3 +85,23 @@ func TestPlatformFromConfig(t *testing.T) {
 		t.Errorf("a windows image has no linux architecture, got %v", got)
 	}
 }
+
+// TestFirstImage: the image whose config says whether an index is an
+// operator bundle is its first runnable entry.
+func TestFirstImage(t *testing.T) {
+	a, b := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("b", 64)
+	tests := []struct {
+		name, index, mimeType, want string
+	}{
+		{"first entry", `{"manifests":[{"digest":"` + a + `","platform":{"os":"linux","architecture":"arm64"}},{"digest":"` + b + `","platform":{"os":"linux","architecture":"amd64"}}]}`, "", a},
+		{"attestation and platformless entries skipped", `{"manifests":[{"digest":"` + a + `","platform":{"os":"unknown","architecture":"unknown"},"annotations":{"vnd.docker.reference.type":"attestation-manifest"}},{"digest":"` + b + `","platform":{"os":"linux","architecture":"amd64"}}]}`, "", b},
+		{"no image", `{"manifests":[{"digest":"` + a + `"}]}`, "", ""},
+		{"docker manifest list", `{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.list.v2+json","manifests":[{"mediaType":"application/vnd.docker.distribution.manifest.v2+json","digest":"` + b + `","size":1,"platform":{"os":"linux","architecture":"s390x"}}]}`, "application/vnd.docker.distribution.manifest.list.v2+json", b},
+	}
+	for _, tt := range tests {
+		got, err := firstImage([]byte(tt.index), tt.mimeType)
+		if err != nil || string(got) != tt.want {
+			t.Errorf("%s: firstImage = %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+}

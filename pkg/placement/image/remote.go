@@ -61,8 +61,9 @@ func NewRemote(opts RemoteOptions) *Remote {
 var _ Registry = (*Remote)(nil)
 
 // Architectures reads the manifest ref names: an index gives its entries'
-// platforms, a single image its config's. The digest is the manifest's or
-// index's. Each credential in auth is tried in turn.
+// platforms, a single image its config's, and an operator bundle (by its
+// config's labels, an index's first image's) every platform. The digest is
+// the manifest's or index's. Each credential in auth is tried in turn.
 func (r *Remote) Architectures(ctx context.Context, ref Reference, auth Auth) (Platforms, digest.Digest, error) {
 	var platforms Platforms
 	var dgst digest.Digest
@@ -84,11 +85,21 @@ func (r *Remote) Architectures(ctx context.Context, ref Reference, auth Auth) (P
 		if mime == "" {
 			mime = manifest.GuessMIMEType(blob)
 		}
+		// The config of the image, or of an index's first image: an
+		// operator bundle runs anywhere, whatever platforms it lists (the
+		// multiarch tuning operator reads an index's first image too).
+		var instance *digest.Digest
 		if manifest.MIMETypeIsMultiImage(mime) {
-			platforms, err = PlatformsFromIndex(blob, mime)
-			return err
+			if platforms, err = PlatformsFromIndex(blob, mime); err != nil {
+				return err
+			}
+			first, err := firstImage(blob, mime)
+			if err != nil || first == "" {
+				return err
+			}
+			instance = &first
 		}
-		img, err := cimage.FromUnparsedImage(ctx, sys, cimage.UnparsedInstance(src, nil))
+		img, err := cimage.FromUnparsedImage(ctx, sys, cimage.UnparsedInstance(src, instance))
 		if err != nil {
 			return err
 		}
@@ -96,11 +107,12 @@ func (r *Remote) Architectures(ctx context.Context, ref Reference, auth Auth) (P
 		if err != nil {
 			return err
 		}
-		if isOperatorBundle(info.Labels) {
+		switch {
+		case isOperatorBundle(info.Labels):
 			platforms = Platforms{{OS: AnyArchitecture, Architecture: AnyArchitecture}}
-			return nil
+		case instance == nil:
+			platforms = PlatformFromConfig(info.Os, info.Architecture)
 		}
-		platforms = PlatformFromConfig(info.Os, info.Architecture)
 		return nil
 	})
 	return platforms, dgst, err

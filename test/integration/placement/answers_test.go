@@ -42,8 +42,10 @@ func TestPermanentAnswersReleaseAtOnce(t *testing.T) {
 
 // TestOperatorBundleDoesNotConstrain: an image whose config carries
 // operators.operatorframework.io.* labels (an operator bundle, arm64 only
-// here) does not narrow a pod's architectures: beside an amd64 image the
-// pod goes to amd64, and alone it is released with no required term.
+// here), or an index whose first image's does (arm64 and s390x), does not
+// narrow a pod's architectures, as the multiarch tuning operator ignores
+// bundles: beside an amd64 image the pod goes to amd64, and alone it is
+// released with no required term.
 func TestOperatorBundleDoesNotConstrain(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
 	bundles := newPusher(testBed.Registry)
@@ -52,10 +54,23 @@ func TestOperatorBundleDoesNotConstrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bundleIndex, err := bundles.pushIndex(context.Background(), "placement/bundle-index", "1", linux("arm64", "s390x")...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := newHarness(t, "bundle", nil)
 	h.create(makePod(h.ns, "unpack").initImage(bundle).image(imgAMD64Only).obj())
 	h.create(makePod(h.ns, "alone").image(bundle).obj())
-	pod := h.waitReleased("unpack")
+	h.create(makePod(h.ns, "unpack-index").initImage(bundleIndex).image(imgAMD64Only).obj())
+	pod := h.waitReleased("unpack-index")
+	h.expectLabels(pod, map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("amd64"): "", placement.NodeAffinityLabel: "set"})
+	if t.Failed() {
+		t.FailNow() // placed nowhere: it would never be bound
+	}
+	if arch := h.waitBound("unpack-index"); arch != "amd64" {
+		t.Errorf("unpack-index: bound to %s, want amd64 (the bundle index does not rule it out)", arch)
+	}
+	pod = h.waitReleased("unpack")
 	h.expectLabels(pod, map[string]string{placement.SingleArchLabel: "", placement.ArchLabelFor("amd64"): "", placement.NodeAffinityLabel: "set"})
 	if arch := h.waitBound("unpack"); arch != "amd64" {
 		t.Errorf("unpack: bound to %s, want amd64 (the bundle does not rule it out)", arch)
