@@ -37,6 +37,19 @@ func constrainsArch(term corev1.NodeSelectorTerm) bool {
 	})
 }
 
+// emptyTerm reports whether a term has neither expressions nor fields. The
+// API defines such a term to match no node, and on a gated pod the
+// apiserver refuses any addition to it (only a term that already holds a
+// requirement may grow), so it is left as the pod states it.
+func emptyTerm(term corev1.NodeSelectorTerm) bool {
+	return len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0
+}
+
+// HasEmptyTerm reports whether one of the pod's required terms is empty.
+func HasEmptyTerm(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(requiredTerms(pod), emptyTerm)
+}
+
 // requiredTerms returns the pod's required node selector terms, if any.
 func requiredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {
 	a := pod.Spec.Affinity
@@ -73,9 +86,9 @@ func PinsArch(pod *corev1.Pod) bool {
 }
 
 // withRequirement returns affinity with req appended to every required
-// term that does not constrain kubernetes.io/arch, or with a required
-// affinity of the single term {req} when the pod has none. It reports
-// whether anything changed. affinity is not modified.
+// term that does not constrain kubernetes.io/arch and is not empty, or
+// with a required affinity of the single term {req} when the pod has none.
+// It reports whether anything changed. affinity is not modified.
 func withRequirement(affinity *corev1.Affinity, req corev1.NodeSelectorRequirement) (*corev1.Affinity, bool) {
 	out := affinity.DeepCopy()
 	if out == nil {
@@ -94,7 +107,7 @@ func withRequirement(affinity *corev1.Affinity, req corev1.NodeSelectorRequireme
 	changed := false
 	for i := range required.NodeSelectorTerms {
 		term := &required.NodeSelectorTerms[i]
-		if constrainsArch(*term) || slices.ContainsFunc(term.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+		if constrainsArch(*term) || emptyTerm(*term) || slices.ContainsFunc(term.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
 			return r.Key == req.Key && r.Operator == req.Operator && slices.Equal(r.Values, req.Values)
 		}) {
 			continue
@@ -132,14 +145,16 @@ func sourcesAnnotation(entries []sourceEntry) string {
 }
 
 // withPreferences returns affinity with one preferred term per configured
-// architecture (pol.weights) the pod can run on (archs; nil when the
-// images' architectures are unknown, and then every configured one),
-// weighted as configured, and the record of where each came from. A pod
-// that states its own kubernetes.io/arch preference gets none: every
-// configured weight is recorded as skipped, as are the weights a
-// higher-priority config overrode. It reports whether anything was added.
-// affinity is not modified.
-func withPreferences(affinity *corev1.Affinity, pol policy, archs sets.Set[string], own bool) (*corev1.Affinity, bool, []sourceEntry) {
+// architecture (pol.weights), weighted as configured, and the record of
+// where each came from. As the multiarch tuning operator, every configured
+// architecture is added, the images' or not: a preference for one the
+// required term rules out changes nothing, and the pod says what the
+// configuration asked (preferred-node-affinity set). A pod that states its
+// own kubernetes.io/arch preference gets none: every configured weight is
+// recorded as skipped, as are the weights a higher-priority config
+// overrode. It reports whether anything was added. affinity is not
+// modified.
+func withPreferences(affinity *corev1.Affinity, pol policy, own bool) (*corev1.Affinity, bool, []sourceEntry) {
 	var entries []sourceEntry
 	out := affinity.DeepCopy()
 	if out == nil {
@@ -150,12 +165,9 @@ func withPreferences(affinity *corev1.Affinity, pol policy, archs sets.Set[strin
 	}
 	added := false
 	for _, w := range pol.Weights {
-		switch {
-		case own:
+		if own {
 			entries = append(entries, sourceEntry{preference: w, skipped: "the pod states its own " + placement.ArchLabel + " preference"})
 			continue
-		case archs != nil && !archs.Has(w.Architecture):
-			continue // the pod cannot run there: nothing to prefer
 		}
 		entries = append(entries, sourceEntry{preference: w})
 		out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution,

@@ -5,7 +5,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/archway-build/archway/pkg/placement"
 )
@@ -89,6 +88,20 @@ func TestWithRequirement(t *testing.T) {
 			wantChanged: true,
 		},
 		{
+			// It matches no node, and the apiserver refuses additions to
+			// it on a gated pod.
+			name:     "an empty term: left alone, the others appended to",
+			affinity: required(corev1.NodeSelectorTerm{}, term(zoneA)), req: armS390,
+			want:        required(corev1.NodeSelectorTerm{}, term(zoneA, armS390)),
+			wantChanged: true,
+		},
+		{
+			name:     "only an empty term: unchanged",
+			affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{}}), req: armS390,
+			want:        required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{}}),
+			wantChanged: false,
+		},
+		{
 			name:     "already applied: idempotent",
 			affinity: required(term(zoneA, noArch)), req: noArch,
 			want:        required(term(zoneA, noArch)),
@@ -141,50 +154,38 @@ func TestWithPreferences(t *testing.T) {
 	userPref := corev1.PreferredSchedulingTerm{Weight: 20, Preference: term(expr(placement.ArchLabel, corev1.NodeSelectorOpIn, "amd64"))}
 	zonePref := corev1.PreferredSchedulingTerm{Weight: 3, Preference: term(zoneA)}
 	const shadowed = "arm64:5:ClusterPodPlacementConfig:skipped"
+	all := withPrefs(nil, pref(50, "arm64"), pref(10, "amd64"), pref(1, "s390x"))
+	allSources := "arm64:50:PodPlacementConfig-tuning,amd64:10:ClusterPodPlacementConfig,s390x:1:ClusterPodPlacementConfig," + shadowed
 	tests := []struct {
 		name        string
 		affinity    *corev1.Affinity
-		archs       []string // nil: unknown
 		own         bool
 		want        *corev1.Affinity
 		wantAdded   bool
 		wantSources string
 	}{
 		{
-			name: "only the compatible architectures, in config order", archs: []string{"amd64", "arm64"},
-			want: withPrefs(nil, pref(50, "arm64"), pref(10, "amd64")), wantAdded: true,
-			wantSources: "arm64:50:PodPlacementConfig-tuning,amd64:10:ClusterPodPlacementConfig," + shadowed,
+			// As the multiarch tuning operator: whatever the images'
+			// architectures, which the required term already enforces.
+			name: "every configured architecture, in config order", want: all, wantAdded: true, wantSources: allSources,
 		},
 		{
-			name: "required kept", affinity: required(term(zoneA)), archs: []string{"s390x"},
-			want: withPrefs(required(term(zoneA)), pref(1, "s390x")), wantAdded: true, wantSources: "s390x:1:ClusterPodPlacementConfig," + shadowed,
+			name: "required kept", affinity: required(term(zoneA)),
+			want: withPrefs(required(term(zoneA)), pref(50, "arm64"), pref(10, "amd64"), pref(1, "s390x")), wantAdded: true, wantSources: allSources,
 		},
 		{
-			name: "unrelated preference kept", affinity: withPrefs(nil, zonePref), archs: []string{"arm64"},
-			want: withPrefs(nil, zonePref, pref(50, "arm64")), wantAdded: true, wantSources: "arm64:50:PodPlacementConfig-tuning," + shadowed,
+			name: "unrelated preference kept", affinity: withPrefs(nil, zonePref),
+			want: withPrefs(nil, zonePref, pref(50, "arm64"), pref(10, "amd64"), pref(1, "s390x")), wantAdded: true, wantSources: allSources,
 		},
 		{
 			name: "the pod states its own arch preference: none added, all recorded as skipped", affinity: withPrefs(nil, userPref),
-			archs: []string{"amd64", "arm64"}, own: true, want: withPrefs(nil, userPref),
+			own: true, want: withPrefs(nil, userPref),
 			wantSources: "arm64:50:PodPlacementConfig-tuning:skipped,amd64:10:ClusterPodPlacementConfig:skipped,s390x:1:ClusterPodPlacementConfig:skipped," + shadowed,
-		},
-		{
-			name: "nothing compatible: unchanged", affinity: withPrefs(nil, zonePref), archs: []string{"ppc64le"},
-			want: withPrefs(nil, zonePref), wantSources: shadowed,
-		},
-		{
-			name: "architectures unknown (inspection failed): every configured one",
-			want: withPrefs(nil, pref(50, "arm64"), pref(10, "amd64"), pref(1, "s390x")), wantAdded: true,
-			wantSources: "arm64:50:PodPlacementConfig-tuning,amd64:10:ClusterPodPlacementConfig,s390x:1:ClusterPodPlacementConfig," + shadowed,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var archs sets.Set[string]
-			if tt.archs != nil {
-				archs = sets.New(tt.archs...)
-			}
-			got, added, entries := withPreferences(tt.affinity, pol, archs, tt.own)
+			got, added, entries := withPreferences(tt.affinity, pol, tt.own)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("affinity (-want +got):\n%s", diff)
 			}

@@ -43,12 +43,11 @@ type decision struct {
 	appliedConfigs []string
 }
 
-// applyPreferences adds the configured preferences to out (archs nil when
-// the images' architectures are unknown), records their sources in the
-// annotation and labels the pod when any was added. It returns whether
-// any was added.
-func applyPreferences(out *corev1.Pod, pol policy, archs sets.Set[string], d *decision) bool {
-	affinity, added, entries := withPreferences(out.Spec.Affinity, pol, archs, hasArchPreference(out))
+// applyPreferences adds the configured preferences to out, records their
+// sources in the annotation and labels the pod preferred-node-affinity
+// set when any was added. It returns whether any was added.
+func applyPreferences(out *corev1.Pod, pol policy, d *decision) bool {
+	affinity, added, entries := withPreferences(out.Spec.Affinity, pol, hasArchPreference(out))
 	switch {
 	case added:
 		out.Spec.Affinity = affinity
@@ -110,16 +109,24 @@ func podOS(pod *corev1.Pod) string {
 	return "linux"
 }
 
-// preflight decides what needs no inspection: a pod that now pins
-// kubernetes.io/arch in its nodeSelector is released as it is; a pod whose
-// every required term constrains the architecture is released as it is
-// unless preferences are to be added (the webhook decides the same at
-// admission; this covers pods gated by others). ok is false when the pod's images
-// must be inspected.
+// preflight decides what needs no inspection: a pod that pins
+// kubernetes.io/arch in its nodeSelector is released with no required
+// term, with the configured preferences added when they apply (as the
+// multiarch tuning operator scores such a pod); a pod whose every required
+// term constrains the architecture is released as it is unless preferences
+// are to be added (the webhook decides the same at admission; this covers
+// pods gated by others). ok is false when the pod's images must be
+// inspected.
 func preflight(pod *corev1.Pod, pol policy) (decision, bool) {
 	if PinsArch(pod) {
-		return release(pod, outcomeIgnored, corev1.EventTypeNormal, placement.EventGatedPodIgnored,
-			"The gated pod now pins "+placement.ArchLabel+" in its nodeSelector and no longer needs architecture-aware placement; scheduling gate removed"), true
+		if !WouldAddPreferences(pod, pol) {
+			return release(pod, outcomeIgnored, corev1.EventTypeNormal, placement.EventGatedPodIgnored,
+				"The gated pod now pins "+placement.ArchLabel+" in its nodeSelector and no longer needs architecture-aware placement; scheduling gate removed"), true
+		}
+		d := release(pod, outcomeConflict, corev1.EventTypeNormal, placement.EventPredicatesConflict,
+			"The pod pins "+placement.ArchLabel+" in its nodeSelector: no required term added; added the preferred architectures of nodeAffinityScoring; scheduling gate removed")
+		applyPreferences(d.Pod, pol, &d)
+		return d, true
 	}
 	if AllTermsConstrainArch(pod) && !WouldAddPreferences(pod, pol) {
 		return release(pod, outcomeConflict, corev1.EventTypeNormal, placement.EventPredicatesConflict,
@@ -166,7 +173,7 @@ func decide(pod *corev1.Pod, pol policy, results []imageResult, failures int) de
 	if archs == nil {
 		d := release(pod, outcomeReleased, corev1.EventTypeNormal, placement.EventSchedGateRemovalSuccess,
 			"Every image of the pod runs on any architecture (operator bundle images); required node affinity unchanged, scheduling gate removed")
-		applyPreferences(d.Pod, pol, nil, &d)
+		applyPreferences(d.Pod, pol, &d)
 		return d
 	}
 	out := pod.DeepCopy()
@@ -188,11 +195,16 @@ func decide(pod *corev1.Pod, pol policy, results []imageResult, failures int) de
 	}
 	placement.SetLabel(out, placement.NodeAffinityLabel, valueSet(changed))
 	var d decision
-	preferred := applyPreferences(out, pol, archs, &d)
+	preferred := applyPreferences(out, pol, &d)
 	labelArchitectures(out, archs)
 	d.Outcome, d.Pod, d.EventType, d.Reason = outcomePlaced, out, corev1.EventTypeNormal, placement.EventPredicateSet
 	d.Message = "Set the supported architectures to " + fmt.Sprint(sets.List(archs))
-	if !changed {
+	switch {
+	case !changed && HasEmptyTerm(pod):
+		d.Outcome, d.Reason, d.EventType = outcomeConflict, placement.EventPredicatesConflict, corev1.EventTypeWarning
+		d.Message = "Every required node selector term constrains " + placement.ArchLabel + " or is empty; an empty term matches no node " +
+			"and the apiserver accepts no addition to it on a gated pod: the pod's node affinity is unchanged and matches only through its own terms"
+	case !changed:
 		d.Outcome, d.Reason = outcomeConflict, placement.EventPredicatesConflict
 		d.Message = "All the required node selector terms already constrain " + placement.ArchLabel + "; left unchanged"
 	}
@@ -226,12 +238,12 @@ func decideAfterError(pod *corev1.Pod, pol policy, err error) decision {
 				" and removed the scheduling gate. Registry error: " + err.Error())}
 		// The images' architectures are unknown: every configured
 		// preference applies.
-		applyPreferences(out, pol, nil, &d)
+		applyPreferences(out, pol, &d)
 		return d
 	}
 	d := release(pod, outcomeInspectionError, corev1.EventTypeWarning, placement.EventInspectionError,
 		"Image inspection failed after every retry; removed the scheduling gate with the required node affinity unchanged. Registry error: "+err.Error())
-	applyPreferences(d.Pod, pol, nil, &d)
+	applyPreferences(d.Pod, pol, &d)
 	return d
 }
 

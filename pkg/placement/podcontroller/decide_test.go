@@ -66,7 +66,7 @@ func TestDecide(t *testing.T) {
 			wantLabels: map[string]string{placement.SchedulingGateLabel: "removed", placement.NodeAffinityLabel: "set", placement.NoSupportedArchLabel: ""},
 		},
 		{
-			name: "scoring adds compatible preferences", pod: gatedPod(), pol: scoring,
+			name: "scoring adds every configured preference, as the multiarch tuning operator", pod: gatedPod(), pol: scoring,
 			results: []imageResult{ok("a", "amd64", "s390x")},
 			outcome: outcomePlaced, reason: placement.EventPredicateSet, message: "preferred",
 			affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
@@ -74,6 +74,7 @@ func TestDecide(t *testing.T) {
 					term(expr(placement.ArchLabel, corev1.NodeSelectorOpIn, "amd64", "s390x")),
 				}},
 				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+					{Weight: 40, Preference: term(expr(placement.ArchLabel, corev1.NodeSelectorOpIn, "arm64"))},
 					{Weight: 20, Preference: term(expr(placement.ArchLabel, corev1.NodeSelectorOpIn, "amd64"))},
 				},
 			}},
@@ -133,11 +134,19 @@ func TestDecide(t *testing.T) {
 			wantLabels: map[string]string{placement.SchedulingGateLabel: "removed", placement.NodeAffinityLabel: "not-set", placement.ImageInspectionErrorLabel: "", placement.ImageInspectionErrorCountLabel: "1"},
 		},
 		{
-			name: "scoring on but nothing added: preferred-node-affinity not-set", pod: gatedPod(), pol: scoring,
+			name: "one architecture the config does not prefer: its preferences all the same, preferred-node-affinity set", pod: gatedPod(), pol: scoring,
 			results: []imageResult{ok("a", "s390x")},
 			outcome: outcomePlaced, reason: placement.EventPredicateSet,
-			affinity:   required(term(expr(placement.ArchLabel, corev1.NodeSelectorOpIn, "s390x"))),
-			wantLabels: map[string]string{placement.SchedulingGateLabel: "removed", placement.NodeAffinityLabel: "set", placement.PreferredNodeAffinityLabel: "not-set", placement.SingleArchLabel: "", placement.ArchLabelFor("s390x"): ""},
+			affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+					term(expr(placement.ArchLabel, corev1.NodeSelectorOpIn, "s390x")),
+				}},
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+					{Weight: 40, Preference: term(expr(placement.ArchLabel, corev1.NodeSelectorOpIn, "arm64"))},
+					{Weight: 20, Preference: term(expr(placement.ArchLabel, corev1.NodeSelectorOpIn, "amd64"))},
+				},
+			}},
+			wantLabels: map[string]string{placement.SchedulingGateLabel: "removed", placement.NodeAffinityLabel: "set", placement.PreferredNodeAffinityLabel: "set", placement.SingleArchLabel: "", placement.ArchLabelFor("s390x"): ""},
 		},
 	}
 	for _, tt := range tests {
@@ -173,6 +182,19 @@ func TestPreflight(t *testing.T) {
 	pinned := gatedPod(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{placement.ArchLabel: "arm64"} })
 	if d, done := preflight(pinned, policy{}); !done || d.Reason != placement.EventGatedPodIgnored || placement.HasGate(d.Pod) {
 		t.Errorf("a pod pinning arch: done=%v reason=%q", done, d.Reason)
+	}
+	// Scored as the multiarch tuning operator scores it, with no
+	// inspection and no required term.
+	pol := policy{Weights: []preference{{Architecture: "amd64", Weight: 7, Source: sourceCluster}}}
+	d, done := preflight(pinned, pol)
+	if !done || d.Reason != placement.EventPredicatesConflict || placement.HasGate(d.Pod) {
+		t.Errorf("a pod pinning arch, scoring on: done=%v reason=%q", done, d.Reason)
+	}
+	if want := map[string]string{placement.SchedulingGateLabel: "removed", placement.NodeAffinityLabel: "not-set", placement.PreferredNodeAffinityLabel: "set"}; !cmp.Equal(d.Pod.Labels, want) {
+		t.Errorf("a pod pinning arch, scoring on: labels %v, want %v", d.Pod.Labels, want)
+	}
+	if a := d.Pod.Spec.Affinity; a == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil || len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Errorf("a pod pinning arch, scoring on: affinity %+v, want the one preferred term", a)
 	}
 	allArch := gatedPod(func(p *corev1.Pod) { p.Spec.Affinity = required(term(userArch), term(userNotS)) })
 	if d, done := preflight(allArch, policy{}); !done || d.Reason != placement.EventPredicatesConflict || d.Pod.Labels[placement.NodeAffinityLabel] != "not-set" {

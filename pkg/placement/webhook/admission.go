@@ -77,10 +77,13 @@ func shouldGate(in admissionInput) (bool, string) {
 		return false, skipNodeName
 	case isDaemonSetPod(in.pod):
 		return false, skipDaemonSet
-	case podcontroller.PinsArch(in.pod):
-		return false, skipPinnedArch
 	case selectsControlPlane(in.pod):
 		return false, skipControlPlane
+	// A pod that already decides its architecture is still gated when a
+	// configured preference would be added, as the multiarch tuning
+	// operator gates and scores it.
+	case podcontroller.PinsArch(in.pod) && !podcontroller.WouldAddPreferences(in.pod, podcontroller.PolicyFor(in.pod, &in.config.Spec, in.local)):
+		return false, skipPinnedArch
 	case podcontroller.AllTermsConstrainArch(in.pod) && !podcontroller.WouldAddPreferences(in.pod, podcontroller.PolicyFor(in.pod, &in.config.Spec, in.local)):
 		return false, skipRequiredArch
 	case placement.HasGate(in.pod):

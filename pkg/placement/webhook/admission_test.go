@@ -86,6 +86,7 @@ func TestShouldGate(t *testing.T) {
 		{name: "one required term leaves arch open", in: admissionInput{pod: oneTermOpen, namespace: "app", config: cfg, controllerAlive: true}, want: true},
 		{name: "Job pod", in: admissionInput{pod: job, namespace: "app", config: cfg, controllerAlive: true}, want: true},
 		{name: "nodeSelector pins arch", in: admissionInput{pod: pinned, namespace: "app", config: cfg, controllerAlive: true}, wantReason: skipPinnedArch},
+		{name: "nodeSelector pins arch, the cluster config would add a preference (gated and scored, as the multiarch tuning operator)", in: admissionInput{pod: pinned, namespace: "app", config: scoring, controllerAlive: true}, want: true},
 		{name: "other nodeSelector", in: admissionInput{pod: otherSelector, namespace: "app", config: cfg, controllerAlive: true}, want: true},
 		{name: "already gated", in: admissionInput{pod: gated, namespace: "app", config: cfg, controllerAlive: true}, wantReason: skipAlreadyGated},
 		{name: "namespace selected", in: admissionInput{pod: plain(), namespace: "app", namespaceLabels: labels.Set{"placement": "on"}, config: selective, controllerAlive: true}, want: true},
