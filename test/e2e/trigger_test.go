@@ -89,3 +89,94 @@ func TestGitHubPushBuildsFourPlatforms(t *testing.T) {
 	}
 	g.Expect(strings.Join(arm64Lines, "\n")).To(ContainSubstring("uname -m > /machine"))
 }
+
+// TestWebhookCommitMustBeOnRef: whoever holds a BuildConfig's webhook URL
+// names the commit built, but only a commit of the BuildConfig's ref is
+// built. A GitHub push claiming main with a commit of an unreviewed
+// branch, and a generic call naming that commit without a ref (which
+// builds the BuildConfig's ref), each start a Build that fails
+// FetchSourceFailed saying the commit is not on main; main's own older
+// commit builds.
+func TestWebhookCommitMustBeOnRef(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "onref")
+	bc := h.buildConfig(machineDockerfile(env.Bed.BaseImage), []string{"linux/amd64"}, nil)
+	const secret = "0nref5ecret4push"
+	g.Expect(env.Bed.Client.Create(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "hook"},
+		Data: map[string][]byte{buildv1.WebHookSecretKey: []byte(secret)}})).To(Succeed())
+	ref := &buildv1.SecretLocalReference{Name: "hook"}
+	bc.Spec.Triggers = []buildv1.BuildTriggerPolicy{
+		{Type: buildv1.GitHubWebHookBuildTriggerType, GitHubWebHook: &buildv1.WebHookTrigger{SecretReference: ref}},
+		{Type: buildv1.GenericWebHookBuildTriggerType, GenericWebHook: &buildv1.WebHookTrigger{SecretReference: ref}},
+	}
+	g.Expect(env.Bed.Client.Update(h.ctx, bc)).To(Succeed())
+
+	repo := strings.TrimPrefix(bc.Spec.Source.Git.URI, "file://")
+	git := func(args ...string) string {
+		cmd := exec.CommandContext(h.ctx, "git", append([]string{"-c", "user.name=mallory", "-c", "user.email=mallory@example.invalid"}, args...)...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "git %v: %s", args, out)
+		return strings.TrimSpace(string(out))
+	}
+	old := git("rev-parse", "main")
+	git("checkout", "-q", "-b", "unreviewed")
+	git("commit", "-q", "--allow-empty", "-m", "unreviewed")
+	unreviewed := git("rev-parse", "HEAD")
+	git("checkout", "-q", "main")
+	git("commit", "-q", "--allow-empty", "-m", "reviewed")
+
+	deliver := func(typ string, hdr map[string]string, body []byte) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(h.ctx, http.MethodPost,
+			env.WebhookURL+"/apis/build.openshift.io/v1/namespaces/"+h.ns+"/buildconfigs/"+bc.Name+"/webhooks/"+secret+"/"+typ, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := env.WebhookClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		answer, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), string(answer))
+		var r struct{ Build string }
+		g.Expect(json.Unmarshal(answer, &r)).To(Succeed())
+		return r.Build
+	}
+	var push map[string]any
+	raw, err := os.ReadFile("../../pkg/build/trigger/scm/testdata/github-push.json")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(json.Unmarshal(raw, &push)).To(Succeed())
+	githubPush := func(commit string) []byte {
+		push["ref"], push["after"] = "refs/heads/main", commit
+		push["head_commit"].(map[string]any)["id"] = commit
+		body, _ := json.Marshal(push)
+		return body
+	}
+	generic := func(commit string) []byte {
+		body, _ := json.Marshal(map[string]any{"git": map[string]any{"commit": commit}})
+		return body
+	}
+	for i, c := range []struct {
+		name, typ string
+		hdr       map[string]string
+		body      []byte
+		complete  bool
+	}{
+		{"a GitHub push to main of an unreviewed branch's commit", "github", map[string]string{"X-GitHub-Event": "push"}, githubPush(unreviewed), false},
+		{"a generic call without a ref naming that commit", "generic", nil, generic(unreviewed), false},
+		{"a generic call naming an older commit of main", "generic", nil, generic(old), true},
+	} {
+		h.watchBuild(instantiate.Name(bc.Name, int64(i+1)))
+		g.Expect(deliver(c.typ, c.hdr, c.body)).To(Equal(h.b.Name), c.name)
+		b := h.waitTerminal()
+		if c.complete {
+			g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "%s: %s %s", c.name, b.Status.Reason, b.Status.Message)
+			continue
+		}
+		g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseFailed), c.name)
+		e := entries(b)["linux/amd64"]
+		g.Expect(e.Reason).To(Equal(buildv1.StatusReasonFetchSourceFailed), "%s: %s", c.name, e.Message)
+		g.Expect(e.Message).To(ContainSubstring("commit "+unreviewed+" is not on the source ref: it is not reachable from main"), c.name)
+	}
+}

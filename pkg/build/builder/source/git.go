@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -39,8 +41,13 @@ type gitRun struct {
 func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*buildv1.SourceRevision, error) {
 	git := opts.Source.Git
 	ref := git.Ref
-	if opts.Revision != nil && opts.Revision.Git != nil && opts.Revision.Git.Commit != "" {
+	pinned := opts.Revision != nil && opts.Revision.Git != nil && opts.Revision.Git.Commit != ""
+	if pinned {
 		ref = opts.Revision.Git.Commit
+		// The source ref is fetched too, to check the commit is on it.
+		if err := CheckGitRef(git.Ref); err != nil {
+			return nil, fetchFailed("%w", err)
+		}
 	}
 	// Checked here again although admission refuses them: a ref or URI
 	// read as an option (--upload-pack=...) would run a command in the
@@ -129,6 +136,16 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 			return nil, fetchFailed("checking out %s of %s: %w", want, shown, err)
 		}
 	}
+	// A commit the Build names (a webhook delivery's, start-build
+	// --commit) must be on the source ref: whoever holds a webhook URL
+	// must not build an old commit, an unreviewed branch or a fork's
+	// commit (a host that shares objects across forks serves those too)
+	// into the BuildConfig's output.
+	if pinned {
+		if err := g.checkOnRef(ctx, git.Ref, revision.Git.Commit); err != nil {
+			return nil, fetchFailed("%w", err)
+		}
+	}
 	// checkout takes no "--" before a commit (it would start paths): it is
 	// given the commit's full hash, which no option looks like.
 	if _, err := g.run(ctx, "checkout", "-q", "--detach", revision.Git.Commit); err != nil {
@@ -140,6 +157,60 @@ func fetchGit(ctx context.Context, opts Options, dir string, out io.Writer) (*bu
 		}
 	}
 	return revision, nil
+}
+
+// refHistoryDepth is how much of the ref's history is fetched first to
+// find a pinned commit on it: a webhook's commit is the ref's tip or close
+// to it. Only when it is not found there is the ref's whole history
+// fetched.
+const refHistoryDepth = 64
+
+// ErrNotOnRef is the error of a commit that is not reachable from the
+// Build's source ref.
+var ErrNotOnRef = errors.New("not on the source ref")
+
+// checkOnRef checks that commit (a full hash, fetched) is reachable from
+// the tip of ref (HEAD when empty) on origin: fetched to refHistoryDepth
+// first, then whole when the commit is not found in that part of the
+// history.
+func (g *gitRun) checkOnRef(ctx context.Context, ref, commit string) error {
+	want := ref
+	if want == "" {
+		want = "HEAD"
+	}
+	for _, depth := range []int{refHistoryDepth, math.MaxInt32} {
+		if _, err := g.run(ctx, "fetch", "-q", "--no-tags", "--depth="+strconv.Itoa(depth), "--recurse-submodules=no", "--", "origin", want); err != nil {
+			return fmt.Errorf("fetching %s of %s to check that commit %s is on it: %w", want, RedactURI(g.uri), commit, err)
+		}
+		on, err := g.isAncestor(ctx, commit, "FETCH_HEAD")
+		if err != nil {
+			return fmt.Errorf("checking that commit %s is on %s of %s: %w", commit, want, RedactURI(g.uri), err)
+		}
+		if on {
+			return nil
+		}
+		if shallow, err := g.run(ctx, "rev-parse", "--is-shallow-repository"); err != nil || strings.TrimSpace(shallow) != "true" {
+			break
+		}
+	}
+	return fmt.Errorf("commit %s is %w: it is not reachable from %s of %s. A Build builds only commits of its "+
+		"source ref: the webhook delivery or start-build --commit named an older tag's, another branch's or a "+
+		"fork's commit. Push the commit to %s, or build the branch that holds it (spec.source.git.ref)",
+		commit, ErrNotOnRef, want, RedactURI(g.uri), want)
+}
+
+// isAncestor says whether commit is an ancestor of (or is) tip, both
+// fixed names or full hashes.
+func (g *gitRun) isAncestor(ctx context.Context, commit, tip string) (bool, error) {
+	_, err := g.run(ctx, "merge-base", "--is-ancestor", commit, tip)
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &exitErr) && exitErr.ExitCode() == 1:
+		return false, nil
+	}
+	return false, err
 }
 
 // checkResolvedCommit checks that the commit a (possibly abbreviated)
@@ -202,8 +273,18 @@ func (g *gitRun) run(ctx context.Context, args ...string) (string, error) {
 	if msg == "" || !errors.As(err, &exitErr) {
 		return "", err
 	}
-	return "", errors.New(msg)
+	return "", &gitError{msg: msg, err: err}
 }
+
+// gitError is what git said on a failure (its message), wrapping the
+// process's exit error (its code).
+type gitError struct {
+	msg string
+	err error
+}
+
+func (e *gitError) Error() string { return e.msg }
+func (e *gitError) Unwrap() error { return e.err }
 
 // lastLines returns the last n non-empty lines of s, joined with "; ".
 func lastLines(s string, n int) string {

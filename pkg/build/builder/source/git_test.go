@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -369,6 +370,69 @@ func TestFetchGitCredentialsStayOnHost(t *testing.T) {
 			// credentials); the submodule's server refused.
 			if err == nil || !strings.Contains(err.Error(), "submodules") {
 				t.Fatalf("fetch: %v, want the submodules' fetch to fail\n%s", err, out.String())
+			}
+		})
+	}
+}
+
+// TestFetchGitPinnedCommitMustBeOnRef: a commit the Build names is built
+// only when the source ref reaches it, however far back; a commit of
+// another branch (an unreviewed one, or a fork's that the host serves) or
+// one that no ref holds fails FetchSourceFailed saying so.
+func TestFetchGitPinnedCommitMustBeOnRef(t *testing.T) {
+	repo, first, _ := gitRepo(t)
+	rev := func(name string) string {
+		t.Helper()
+		out, err := exec.Command("git", "-C", repo, "rev-parse", name).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	gitIn(t, repo, "checkout", "-q", "-b", "unreviewed")
+	gitIn(t, repo, "commit", "-q", "--allow-empty", "-m", "not on main")
+	unreviewed := rev("HEAD")
+	gitIn(t, repo, "checkout", "-q", "--detach")
+	gitIn(t, repo, "commit", "-q", "--allow-empty", "-m", "on no branch")
+	dangling := rev("HEAD")
+	gitIn(t, repo, "checkout", "-q", "main")
+	// first is more than refHistoryDepth commits behind main's tip.
+	for i := 0; i <= refHistoryDepth; i++ {
+		gitIn(t, repo, "commit", "-q", "--allow-empty", "-m", "later")
+	}
+	gitIn(t, repo, "config", "uploadpack.allowAnySHA1InWant", "true")
+	for _, tt := range []struct {
+		name, ref, commit string
+		ok                bool
+	}{
+		{name: "main's tip", ref: "main", commit: rev("main"), ok: true},
+		{name: "an old commit of main", ref: "main", commit: first, ok: true},
+		{name: "the default branch", commit: first, ok: true},
+		{name: "another branch's commit", ref: "main", commit: unreviewed},
+		{name: "a commit on no branch", ref: "main", commit: dangling},
+		{name: "abbreviated, of another branch", ref: "main", commit: unreviewed[:12]},
+		{name: "main's commit, for the other branch", ref: "unreviewed", commit: rev("main")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := Options{AllowFileGitURIs: true,
+				Source:   buildv1.BuildSource{Git: &buildv1.GitBuildSource{URI: "file://" + repo, Ref: tt.ref}},
+				Revision: &buildv1.SourceRevision{Type: buildv1.BuildSourceGit, Git: &buildv1.GitSourceRevision{Commit: tt.commit}},
+			}
+			got, err := Fetch(context.Background(), opts, t.TempDir())
+			if tt.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasPrefix(got.Revision.Git.Commit, tt.commit) {
+					t.Errorf("built %s, want %s", got.Revision.Git.Commit, tt.commit)
+				}
+				return
+			}
+			if reasonOf(err) != buildv1.StatusReasonFetchSourceFailed || !errors.Is(err, ErrNotOnRef) {
+				t.Fatalf("err = %v, want FetchSourceFailed: not on the source ref", err)
+			}
+			if !strings.Contains(err.Error(), "it is not reachable from") {
+				t.Errorf("message %q does not say why", err)
 			}
 		})
 	}
