@@ -117,7 +117,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 	if err != nil {
 		return fmt.Errorf("the Build in $%s: %w", buildv1.BuildEnv, err)
 	}
-	reporter, err := newReporter(opts, build, target)
+	reporter, revisions, err := newReporter(opts, build, target)
 	if err != nil {
 		return err
 	}
@@ -134,9 +134,10 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 		secretDir = env
 	}
 	run := &docker.Run{
-		Build:    build,
-		Target:   target,
-		Reporter: reporter,
+		Build:     build,
+		Target:    target,
+		Reporter:  reporter,
+		Revisions: revisions,
 		Options: docker.Options{
 			WorkDir:              workDir,
 			StorageDir:           storageDir,
@@ -177,36 +178,44 @@ func buildFromEnv() (*buildv1.Build, error) {
 }
 
 // newReporter records the build's outcome in its Build: a platform's entry,
-// or a classic build's status.
-func newReporter(opts dockerBuildOptions, build *buildv1.Build, target platform.Platform) (report.Reporter, error) {
+// or a classic build's status. With it come the Build's revisions, which
+// pin the commit every platform builds (none with --no-report).
+func newReporter(opts dockerBuildOptions, build *buildv1.Build, target platform.Platform) (report.Reporter, docker.Revisions, error) {
 	if opts.noReport {
-		return report.Discard{}, nil
+		return report.Discard{}, nil, nil
 	}
 	c, err := report.NewClient(opts.kubeconfig, "archway-builder-docker-build")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	key := types.NamespacedName{Namespace: build.Namespace, Name: build.Name}
 	if ns := os.Getenv(podNamespaceEnv); ns != "" && ns != key.Namespace {
-		return nil, fmt.Errorf("the Build %s is not in the pod's namespace %s", key, ns)
+		return nil, nil, fmt.Errorf("the Build %s is not in the pod's namespace %s", key, ns)
 	}
+	// Each write waits for build-controller to record this pod's UID in
+	// the Build: the policies admit a pod's writes by it.
 	uid := os.Getenv(podUIDEnv)
 	if target == (platform.Platform{}) {
 		r := report.NewBuildReporter(c, key)
+		revisions := report.BuildRevisions{Client: c, Key: key, Manager: report.ClassicFieldManager}
 		if uid != "" {
 			r.AwaitPodUID(c, uid)
+			revisions.Recorded = report.PodUIDRecorded("", uid)
 		}
-		return r, nil
+		return r, revisions, nil
 	}
 	podName := os.Getenv(podNameEnv)
 	if podName == "" {
 		podName, _ = os.Hostname()
 	}
-	r := report.NewPlatformReporter(c, key, build.Spec.Platforms[0], podName)
+	p := build.Spec.Platforms[0]
+	r := report.NewPlatformReporter(c, key, p, podName)
+	revisions := report.BuildRevisions{Client: c, Key: key, Manager: report.FieldManager(p)}
 	if uid != "" {
 		r.AwaitPodUID(c, uid)
+		revisions.Recorded = report.PodUIDRecorded(p, uid)
 	}
-	return r, nil
+	return r, revisions, nil
 }
 
 // isMountPoint reports whether path is a mount point, as the emptyDir

@@ -54,6 +54,11 @@ func (s *statusPlatform) recorded(os, arch, variant string) *statusPlatform {
 	return s
 }
 
+func (s *statusPlatform) commit(c string) *statusPlatform {
+	s.p.Commit = c
+	return s
+}
+
 func (s *statusPlatform) obj() buildv1.BuildStatusPlatform { return s.p }
 
 func asError(t *testing.T, err error) *Error {

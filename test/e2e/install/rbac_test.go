@@ -49,6 +49,7 @@ import (
 	"github.com/archway-build/archway/pkg/scheduling/policy"
 	"github.com/archway-build/archway/pkg/scheduling/protection"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/e2e/framework"
 )
 
 // A least-privilege proof of the installed RBAC: every rule of every role
@@ -1005,7 +1006,8 @@ func pushSecret(ns, name, host string) *corev1.Secret {
 
 // buildCase: in a new namespace (build-controller makes its builder
 // service account and binds archway-builder to it), a two-platform build
-// of a one-line Dockerfile, started by its ConfigChange trigger (the
+// of a Git source holding a one-line Dockerfile (its first pod records the
+// commit in spec.revision), started by its ConfigChange trigger (the
 // buildconfig controller), pushed with a push secret, and pruned once
 // complete (history limit 0); and a BuildConfig that names another service account and a
 // ConfigMap, whose first Build the controller may create only if it may use that account
@@ -1028,10 +1030,18 @@ func buildCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}); err != nil {
 		return err
 	}
-	dockerfile := "FROM " + e.b.BaseImage + "\nENV CASE=rbac\n"
+	// A Git source: its first pod records the commit in spec.revision.
+	repo, err := os.MkdirTemp(e.b.Dir, "rbac-git-")
+	if err != nil {
+		return err
+	}
+	uri, err := framework.GitRepo(repo, map[string]string{"Dockerfile": "FROM " + e.b.BaseImage + "\nENV CASE=rbac\n"})
+	if err != nil {
+		return err
+	}
 	newBC := func(name, sa string, platforms ...string) *buildv1.BuildConfig {
 		bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: ptr.To(dockerfile)}
+		bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: uri, Ref: "main"}}
 		bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
 		bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: e.b.Registry.Host + "/" + ns + "/" + name + ":latest"}
 		bc.Spec.Output.PushSecret = &corev1.LocalObjectReference{Name: "push"}

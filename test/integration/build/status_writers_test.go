@@ -60,6 +60,31 @@ func installManifest(t *testing.T, ctx context.Context, path string) []*unstruct
 	return objs
 }
 
+// writersPolicy installs a policy manifest of the repository for the case
+// (removed when it ends) and lets the namespace's builder service account
+// use verbs on resource, as its role grants in a cluster. It returns the
+// policy's objects.
+func (h *harness) writersPolicy(manifest, resource string, verbs ...string) []*unstructured.Unstructured {
+	h.t.Helper()
+	objs := installManifest(h.t, h.ctx, manifest)
+	h.t.Cleanup(func() {
+		for _, o := range objs {
+			_ = k8s.Delete(context.Background(), o)
+		}
+	})
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "builder", Namespace: h.ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{buildv1.GroupName}, Resources: []string{resource}, Verbs: verbs}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "builder", Namespace: h.ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "builder"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "builder", Namespace: h.ns}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(h.ctx, o); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return objs
+}
+
 // writer is a client acting as the namespace's builder service account,
 // from the pod of that name that exists (none: a token bound to no pod; a
 // pod that does not exist: a made-up UID).
@@ -120,24 +145,9 @@ func TestStatusWriters(t *testing.T) {
 	h := newHarness(t, "writers")
 	h.cfg = testConfig(nil)
 	h.ctrl = startController(t, h.ns, h.cfg)
-	objs := installManifest(t, h.ctx, "manifests/build-controller/status_writers_policy.yaml")
-	t.Cleanup(func() {
-		for _, o := range objs {
-			_ = k8s.Delete(context.Background(), o)
-		}
-	})
 	// The builder service account may patch Build status, as its role
 	// grants in a cluster.
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "builder", Namespace: h.ns}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{buildv1.GroupName}, Resources: []string{"builds/status"}, Verbs: []string{"get", "patch", "update"}}}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "builder", Namespace: h.ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "builder"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "builder", Namespace: h.ns}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := k8s.Create(h.ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	objs := h.writersPolicy("manifests/build-controller/status_writers_policy.yaml", "builds/status", "get", "patch", "update")
 	createBuild(nil, amd64, arm64).do(h)
 	wantPlatformPods(amd64, arm64).do(h)
 	amdPod := h.platformPod(amd64)

@@ -336,6 +336,15 @@ type BuildStatusPlatform struct {
 	// +optional
 	Output *BuildStatusPlatformOutput `json:"output,omitempty"`
 
+	// commit is the Git commit this platform's pod checked out and built:
+	// spec.revision.git.commit, which the first platform to fetch the
+	// source records for every other. The manifest-list pod refuses to list
+	// platforms whose commits differ. Default: empty (not fetched yet, or
+	// the source is not Git). A full hash, at most 64 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Commit string `json:"commit,omitempty"`
+
 	// logSnippet is the end of this platform's pod log when it failed.
 	// Default: empty.
 	// +optional

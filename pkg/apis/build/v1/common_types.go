@@ -34,8 +34,12 @@ type CommonSpec struct {
 	Source BuildSource `json:"source,omitempty"`
 
 	// revision is the source revision the build is for, when known. On a
-	// Build, the builder may set it once after fetching the source (as
-	// OpenShift's builds/details does); it cannot change after that.
+	// Build of a Git source without one, the first build pod to fetch the
+	// source records the commit it resolved source.git.ref to (hash,
+	// author, committer, message), once, as OpenShift's builder does;
+	// every other platform's pod then builds exactly that commit. Set when
+	// the Build is created (a webhook's commit), every pod builds it. It
+	// cannot change once set.
 	// +optional
 	Revision *SourceRevision `json:"revision,omitempty"`
 

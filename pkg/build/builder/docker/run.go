@@ -91,6 +91,16 @@ type Options struct {
 // that time is written once, with its outcome, rather than twice.
 const DefaultRunningAfter = time.Second
 
+// Revisions reads and records the Build's spec.revision, as it is on the
+// apiserver: report.BuildRevisions is one.
+type Revisions interface {
+	// Revision returns the Build's spec.revision now (nil for none).
+	Revision(ctx context.Context) (*buildv1.SourceRevision, error)
+	// Record sets spec.revision to rev unless the Build has one, and
+	// returns what the Build has afterwards.
+	Record(ctx context.Context, rev *buildv1.SourceRevision) (*buildv1.SourceRevision, error)
+}
+
 // ImageBuilder builds and pushes one image; *image.Builder is one.
 type ImageBuilder interface {
 	BuildAndPush(ctx context.Context, req image.Request, dest string, pushAuth registry.AuthFile) (image.Output, error)
@@ -107,7 +117,11 @@ type Run struct {
 	Target platform.Platform
 	// Reporter records the outcome.
 	Reporter report.Reporter
-	Options  Options
+	// Revisions pins the Git commit every platform builds (see
+	// pinnedRevision); nil builds what the Build in $BUILD names, or else
+	// what its ref resolves to (a build outside a cluster).
+	Revisions Revisions
+	Options   Options
 	// Stdin is a Binary source's archive when Options.BinaryArchive is "".
 	Stdin io.Reader
 	// Out receives the build's log.
@@ -126,6 +140,8 @@ type Run struct {
 	tail    *tailBuffer
 	stages  []buildv1.StageInfo
 	running *runningReport
+	// commit is the Git commit checked out, once it is.
+	commit string
 }
 
 // Do builds: it records Running, fetches, builds and pushes, then records
@@ -315,13 +331,10 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 			srcOpts.Binary = f
 		}
 	}
-	fetched, err := d.fetch(ctx, srcOpts, filepath.Join(workDir, "source"))
+	fetched, err := d.fetchPinned(ctx, srcOpts, filepath.Join(workDir, "source"))
 	d.stage(buildv1.StageFetchInputs, buildv1.StepFetchGitSource, fetchStart)
 	if err != nil {
 		return report.Result{}, err
-	}
-	if rev := fetched.Revision; rev != nil && rev.Git != nil {
-		printf(d.log, "Checked out %s (%s)\n", rev.Git.Commit, firstLine(rev.Git.Message))
 	}
 	b, err := builder()
 	if err != nil {
@@ -376,7 +389,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	if err != nil {
 		return report.Result{}, err
 	}
-	res := report.Result{Stages: d.stages}
+	res := report.Result{Stages: d.stages, Commit: d.commit}
 	if dest == "" {
 		printf(d.log, "Built %s; the Build has no output, so nothing was pushed\n", shortID(out.Build.ImageID))
 		return res, nil
@@ -469,7 +482,7 @@ func (d *Run) fail(ctx context.Context, err error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if rerr := d.Reporter.Failed(rctx, report.Failure{
-		Reason: reason, Message: err.Error(), LogSnippet: d.tail.String(), Stages: d.stages,
+		Reason: reason, Message: err.Error(), LogSnippet: d.tail.String(), Stages: d.stages, Commit: d.commit,
 	}); rerr != nil {
 		printf(d.log, "Warning: %v\n", rerr)
 	}

@@ -36,6 +36,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/builder/report"
+	"github.com/archway-build/archway/pkg/build/builder/source"
 	"github.com/archway-build/archway/pkg/build/trigger/binary/artifact"
 	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/platform"
@@ -219,6 +220,9 @@ func (r *Run) Do(ctx context.Context) error {
 	}
 	for _, p := range sel.Skipped {
 		r.logf("Leaving out %s, which is allowed to fail: %s %s %s", p.Platform, p.Phase, p.Reason, p.Message)
+	}
+	if err := manifestlist.SameCommit(sel.Included, source.Type(build.Spec.Source) == buildv1.BuildSourceGit, recordedCommit(build)); err != nil {
+		return r.fail(ctx, build, manifestlist.ReasonOf(err), err)
 	}
 	entries, err := manifestlist.Entries(sel.Included)
 	if err != nil {
@@ -472,6 +476,15 @@ func (r *Run) untag(ctx context.Context, tags []string) error {
 	}
 	r.logf("Removed the per-platform tags %s in %s", strings.Join(tags, ", "), time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// recordedCommit is the commit the Build's spec.revision names, "" for
+// none.
+func recordedCommit(b *buildv1.Build) string {
+	if r := b.Spec.Revision; r != nil && r.Git != nil {
+		return r.Git.Commit
+	}
+	return ""
 }
 
 // describePhase says how a Build ended: "Failed: PlatformBuildFailed".

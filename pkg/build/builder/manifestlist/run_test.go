@@ -196,6 +196,29 @@ func build(phase buildv1.BuildPhase, entries map[string]buildv1.BuildPhase) *bui
 	return b
 }
 
+var (
+	commitA = strings.Repeat("a", 40)
+	commitB = strings.Repeat("b", 40)
+)
+
+// gitBuild makes b a Build of a Git source whose spec.revision is commit
+// ("" for none), with each given platform's entry reporting the commit
+// that follows it.
+func gitBuild(b *buildv1.Build, commit string, platformCommits ...string) *buildv1.Build {
+	b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: "https://git.example.com/app.git"}}
+	if commit != "" {
+		b.Spec.Revision = &buildv1.SourceRevision{Type: buildv1.BuildSourceGit, Git: &buildv1.GitSourceRevision{Commit: commit}}
+	}
+	for i := 0; i+1 < len(platformCommits); i += 2 {
+		for j := range b.Status.Platforms {
+			if b.Status.Platforms[j].Platform == platformCommits[i] {
+				b.Status.Platforms[j].Commit = platformCommits[i+1]
+			}
+		}
+	}
+	return b
+}
+
 func allIn(phase buildv1.BuildPhase) map[string]buildv1.BuildPhase {
 	m := map[string]buildv1.BuildPhase{}
 	for _, p := range four {
@@ -292,6 +315,15 @@ func TestFailsWithoutPushing(t *testing.T) {
 			event:      watch.Modified,
 			wantReason: buildv1.StatusReasonPlatformBuildFailed,
 			wantMsg:    "linux/s390x",
+		},
+		{
+			name:  "the platforms were built from different commits",
+			first: gitBuild(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseRunning)), ""),
+			then: gitBuild(build(buildv1.BuildPhaseRunning, allIn(buildv1.BuildPhaseComplete)), commitA,
+				"linux/amd64", commitA, "linux/arm64", commitA, "linux/ppc64le", commitB, "linux/s390x", commitA),
+			event:      watch.Modified,
+			wantReason: buildv1.StatusReasonManifestListFailed,
+			wantMsg:    "linux/ppc64le: " + commitB,
 		},
 		{
 			name:       "the build was deleted",

@@ -57,6 +57,8 @@ type Result struct {
 	Image *image.Image
 	// Stages are the build's stages with their timings.
 	Stages []buildv1.StageInfo
+	// Commit is the Git commit built; "" when the source is not Git.
+	Commit string
 }
 
 // Failure is why a build failed.
@@ -69,6 +71,9 @@ type Failure struct {
 	LogSnippet string
 	// Stages are the stages that ran, with their timings.
 	Stages []buildv1.StageInfo
+	// Commit is the Git commit checked out before the failure; "" when
+	// none was.
+	Commit string
 }
 
 // Reporter records a build pod's progress in its Build.
@@ -160,14 +165,24 @@ func NewPlatformReporter(c StatusApplier, build types.NamespacedName, platform, 
 // Build's entry for its platform records uid as its pod's UID.
 func (r *PlatformReporter) AwaitPodUID(g BuildGetter, uid string) {
 	r.await = func(ctx context.Context) error {
-		return AwaitRecorded(ctx, g, r.build, func(b *buildv1.Build) bool {
-			for _, e := range b.Status.Platforms {
-				if e.Platform == r.platform {
-					return e.PodUID == uid
-				}
+		return AwaitRecorded(ctx, g, r.build, PodUIDRecorded(r.platform, uid))
+	}
+}
+
+// PodUIDRecorded says whether a Build records uid as the UID of the pod of
+// platform (its status.platforms entry), or for platform "" as that of its
+// manifest-list or classic pod (status.podUID).
+func PodUIDRecorded(platform, uid string) func(*buildv1.Build) bool {
+	if platform == "" {
+		return func(b *buildv1.Build) bool { return b.Status.PodUID == uid }
+	}
+	return func(b *buildv1.Build) bool {
+		for _, e := range b.Status.Platforms {
+			if e.Platform == platform {
+				return e.PodUID == uid
 			}
-			return false
-		})
+		}
+		return false
 	}
 }
 
@@ -181,6 +196,7 @@ func (r *PlatformReporter) Complete(ctx context.Context, res Result) error {
 	e := r.entry(buildv1.BuildPhaseComplete)
 	e.CompletionTimestamp = r.completion()
 	e.OutputDockerImageReference = res.OutputReference
+	e.Commit = res.Commit
 	if res.Image != nil {
 		e.Output = PlatformOutput(*res.Image)
 	}
@@ -194,6 +210,7 @@ func (r *PlatformReporter) Failed(ctx context.Context, f Failure) error {
 	e.Reason = f.Reason
 	e.Message = f.Message
 	e.LogSnippet = truncateLog(f.LogSnippet)
+	e.Commit = f.Commit
 	return r.apply(ctx, e)
 }
 
@@ -246,6 +263,7 @@ func PlatformStatus(e buildv1.BuildStatusPlatform) map[string]any {
 	entry.time("completionTimestamp", e.CompletionTimestamp)
 	entry.str("outputDockerImageReference", e.OutputDockerImageReference)
 	entry.str("logSnippet", e.LogSnippet)
+	entry.str("commit", e.Commit)
 	if o := e.Output; o != nil {
 		out := fields{}
 		out.str("imageDigest", o.ImageDigest)
@@ -301,7 +319,7 @@ type BuildReporter struct {
 // status.podUID is uid.
 func (r *BuildReporter) AwaitPodUID(g BuildGetter, uid string) {
 	r.await = func(ctx context.Context) error {
-		return AwaitRecorded(ctx, g, r.build, func(b *buildv1.Build) bool { return b.Status.PodUID == uid })
+		return AwaitRecorded(ctx, g, r.build, PodUIDRecorded("", uid))
 	}
 }
 

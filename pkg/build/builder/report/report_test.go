@@ -128,7 +128,7 @@ func TestClassicStatus(t *testing.T) {
 func TestPlatformStatusNamesEveryField(t *testing.T) {
 	now := metav1.Now()
 	e := buildv1.BuildStatusPlatform{Platform: "linux/arm64", Phase: buildv1.BuildPhaseFailed, Reason: "R", Message: "m", PodName: "p", EmulatedOn: "amd64",
-		StartTimestamp: &now, CompletionTimestamp: &now, OutputDockerImageReference: "r/app:v1", LogSnippet: "log",
+		StartTimestamp: &now, CompletionTimestamp: &now, OutputDockerImageReference: "r/app:v1", LogSnippet: "log", Commit: "abc",
 		Output: &buildv1.BuildStatusPlatformOutput{ImageDigest: "sha256:x", MediaType: "m", Size: 1, OS: "linux",
 			Architecture: "arm64", Variant: "v8", OSVersion: "1", OSFeatures: []string{"f"}}}
 	var want map[string]any

@@ -388,6 +388,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.archway-build.archway.pkg.apis.build.v1.BuildStatusPlatform
   map:
     fields:
+    - name: commit
+      type:
+        scalar: string
     - name: completionTimestamp
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time

@@ -54,6 +54,12 @@ type BuildStatusPlatformApplyConfiguration struct {
 	// output is what the manifest list entry for this platform needs.
 	// Default: unset (nothing pushed yet).
 	Output *BuildStatusPlatformOutputApplyConfiguration `json:"output,omitempty"`
+	// commit is the Git commit this platform's pod checked out and built:
+	// spec.revision.git.commit, which the first platform to fetch the
+	// source records for every other. The manifest-list pod refuses to list
+	// platforms whose commits differ. Default: empty (not fetched yet, or
+	// the source is not Git). A full hash, at most 64 characters.
+	Commit *string `json:"commit,omitempty"`
 	// logSnippet is the end of this platform's pod log when it failed.
 	// Default: empty.
 	LogSnippet *string `json:"logSnippet,omitempty"`
@@ -150,6 +156,14 @@ func (b *BuildStatusPlatformApplyConfiguration) WithOutputDockerImageReference(v
 // If called multiple times, the Output field is set to the value of the last call.
 func (b *BuildStatusPlatformApplyConfiguration) WithOutput(value *BuildStatusPlatformOutputApplyConfiguration) *BuildStatusPlatformApplyConfiguration {
 	b.Output = value
+	return b
+}
+
+// WithCommit sets the Commit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Commit field is set to the value of the last call.
+func (b *BuildStatusPlatformApplyConfiguration) WithCommit(value string) *BuildStatusPlatformApplyConfiguration {
+	b.Commit = &value
 	return b
 }
 

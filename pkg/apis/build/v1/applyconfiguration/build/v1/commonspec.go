@@ -28,8 +28,12 @@ type CommonSpecApplyConfiguration struct {
 	// Dockerfile, a binary stream, or none. Default: no source.
 	Source *BuildSourceApplyConfiguration `json:"source,omitempty"`
 	// revision is the source revision the build is for, when known. On a
-	// Build, the builder may set it once after fetching the source (as
-	// OpenShift's builds/details does); it cannot change after that.
+	// Build of a Git source without one, the first build pod to fetch the
+	// source records the commit it resolved source.git.ref to (hash,
+	// author, committer, message), once, as OpenShift's builder does;
+	// every other platform's pod then builds exactly that commit. Set when
+	// the Build is created (a webhook's commit), every pod builds it. It
+	// cannot change once set.
 	Revision *SourceRevisionApplyConfiguration `json:"revision,omitempty"`
 	// strategy says how the image is built. Required.
 	Strategy *BuildStrategyApplyConfiguration `json:"strategy,omitempty"`
