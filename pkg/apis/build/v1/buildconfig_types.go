@@ -125,6 +125,7 @@ const (
 // BuildTriggerPolicy is one trigger of a BuildConfig.
 //
 // +kubebuilder:validation:XValidation:rule=`self.type == 'GitHub' ? has(self.github) : self.type == 'GitLab' ? has(self.gitlab) : self.type == 'Bitbucket' ? has(self.bitbucket) : self.type == 'Generic' ? has(self.generic) : self.type == 'ImageChange' ? has(self.imageChange) : true`,messageExpression=`'type ' + self.type + ' needs the ' + {'GitHub': 'github', 'GitLab': 'gitlab', 'Bitbucket': 'bitbucket', 'Generic': 'generic', 'ImageChange': 'imageChange'}[self.type] + ' field'`
+// +kubebuilder:validation:XValidation:rule=`self.type != 'ImageChange'`,message="ImageChange triggers are not implemented by archway yet: remove the trigger, and start builds when the base image changes by hand or with a Generic webhook"
 type BuildTriggerPolicy struct {
 	// type is the trigger: GitHub, GitLab, Bitbucket, Generic, ImageChange
 	// or ConfigChange. Required; the field of the same name (github,

@@ -2,6 +2,7 @@ package v1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // MaxPlatforms is the most target platforms a Build or BuildConfig may list
@@ -83,6 +84,7 @@ type CommonSpec struct {
 	// mountTrustedCA mounts the cluster's trusted certificate authorities
 	// into the build pods. Default: false.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule=`!self`,message="mountTrustedCA true is not implemented by archway yet: remove it"
 	MountTrustedCA *bool `json:"mountTrustedCA,omitempty"`
 
 	// The duplicate rule normalizes each entry once and compares the count of
@@ -149,6 +151,9 @@ const (
 // +kubebuilder:validation:XValidation:rule=`!has(self.type) || self.type != 'Git' || has(self.git)`,message="type Git needs git (the repository to clone)"
 // +kubebuilder:validation:XValidation:rule=`!has(self.type) || self.type != 'Dockerfile' || has(self.dockerfile)`,message="type Dockerfile needs dockerfile (the Dockerfile's text)"
 // +kubebuilder:validation:XValidation:rule=`!has(self.git) || !has(self.binary)`,message="git and binary cannot both be set: a build reads one or the other"
+// +kubebuilder:validation:XValidation:rule=`!has(self.type) || self.type != 'Dockerfile' || (!has(self.git) && !has(self.binary))`,message="type Dockerfile builds the inline Dockerfile alone: remove git and binary, or set type Git to build the repository with this Dockerfile"
+// +kubebuilder:validation:XValidation:rule=`!has(self.type) || self.type != 'None' || (!has(self.git) && !has(self.binary) && !has(self.dockerfile))`,message="type None builds without a source: remove git, binary and dockerfile, or set the type they need"
+// +kubebuilder:validation:XValidation:rule=`!has(self.images)`,message="images (content copied from other images into the build context, OpenShift's image source) is not supported by archway: copy the files in the Dockerfile instead (COPY --from=<image>)",fieldPath=`.images`
 type BuildSource struct {
 	// type is the kind of source: Git, Dockerfile, Binary or None. Default:
 	// unset, in which case the fields that are set say it.
@@ -193,6 +198,14 @@ type BuildSource struct {
 	// +optional
 	// +listType=atomic
 	ConfigMaps []ConfigMapBuildSource `json:"configMaps,omitempty"`
+
+	// images is OpenShift's image source (files copied from other images
+	// into the build context), which archway does not implement: a Build
+	// or BuildConfig that sets it is refused, never built without it. The
+	// field exists so that the refusal names it. Default: unset.
+	// +optional
+	// +listType=atomic
+	Images []runtime.RawExtension `json:"images,omitempty"`
 }
 
 // SecretBuildSource copies a Secret into the build context.
@@ -344,6 +357,8 @@ const (
 // BuildStrategy says how the image is built.
 //
 // +kubebuilder:validation:XValidation:rule=`self.type == 'Docker' ? !has(self.sourceStrategy) : has(self.sourceStrategy) && !has(self.dockerStrategy)`,messageExpression=`self.type == 'Docker' ? 'type Docker takes dockerStrategy, not sourceStrategy' : 'type Source needs sourceStrategy, and no dockerStrategy'`
+// +kubebuilder:validation:XValidation:rule=`!has(self.customStrategy)`,message="customStrategy (OpenShift's Custom strategy) is not supported by archway: use type Docker",fieldPath=`.customStrategy`
+// +kubebuilder:validation:XValidation:rule=`!has(self.jenkinsPipelineStrategy)`,message="jenkinsPipelineStrategy (OpenShift's deprecated JenkinsPipeline strategy) is not supported by archway: run the pipeline in Jenkins or Tekton, with type Docker builds",fieldPath=`.jenkinsPipelineStrategy`
 type BuildStrategy struct {
 	// type is the strategy: Docker or Source. Required.
 	// +kubebuilder:validation:Enum=Docker;Source
@@ -358,6 +373,19 @@ type BuildStrategy struct {
 	// Source; must be unset for type Docker.
 	// +optional
 	SourceStrategy *SourceBuildStrategy `json:"sourceStrategy,omitempty"`
+
+	// customStrategy is OpenShift's Custom strategy, which archway does not
+	// implement: a Build or BuildConfig that sets it is refused. The field
+	// exists so that the refusal names it. Default: unset.
+	// +optional
+	CustomStrategy *runtime.RawExtension `json:"customStrategy,omitempty"`
+
+	// jenkinsPipelineStrategy is OpenShift's deprecated JenkinsPipeline
+	// strategy, which archway does not implement: a Build or BuildConfig
+	// that sets it is refused. The field exists so that the refusal names
+	// it. Default: unset.
+	// +optional
+	JenkinsPipelineStrategy *runtime.RawExtension `json:"jenkinsPipelineStrategy,omitempty"`
 }
 
 // ImageOptimizationPolicy says how image layers are committed.
@@ -418,6 +446,7 @@ type DockerBuildStrategy struct {
 	// Default: None.
 	// +optional
 	// +kubebuilder:validation:Enum=None;SkipLayers;SkipLayersAndWarn
+	// +kubebuilder:validation:XValidation:rule=`self == 'None'`,messageExpression=`'imageOptimizationPolicy ' + self + ' is not implemented by archway yet: use None'`
 	ImageOptimizationPolicy *ImageOptimizationPolicy `json:"imageOptimizationPolicy,omitempty"`
 
 	// volumes are mounted into the build's RUN steps. Default: none.
@@ -537,6 +566,8 @@ type BuildVolume struct {
 }
 
 // BuildVolumeSource is where a build volume's content comes from.
+//
+// +kubebuilder:validation:XValidation:rule=`(self.type == 'Secret') == has(self.secret) && (self.type == 'ConfigMap') == has(self.configMap) && (self.type == 'CSI') == has(self.csi)`,messageExpression=`'type ' + self.type + ' takes ' + {'Secret': 'secret', 'ConfigMap': 'configMap', 'CSI': 'csi'}[self.type] + ' alone: set it, and remove the others'`
 type BuildVolumeSource struct {
 	// type is Secret, ConfigMap or CSI. Required.
 	// +kubebuilder:validation:Enum=Secret;ConfigMap;CSI
@@ -567,6 +598,7 @@ type BuildVolumeMount struct {
 // pushed.
 //
 // +kubebuilder:validation:XValidation:rule=`!has(self.script) || self.script == "" || !has(self.command) || self.command.size() == 0`,message="set command or script, not both"
+// +kubebuilder:validation:XValidation:rule=`self.?script.orValue("") == "" && size(self.?command.orValue([])) == 0 && size(self.?args.orValue([])) == 0`,message="postCommit is not implemented by archway yet: remove it (archway would push the image without running the hook)"
 type BuildPostCommitSpec struct {
 	// command is the command to run, replacing the image's entrypoint.
 	// Default: none.

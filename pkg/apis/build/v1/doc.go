@@ -22,11 +22,18 @@
 // only where the JSON does not change.
 //
 // What is left out: the Custom and JenkinsPipeline strategies and image
-// sources (spec.source.images). The apiserver drops or rejects those fields
-// (kubectl's strict field validation names them), and the strategy type enum
-// only allows Docker and Source. The Source strategy is kept in the types so
+// sources (spec.source.images). Their fields are here, holding any JSON,
+// only so that the CRDs' rules refuse an object that sets one with a
+// message naming it: an OpenShift field archway does not implement is
+// refused at admission, never dropped and ignored (as the apiserver would
+// prune a field the schema lacks, with only a warning, for a client that
+// does not ask for strict field validation). The strategy type enum only
+// allows Docker and Source. The Source strategy is kept in the types so
 // OpenShift objects round-trip; the controller rejects it with the reason
-// UnsupportedBuildStrategy until it is implemented.
+// UnsupportedBuildStrategy until it is implemented. Fields archway does not
+// implement yet (postCommit, mountTrustedCA: true, imageOptimizationPolicy
+// other than None, ImageChange triggers) are refused by rules of their
+// own, each naming the field.
 //
 // # Extensions
 //

@@ -240,6 +240,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: git
       type:
         namedType: com.github.archway-build.archway.pkg.apis.build.v1.GitBuildSource
+    - name: images
+      type:
+        list:
+          elementType:
+            namedType: __untyped_atomic_
+          elementRelationship: atomic
     - name: secrets
       type:
         list:
@@ -460,9 +466,15 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.archway-build.archway.pkg.apis.build.v1.BuildStrategy
   map:
     fields:
+    - name: customStrategy
+      type:
+        namedType: __untyped_atomic_
     - name: dockerStrategy
       type:
         namedType: com.github.archway-build.archway.pkg.apis.build.v1.DockerBuildStrategy
+    - name: jenkinsPipelineStrategy
+      type:
+        namedType: __untyped_atomic_
     - name: sourceStrategy
       type:
         namedType: com.github.archway-build.archway.pkg.apis.build.v1.SourceBuildStrategy
@@ -1226,6 +1238,18 @@ var schemaYAML = typed.YAMLObject(`types:
     elementRelationship: atomic
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.Time
   scalar: untyped
+- name: io.k8s.apimachinery.pkg.runtime.RawExtension
+  map:
+    elementType:
+      scalar: untyped
+      list:
+        elementType:
+          namedType: __untyped_atomic_
+        elementRelationship: atomic
+      map:
+        elementType:
+          namedType: __untyped_deduced_
+        elementRelationship: separable
 - name: io.k8s.apimachinery.pkg.types.UID
   scalar: string
 - name: __untyped_atomic_

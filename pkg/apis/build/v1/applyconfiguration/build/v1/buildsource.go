@@ -5,6 +5,7 @@ package v1
 import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	corev1 "k8s.io/api/core/v1"
+	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
 // BuildSourceApplyConfiguration represents a declarative configuration of the BuildSource type for use
@@ -35,6 +36,11 @@ type BuildSourceApplyConfiguration struct {
 	// configMaps are ConfigMaps copied into the build context for the build
 	// to use. Default: none.
 	ConfigMaps []ConfigMapBuildSourceApplyConfiguration `json:"configMaps,omitempty"`
+	// images is OpenShift's image source (files copied from other images
+	// into the build context), which archway does not implement: a Build
+	// or BuildConfig that sets it is refused, never built without it. The
+	// field exists so that the refusal names it. Default: unset.
+	Images []runtime.RawExtension `json:"images,omitempty"`
 }
 
 // BuildSourceApplyConfiguration constructs a declarative configuration of the BuildSource type for use with
@@ -113,6 +119,16 @@ func (b *BuildSourceApplyConfiguration) WithConfigMaps(values ...*ConfigMapBuild
 			panic("nil value passed to WithConfigMaps")
 		}
 		b.ConfigMaps = append(b.ConfigMaps, *values[i])
+	}
+	return b
+}
+
+// WithImages adds the given value to the Images field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Images field.
+func (b *BuildSourceApplyConfiguration) WithImages(values ...runtime.RawExtension) *BuildSourceApplyConfiguration {
+	for i := range values {
+		b.Images = append(b.Images, values[i])
 	}
 	return b
 }

@@ -4,6 +4,7 @@ package v1
 
 import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
 // BuildStrategyApplyConfiguration represents a declarative configuration of the BuildStrategy type for use
@@ -19,6 +20,15 @@ type BuildStrategyApplyConfiguration struct {
 	// sourceStrategy holds the options of a Source build. Required for type
 	// Source; must be unset for type Docker.
 	SourceStrategy *SourceBuildStrategyApplyConfiguration `json:"sourceStrategy,omitempty"`
+	// customStrategy is OpenShift's Custom strategy, which archway does not
+	// implement: a Build or BuildConfig that sets it is refused. The field
+	// exists so that the refusal names it. Default: unset.
+	CustomStrategy *runtime.RawExtension `json:"customStrategy,omitempty"`
+	// jenkinsPipelineStrategy is OpenShift's deprecated JenkinsPipeline
+	// strategy, which archway does not implement: a Build or BuildConfig
+	// that sets it is refused. The field exists so that the refusal names
+	// it. Default: unset.
+	JenkinsPipelineStrategy *runtime.RawExtension `json:"jenkinsPipelineStrategy,omitempty"`
 }
 
 // BuildStrategyApplyConfiguration constructs a declarative configuration of the BuildStrategy type for use with
@@ -48,5 +58,21 @@ func (b *BuildStrategyApplyConfiguration) WithDockerStrategy(value *DockerBuildS
 // If called multiple times, the SourceStrategy field is set to the value of the last call.
 func (b *BuildStrategyApplyConfiguration) WithSourceStrategy(value *SourceBuildStrategyApplyConfiguration) *BuildStrategyApplyConfiguration {
 	b.SourceStrategy = value
+	return b
+}
+
+// WithCustomStrategy sets the CustomStrategy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CustomStrategy field is set to the value of the last call.
+func (b *BuildStrategyApplyConfiguration) WithCustomStrategy(value runtime.RawExtension) *BuildStrategyApplyConfiguration {
+	b.CustomStrategy = &value
+	return b
+}
+
+// WithJenkinsPipelineStrategy sets the JenkinsPipelineStrategy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the JenkinsPipelineStrategy field is set to the value of the last call.
+func (b *BuildStrategyApplyConfiguration) WithJenkinsPipelineStrategy(value runtime.RawExtension) *BuildStrategyApplyConfiguration {
+	b.JenkinsPipelineStrategy = &value
 	return b
 }
