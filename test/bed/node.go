@@ -87,11 +87,21 @@ func claimNodeNetwork() (*RealNode, error) {
 	}
 	for n := 0; n < 64; n++ {
 		bridge := fmt.Sprintf("archway-rn%d", n)
-		if out, err := exec.Command("ip", "link", "add", bridge, "type", "bridge").CombinedOutput(); err != nil {
+		out, err := exec.Command("ip", "link", "add", bridge, "type", "bridge").CombinedOutput()
+		if err != nil && strings.Contains(string(out), "exists") && reclaimStaleBridge(bridge) {
+			out, err = exec.Command("ip", "link", "add", bridge, "type", "bridge").CombinedOutput()
+		}
+		if err != nil {
 			if strings.Contains(string(out), "exists") {
 				continue
 			}
 			return nil, fmt.Errorf("ip link add %s type bridge: %w: %s", bridge, err, out)
+		}
+		// The owner's pid, so that a bed killed before its cleanup does
+		// not hold the name forever.
+		if err := os.WriteFile(bridgeOwnerFile(bridge), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			_ = exec.Command("ip", "link", "del", bridge).Run()
+			return nil, err
 		}
 		node := &RealNode{
 			Name:    realNodeName(),
@@ -115,6 +125,26 @@ func claimNodeNetwork() (*RealNode, error) {
 
 func (n *RealNode) deleteBridge() {
 	_ = exec.Command("ip", "link", "del", n.bridge).Run()
+	_ = os.Remove(bridgeOwnerFile(n.bridge))
+}
+
+// bridgeOwnerFile records which process claimed a bridge.
+func bridgeOwnerFile(bridge string) string {
+	return filepath.Join(os.TempDir(), bridge+".owner")
+}
+
+// reclaimStaleBridge deletes a bridge whose claiming process is gone (a bed
+// killed before it could clean up) and reports whether it did.
+func reclaimStaleBridge(bridge string) bool {
+	data, err := os.ReadFile(bridgeOwnerFile(bridge))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+		return false
+	}
+	return exec.Command("ip", "link", "del", bridge).Run() == nil
 }
 
 // writeAPIServerCerts writes the apiserver's serving certificate (self-signed,

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -95,3 +97,57 @@ func TestBuilderRefusesTheHostUserNamespace(t *testing.T) {
 		t.Fatal("the refused build pushed an image")
 	}
 }
+
+// TestBuildPodUnderPodSecurityBaseline creates, in a namespace enforcing
+// Pod Security baseline, the build pod as build-controller does (as its
+// service account, which the shipped admission configuration exempts: the
+// pod's SYS_ADMIN, in its user namespace, is the one check it fails) and
+// the real runtime runs it to a pushed image; the same pod from anyone
+// else, and a privileged pod, are refused.
+func TestBuildPodUnderPodSecurityBaseline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ns := createNamespace(ctx, t)
+	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"baseline","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
+	if _, err := testBed.Clientset.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	as := func(user string) kubernetes.Interface {
+		cfg := rest.CopyConfig(testBed.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	pod := builderPod(t, ns, "baseline", "FROM "+testBed.BaseImage+"\nRUN echo built > /built\n", nil)
+	if _, err := as("alice").CoreV1().Pods(ns).Create(ctx, pod.DeepCopy(), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), `violates PodSecurity "baseline`) {
+		t.Fatalf("alice's build pod in a baseline namespace: %v, want a PodSecurity refusal", err)
+	}
+	privileged := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "privileged"},
+		Spec: corev1.PodSpec{
+			NodeName: testBed.Node.Name,
+			Containers: []corev1.Container{{Name: "c", Image: testBed.BaseImage,
+				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}},
+		},
+	}
+	if _, err := as("alice").CoreV1().Pods(ns).Create(ctx, privileged, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "privileged") {
+		t.Fatalf("a tenant's privileged pod: %v, want a PodSecurity refusal", err)
+	}
+	if _, err := as(buildControllerUser).CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("build-controller's build pod in a baseline namespace: %v", err)
+	}
+	done := waitPodDone(ctx, t, ns, pod.Name)
+	if done.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("build pod %s: %+v\n%s", done.Status.Phase, done.Status.ContainerStatuses, podLogs(ctx, t, ns, pod.Name, controller.BuildContainerName))
+	}
+	if _, err := testBed.Registry.ManifestDigest(ctx, "node/baseline", "v1"); err != nil {
+		t.Fatalf("the build pod pushed nothing: %v", err)
+	}
+}
+
+// buildControllerUser is build-controller's identity in a cluster, which
+// manifests/podsecurity exempts from Pod Security.
+const buildControllerUser = "system:serviceaccount:archway-system:build-controller"

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -111,9 +113,29 @@ func waitPodDone(ctx context.Context, t *testing.T, ns, name string) *corev1.Pod
 		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	})
 	if err != nil {
-		t.Fatalf("pod %s/%s: %v (status %+v)", ns, name, err, pod.Status)
+		t.Fatalf("pod %s/%s: %v (status %+v)\nthe node's log lines about it:\n%s", ns, name, err, pod.Status, nodeLogLines(ns, name))
 	}
 	return &pod
+}
+
+// nodeLogLines are the kubelet's and containerd's log lines that name the
+// pod, and containerd's errors, to tell why a pod did not run.
+func nodeLogLines(ns, name string) string {
+	var out strings.Builder
+	for _, part := range []string{"kubelet", "containerd"} {
+		data, err := os.ReadFile(testBed.LogPath(part))
+		if err != nil {
+			fmt.Fprintf(&out, "%s: %v\n", part, err)
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, ns+"/"+name) || strings.Contains(line, `"`+name+`"`) ||
+				(part == "containerd" && strings.Contains(line, "level=error")) {
+				fmt.Fprintf(&out, "%s: %s\n", part, line)
+			}
+		}
+	}
+	return out.String()
 }
 
 func podLogs(ctx context.Context, t *testing.T, ns, name, container string) string {
@@ -155,4 +177,57 @@ func TestPodsReachTheAPIServer(t *testing.T) {
 	if done.Status.Phase != corev1.PodSucceeded || strings.TrimSpace(logs) != want {
 		t.Fatalf("pod %s, log %q; want Succeeded and %q", done.Status.Phase, logs, want)
 	}
+}
+
+// TestExecFormatError runs an image that says linux/amd64 but whose
+// entrypoint is a program for an architecture this machine has no
+// interpreter for: the real runtime fails the container with "exec format
+// error", which is what placement's exec-format-error monitor reads.
+func TestExecFormatError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	foreign := foreignArch(t)
+	image, err := testBed.PushProgramImage(ctx, "./test/bed/cmd/pause", "tests/mislabelled:"+foreign, foreign, runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(ctx, t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mislabelled"},
+		Spec: corev1.PodSpec{
+			NodeName:      testBed.Node.Name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "main", Image: image}},
+		},
+	}
+	if err := testBed.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	done := waitPodDone(ctx, t, ns, pod.Name)
+	if done.Status.Phase != corev1.PodFailed || len(done.Status.ContainerStatuses) == 0 || done.Status.ContainerStatuses[0].State.Terminated == nil {
+		t.Fatalf("pod %s: %+v", done.Status.Phase, done.Status.ContainerStatuses)
+	}
+	// runc reports the failed exec of the entrypoint on the container's
+	// stderr, with exit code 255 and no termination message.
+	term := done.Status.ContainerStatuses[0].State.Terminated
+	log := podLogs(ctx, t, ns, pod.Name, "main")
+	if term.ExitCode != 255 || !strings.Contains(log, "exec format error") {
+		t.Fatalf("container ended with %d, log %q; want 255 and exec format error", term.ExitCode, log)
+	}
+}
+
+// foreignArch is a GOARCH that this machine's kernel cannot run: no
+// binfmt_misc handler (qemu) is registered for it.
+func foreignArch(t *testing.T) string {
+	t.Helper()
+	for _, c := range []struct{ goarch, qemu string }{{"riscv64", "riscv64"}, {"loong64", "loongarch64"}, {"mips64le", "mips64el"}} {
+		if c.goarch == runtime.GOARCH {
+			continue
+		}
+		if _, err := os.Stat("/proc/sys/fs/binfmt_misc/qemu-" + c.qemu); os.IsNotExist(err) {
+			return c.goarch
+		}
+	}
+	t.Fatal("every candidate architecture has a binfmt_misc handler here: none gives exec format error")
+	return ""
 }
