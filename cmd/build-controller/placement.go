@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -15,6 +16,7 @@ import (
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/placement/config"
+	"github.com/archway-build/archway/pkg/placement/execformat"
 	"github.com/archway-build/archway/pkg/placement/podcontroller"
 	"github.com/archway-build/archway/pkg/placement/webhook"
 )
@@ -81,8 +83,27 @@ func setupPodPlacement(mgr ctrl.Manager, opts *options) error {
 	if err != nil {
 		return err
 	}
+	if err := setupExecFormatMonitor(mgr); err != nil {
+		return err
+	}
 	opts.afterStop = append(opts.afterStop, c.Finish)
 	return nil
+}
+
+// setupExecFormatMonitor runs the exec-format-error monitor
+// (pkg/placement/execformat) on the leader, watching while the
+// ClusterPodPlacementConfig enables it.
+func setupExecFormatMonitor(mgr ctrl.Manager) error {
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	m, err := execformat.New(cs, mgr.GetCache(), mgr.GetEventRecorder("exec-format-error-monitor"), metrics.Registry,
+		mgr.GetLogger().WithName("exec-format-error-monitor"))
+	if err != nil {
+		return err
+	}
+	return mgr.Add(m)
 }
 
 // placementOptions maps the placement section of --config onto

@@ -81,4 +81,16 @@ func TestConfigValidation(t *testing.T) {
 			}
 		})
 	}
+	// The exec-format-error monitor is cluster-wide: a PodPlacementConfig
+	// cannot set it.
+	ppc := &multiarchv1beta1.PodPlacementConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "monitor"},
+		Spec: multiarchv1beta1.PodPlacementConfigSpec{Plugins: &multiarchv1beta1.Plugins{
+			ExecFormatErrorMonitor: &multiarchv1beta1.ExecFormatErrorMonitor{Enabled: true},
+		}},
+	}
+	err := k8s.Create(context.Background(), ppc, &dryRunAll{})
+	if want := "execFormatErrorMonitor is cluster-wide: set it in the ClusterPodPlacementConfig"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a PodPlacementConfig with execFormatErrorMonitor: %v, want %q", err, want)
+	}
 }

@@ -33,6 +33,24 @@ type Plugins struct {
 	// unset (no preferences).
 	// +optional
 	NodeAffinityScoring *NodeAffinityScoring `json:"nodeAffinityScoring,omitempty"`
+
+	// execFormatErrorMonitor reports containers that could not start
+	// because their entrypoint is for another architecture than their
+	// node's (exec format error): a Warning event ExecFormatError on the
+	// pod and archway_placement_exec_format_errors_total. It reads pods'
+	// status and, for runc's exit code 255, the last lines of the
+	// container's log; it does not see exec format errors a running
+	// container survives. ClusterPodPlacementConfig only. Default: unset
+	// (off).
+	// +optional
+	ExecFormatErrorMonitor *ExecFormatErrorMonitor `json:"execFormatErrorMonitor,omitempty"`
+}
+
+// ExecFormatErrorMonitor turns the exec-format-error monitor on or off.
+type ExecFormatErrorMonitor struct {
+	// enabled turns the monitor on. Required.
+	// +required
+	Enabled bool `json:"enabled"`
 }
 
 // NodeAffinityScoring weighs the architectures a pod can run on, so the

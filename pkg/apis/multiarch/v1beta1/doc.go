@@ -6,9 +6,7 @@
 // The group, the kinds and the JSON field names are those of OpenShift's
 // multiarch tuning operator, so manifests and habits written for it carry
 // over. Every shape rule is a CEL rule or an OpenAPI constraint on the types,
-// so it holds without a validating webhook. What archway leaves out: the
-// execFormatErrorMonitor plugin (the apiserver rejects the field rather than
-// accepting a setting that would do nothing).
+// so it holds without a validating webhook.
 //
 // +kubebuilder:object:generate=true
 // +groupName=multiarch.openshift.io

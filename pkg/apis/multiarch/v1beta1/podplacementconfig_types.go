@@ -53,8 +53,10 @@ type PodPlacementConfigSpec struct {
 	Priority int32 `json:"priority,omitempty"`
 
 	// plugins are the placement behaviours for the selected pods. Default:
-	// none enabled.
+	// none enabled. The exec-format-error monitor is cluster-wide: set it in
+	// the ClusterPodPlacementConfig.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.execFormatErrorMonitor)",message="execFormatErrorMonitor is cluster-wide: set it in the ClusterPodPlacementConfig"
 	Plugins *Plugins `json:"plugins,omitempty"`
 }
 
