@@ -6,6 +6,7 @@
 package instantiate
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -39,6 +40,14 @@ type Request struct {
 	Revision *buildv1.SourceRevision
 	// From replaces the strategy's base (Docker) or builder (Source) image.
 	From *corev1.ObjectReference
+	// BuildArgs are set in the Docker strategy's buildArgs, replacing
+	// arguments of the same name (OpenShift's
+	// DockerStrategyOptions.BuildArgs). Only a Docker build has them:
+	// CheckStrategyOptions refuses them for another strategy.
+	BuildArgs []corev1.EnvVar
+	// NoCache, when set, replaces the Docker strategy's noCache
+	// (OpenShift's DockerStrategyOptions.NoCache).
+	NoCache *bool
 	// Platforms, when set, replace the BuildConfig's platforms; the
 	// BuildConfig's platformsAllowedToFail are then dropped unless
 	// PlatformsAllowedToFail is set too, as they name the old list.
@@ -124,6 +133,32 @@ func NewBuild(bc *buildv1.BuildConfig, n int64, req Request) *buildv1.Build {
 	if len(spec.PlatformsAllowedToFail) == 0 {
 		spec.PlatformsAllowedToFail = nil
 	}
+	applyStrategyOptions(spec, req)
+	b.Status.Phase = buildv1.BuildPhaseNew
+	return b
+}
+
+// NewClone is build number n of bc that runs src again, as OpenShift's
+// clone (oc start-build --from-build): src's spec (its source, revision,
+// strategy and platforms, not the BuildConfig's current ones) with the
+// request's changes, named, labelled and owned as NewBuild does, and with
+// src's emulation choice.
+func NewClone(bc *buildv1.BuildConfig, src *buildv1.Build, n int64, req Request) *buildv1.Build {
+	from := bc.DeepCopy()
+	from.Spec.CommonSpec = *src.Spec.CommonSpec.DeepCopy()
+	delete(from.Annotations, buildv1.EmulationAnnotation)
+	if v, ok := src.Annotations[buildv1.EmulationAnnotation]; ok {
+		if from.Annotations == nil {
+			from.Annotations = map[string]string{}
+		}
+		from.Annotations[buildv1.EmulationAnnotation] = v
+	}
+	return NewBuild(from, n, req)
+}
+
+// applyStrategyOptions sets the request's env, base image, build args and
+// noCache in the strategy.
+func applyStrategyOptions(spec *buildv1.BuildSpec, req Request) {
 	switch {
 	case spec.Strategy.DockerStrategy != nil:
 		s := spec.Strategy.DockerStrategy
@@ -131,22 +166,40 @@ func NewBuild(bc *buildv1.BuildConfig, n int64, req Request) *buildv1.Build {
 		if req.From != nil {
 			s.From = req.From.DeepCopy()
 		}
+		s.BuildArgs = mergeEnv(s.BuildArgs, req.BuildArgs)
+		if req.NoCache != nil {
+			s.NoCache = *req.NoCache
+		}
 	case spec.Strategy.SourceStrategy != nil:
 		s := spec.Strategy.SourceStrategy
 		s.Env = mergeEnv(s.Env, req.Env)
 		if req.From != nil {
 			s.From = *req.From.DeepCopy()
 		}
-	case len(req.Env) > 0 || req.From != nil:
-		// A Docker strategy without options: the request's env and base go
-		// into a new dockerStrategy.
-		spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{Env: mergeEnv(nil, req.Env)}
+	case len(req.Env) > 0 || req.From != nil || len(req.BuildArgs) > 0 || req.NoCache != nil:
+		// A Docker strategy without options: the request's options go into
+		// a new dockerStrategy.
+		s := &buildv1.DockerBuildStrategy{Env: mergeEnv(nil, req.Env), BuildArgs: mergeEnv(nil, req.BuildArgs)}
 		if req.From != nil {
-			spec.Strategy.DockerStrategy.From = req.From.DeepCopy()
+			s.From = req.From.DeepCopy()
 		}
+		if req.NoCache != nil {
+			s.NoCache = *req.NoCache
+		}
+		spec.Strategy.DockerStrategy = s
 	}
-	b.Status.Phase = buildv1.BuildPhaseNew
-	return b
+}
+
+// CheckStrategyOptions refuses options the BuildConfig's strategy does not
+// have: build args and noCache belong to the Docker strategy.
+func CheckStrategyOptions(strategy buildv1.BuildStrategy, req Request) error {
+	if len(req.BuildArgs) == 0 && req.NoCache == nil {
+		return nil
+	}
+	if strategy.Type == buildv1.DockerBuildStrategyType || strategy.DockerStrategy != nil {
+		return nil
+	}
+	return fmt.Errorf("build args and noCache are options of the Docker strategy, and this build's strategy is %s", strategy.Type)
 }
 
 // buildConfigLabelDeprecated is OpenShift's older label naming a build's

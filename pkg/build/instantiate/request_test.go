@@ -2,6 +2,7 @@ package instantiate
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,5 +108,79 @@ func TestNewBuildStrategyWithoutOptions(t *testing.T) {
 	}
 	if b.Labels[buildv1.BuildRunPolicyLabel] != "Serial" {
 		t.Errorf("run policy label %q, want the default Serial", b.Labels[buildv1.BuildRunPolicyLabel])
+	}
+}
+
+func TestNewBuildDockerOptions(t *testing.T) {
+	bc := testBC()
+	bc.Spec.Strategy.DockerStrategy.BuildArgs = []corev1.EnvVar{{Name: "GO", Value: "1.25"}, {Name: "CGO", Value: "0"}}
+	b := NewBuild(bc, 1, Request{BuildArgs: []corev1.EnvVar{{Name: "GO", Value: "1.26"}, {Name: "TAGS", Value: "x"}}, NoCache: ptr.To(true)})
+	s := b.Spec.Strategy.DockerStrategy
+	want := []corev1.EnvVar{{Name: "GO", Value: "1.26"}, {Name: "CGO", Value: "0"}, {Name: "TAGS", Value: "x"}}
+	if !reflect.DeepEqual(s.BuildArgs, want) || !s.NoCache {
+		t.Errorf("buildArgs %v, noCache %v; want %v, true", s.BuildArgs, s.NoCache, want)
+	}
+	if bc.Spec.Strategy.DockerStrategy.BuildArgs[0].Value != "1.25" {
+		t.Error("the BuildConfig's build args were changed")
+	}
+	bc.Spec.Strategy.DockerStrategy.NoCache = true
+	if b := NewBuild(bc, 2, Request{NoCache: ptr.To(false)}); b.Spec.Strategy.DockerStrategy.NoCache {
+		t.Error("--no-cache=false left noCache set")
+	}
+	if b := NewBuild(bc, 3, Request{}); !b.Spec.Strategy.DockerStrategy.NoCache {
+		t.Error("no NoCache in the request changed the BuildConfig's noCache")
+	}
+
+	bc.Spec.Strategy.DockerStrategy = nil
+	if b := NewBuild(bc, 4, Request{NoCache: ptr.To(true)}); b.Spec.Strategy.DockerStrategy == nil || !b.Spec.Strategy.DockerStrategy.NoCache {
+		t.Errorf("a Docker strategy without options: %+v", b.Spec.Strategy)
+	}
+	source := buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{}}
+	for _, req := range []Request{{BuildArgs: want}, {NoCache: ptr.To(false)}} {
+		if err := CheckStrategyOptions(source, req); err == nil || !strings.Contains(err.Error(), "strategy is Source") {
+			t.Errorf("Source strategy, %+v: %v", req, err)
+		}
+		if err := CheckStrategyOptions(buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType}, req); err != nil {
+			t.Errorf("Docker strategy: %v", err)
+		}
+	}
+	if err := CheckStrategyOptions(source, Request{Env: want}); err != nil {
+		t.Errorf("env on a Source strategy: %v", err)
+	}
+}
+
+func TestNewClone(t *testing.T) {
+	bc := testBC()
+	src := NewBuild(testBC(), 3, Request{Platforms: []string{"linux/arm64"}, Revision: &buildv1.SourceRevision{Type: buildv1.BuildSourceGit, Git: &buildv1.GitSourceRevision{Commit: "c0ffee"}}})
+	src.Annotations[buildv1.EmulationAnnotation] = buildv1.EmulationNever
+	src.Spec.Source.Git.Ref = "v1"
+	// The BuildConfig moved on since src started.
+	bc.Spec.Source.Git.Ref = "release"
+	bc.Spec.Platforms = []string{"linux/amd64", "linux/ppc64le"}
+	bc.Status.LastVersion = 5
+
+	b := NewClone(bc, src, 6, Request{TriggeredBy: []buildv1.BuildTriggerCause{{Message: CauseManual}}, Env: []corev1.EnvVar{{Name: "A", Value: "9"}}})
+	if b.Name != "app-6" || b.Annotations[buildv1.BuildNumberAnnotation] != "6" || b.Annotations[buildv1.BuildConfigAnnotation] != "app" {
+		t.Errorf("name %s, annotations %v", b.Name, b.Annotations)
+	}
+	if b.Annotations[buildv1.EmulationAnnotation] != buildv1.EmulationNever {
+		t.Errorf("emulation %q, want the source build's", b.Annotations[buildv1.EmulationAnnotation])
+	}
+	if !reflect.DeepEqual(b.Spec.Platforms, []string{"linux/arm64"}) || b.Spec.Revision.Git.Commit != "c0ffee" ||
+		b.Spec.Source.Git.Ref != "v1" {
+		t.Errorf("spec is not the source build's: platforms %v, revision %+v, source %+v", b.Spec.Platforms, b.Spec.Revision, b.Spec.Source)
+	}
+	if got := b.Spec.Strategy.DockerStrategy.Env; len(got) != 2 || got[0].Value != "9" {
+		t.Errorf("env %v: the request's A=9 replaces the source build's", got)
+	}
+	if o := b.OwnerReferences; len(o) != 1 || o[0].UID != "uid-1" {
+		t.Errorf("owners %+v", o)
+	}
+	if src.Spec.Strategy.DockerStrategy.Env[0].Value != "1" {
+		t.Error("the source build was changed")
+	}
+	delete(src.Annotations, buildv1.EmulationAnnotation)
+	if b := NewClone(bc, src, 7, Request{}); b.Annotations[buildv1.EmulationAnnotation] != "" {
+		t.Errorf("emulation %q: the source build had none", b.Annotations[buildv1.EmulationAnnotation])
 	}
 }

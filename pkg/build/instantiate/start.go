@@ -66,15 +66,58 @@ const maxAttempts = 100
 // returns it. A request that changes the platform lists is first checked by
 // the apiserver (a dry-run create), so it is refused with the API's own
 // messages before a number is taken. The errors are the apiserver's (e.g.
-// NotFound for a missing BuildConfig), or ErrPaused.
+// NotFound for a missing BuildConfig), ErrPaused, or CheckStrategyOptions'.
 func (s *Starter) Start(ctx context.Context, namespace, name string, req Request) (*buildv1.Build, error) {
+	return s.start(ctx, namespace, name, req, func(bc *buildv1.BuildConfig, n int64) *buildv1.Build {
+		return NewBuild(bc, n, req)
+	})
+}
+
+// ErrNotFromBuildConfig is returned by Clone for a Build that no
+// BuildConfig started: there is no number to give its copy.
+var ErrNotFromBuildConfig = errors.New("the build was not started from a BuildConfig")
+
+// ErrBinaryClone is returned by Clone for a binary build: its input's tag
+// goes when the build ends, after which the registry may delete it, so a
+// copy could not be sure to read it (as in OpenShift, which keeps no
+// binary input at all).
+var ErrBinaryClone = errors.New("the build is a binary build, whose input is not kept once it ends: upload the input again")
+
+// Clone starts Build namespace/name again (oc start-build --from-build):
+// the next Build of its BuildConfig, with its spec (NewClone) and req's
+// changes, numbered as Start numbers. The errors are Start's, NotFound
+// for a missing Build, ErrNotFromBuildConfig or ErrBinaryClone.
+func (s *Starter) Clone(ctx context.Context, namespace, name string, req Request) (*buildv1.Build, error) {
+	src := &buildv1.Build{}
+	if err := s.reader().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, src); err != nil {
+		return nil, err
+	}
+	bcName := src.Annotations[buildv1.BuildConfigAnnotation]
+	if bcName == "" {
+		return nil, fmt.Errorf("build %s/%s: %w", namespace, name, ErrNotFromBuildConfig)
+	}
+	if src.Spec.Source.Type == buildv1.BuildSourceBinary || src.Spec.Source.Binary != nil {
+		return nil, fmt.Errorf("build %s/%s: %w", namespace, name, ErrBinaryClone)
+	}
+	return s.start(ctx, namespace, bcName, req, func(bc *buildv1.BuildConfig, n int64) *buildv1.Build {
+		return NewClone(bc, src, n, req)
+	})
+}
+
+func (s *Starter) reader() client.Reader {
+	if s.Reader == nil {
+		return s.Client
+	}
+	return s.Reader
+}
+
+// start takes the next number of BuildConfig namespace/name and creates the
+// Build newBuild makes for it.
+func (s *Starter) start(ctx context.Context, namespace, name string, req Request, newBuild func(*buildv1.BuildConfig, int64) *buildv1.Build) (*buildv1.Build, error) {
 	mu := s.lock(namespace, name)
 	mu.Lock()
 	defer mu.Unlock()
-	reader := s.Reader
-	if reader == nil {
-		reader = s.Client
-	}
+	reader := s.reader()
 	var b *buildv1.Build
 	dryRunDone := !req.overridesPlatforms()
 	backoff := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 200 * time.Millisecond, Steps: maxAttempts}
@@ -90,7 +133,10 @@ func (s *Starter) Start(ctx context.Context, namespace, name string, req Request
 			return false, fmt.Errorf("%w: the request's lastVersion is %d, the BuildConfig's %d", ErrLastVersionMismatch, *req.LastVersion, bc.Status.LastVersion)
 		}
 		n := bc.Status.LastVersion + 1
-		candidate := NewBuild(bc, n, req)
+		candidate := newBuild(bc, n)
+		if err := CheckStrategyOptions(candidate.Spec.Strategy, req); err != nil {
+			return false, err
+		}
 		if !dryRunDone {
 			err := s.Client.Create(ctx, candidate.DeepCopy(), client.DryRunAll)
 			if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -129,18 +175,17 @@ func (s *Starter) Start(ctx context.Context, namespace, name string, req Request
 // costly work before Start (an upload) refuses bad input first. The errors
 // are Start's.
 func (s *Starter) Check(ctx context.Context, namespace, name string, req Request) (*buildv1.BuildConfig, error) {
-	reader := s.Reader
-	if reader == nil {
-		reader = s.Client
-	}
 	bc := &buildv1.BuildConfig{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, bc); err != nil {
+	if err := s.reader().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, bc); err != nil {
 		return nil, err
 	}
 	if bc.Annotations[buildv1.BuildConfigPausedAnnotation] == "true" {
 		return nil, ErrPaused
 	}
 	candidate := NewBuild(bc, bc.Status.LastVersion+1, req)
+	if err := CheckStrategyOptions(candidate.Spec.Strategy, req); err != nil {
+		return nil, err
+	}
 	if err := s.Client.Create(ctx, candidate, client.DryRunAll); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}

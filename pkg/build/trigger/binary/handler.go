@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 
 	"go.podman.io/image/v5/types"
@@ -55,7 +56,8 @@ const DefaultMaxBytes = 2 << 30
 // BinaryBuildRequestOptions (asFile, revision.commit, revision.message,
 // revision.authorName, revision.authorEmail, revision.committerName,
 // revision.committerEmail) and archway's platforms, platformsAllowedToFail
-// (comma-separated) and env (NAME=VALUE, repeated).
+// (comma-separated), env and buildArg (NAME=VALUE, repeated) and noCache
+// (true or false).
 //
 // The caller is authenticated by a TokenReview and authorized by a
 // SubjectAccessReview for create on buildconfigs/instantiatebinary in the
@@ -362,12 +364,21 @@ func requestOf(r *http.Request) (instantiate.Request, error) {
 		return out
 	}
 	req.Platforms, req.PlatformsAllowedToFail = list("platforms"), list("platformsAllowedToFail")
-	for _, kv := range q["env"] {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return req, fmt.Errorf("env %q: use NAME=VALUE", kv)
+	for key, to := range map[string]*[]corev1.EnvVar{"env": &req.Env, "buildArg": &req.BuildArgs} {
+		for _, kv := range q[key] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return req, fmt.Errorf("%s %q: use NAME=VALUE", key, kv)
+			}
+			*to = append(*to, corev1.EnvVar{Name: k, Value: v})
 		}
-		req.Env = append(req.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	if q.Has("noCache") {
+		noCache, err := strconv.ParseBool(q.Get("noCache"))
+		if err != nil {
+			return req, fmt.Errorf("noCache %q: use true or false", q.Get("noCache"))
+		}
+		req.NoCache = &noCache
 	}
 	return req, nil
 }
