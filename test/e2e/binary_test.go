@@ -138,7 +138,7 @@ func TestBinaryBuildFourPlatforms(t *testing.T) {
 	}
 	started, logs := make(chan result, 1), make(chan result, 1)
 	go func() {
-		out, err := h.plugin(user, "start-build", "hello", "--platforms", strings.Join(framework.Platforms, ","), "--from-dir", dir, "--follow",
+		out, err := h.plugin(user, "start-build", "hello", "--platform", strings.Join(framework.Platforms, ","), "--from-dir", dir, "--follow",
 			"--build-endpoint", env.WebhookURL, "--build-endpoint-ca", env.WebhookCAFile)
 		started <- result{out, err, phaseNow()}
 	}()
@@ -162,7 +162,9 @@ func TestBinaryBuildFourPlatforms(t *testing.T) {
 		t.Fatal("start-build --follow still running a minute after the build ended")
 	}
 	g.Expect(s.err).NotTo(HaveOccurred(), s.out)
-	tables := strings.Split(s.out, "  build hello-1 ")
+	// Off a terminal, --follow prints the final table once, after its
+	// change lines.
+	tables := strings.Split(s.out, "\nbuild hello-1 ")
 	last := tables[len(tables)-1]
 	g.Expect(last).To(HavePrefix("Complete"), s.out)
 	for _, p := range framework.Platforms {

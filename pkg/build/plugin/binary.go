@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -28,22 +29,27 @@ const (
 	EndpointCAEnv = "ARCHWAY_BUILD_ENDPOINT_CA"
 )
 
-// binaryInput is one of --from-dir, --from-file, --from-archive.
+// binaryInput is one of --from-dir, --from-file, --from-archive and
+// --from-repo (uploaded as the directory of its snapshot), and where the
+// build's context is in it.
 type binaryInput struct {
-	dir, file, archive string
+	dir, file, archive, repo string
+	context                  buildContext
 }
 
-func (b binaryInput) set() bool { return b.dir != "" || b.file != "" || b.archive != "" }
+func (b binaryInput) set() bool {
+	return b.dir != "" || b.file != "" || b.archive != "" || b.repo != ""
+}
 
 func (b binaryInput) check() error {
 	n := 0
-	for _, s := range []string{b.dir, b.file, b.archive} {
+	for _, s := range []string{b.dir, b.file, b.archive, b.repo} {
 		if s != "" {
 			n++
 		}
 	}
 	if n > 1 {
-		return errors.New("give one of --from-dir, --from-file and --from-archive")
+		return errors.New("give one of --from-dir, --from-file, --from-archive and --from-repo")
 	}
 	return nil
 }
@@ -77,24 +83,41 @@ func (b binaryInput) open() (io.ReadCloser, string, error) {
 	if !info.IsDir() {
 		return nil, "", fmt.Errorf("--from-dir %s is not a directory", b.dir)
 	}
+	root, err := os.OpenRoot(b.dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("--from-dir: %w", err)
+	}
+	filter, err := newUploadFilter(root, b.context)
+	if err != nil {
+		_ = root.Close()
+		return nil, "", fmt.Errorf("--from-dir: %w", err)
+	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarDir(pw, b.dir)) }()
+	go func() {
+		defer func() { _ = root.Close() }()
+		pw.CloseWithError(tarDir(pw, root, filter))
+	}()
 	return pr, "", nil
 }
 
-// tarDir writes the directory's files, directories and symbolic links (as
-// links) as a gzipped tar, names relative to dir.
-func tarDir(w io.Writer, dir string) error {
+// tarDir writes the files, directories and symbolic links (as links) of
+// root that filter lets through as a gzipped tar, names relative to root.
+func tarDir(w io.Writer, root *os.Root, filter *uploadFilter) error {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = root.Close() }()
-	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || name == "." {
 			return err
+		}
+		skip, walk, err := filter.skip(name, d.IsDir())
+		if err != nil {
+			return err
+		}
+		if skip {
+			if d.IsDir() && !walk {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		info, err := d.Info()
 		if err != nil {
@@ -209,8 +232,20 @@ func startBinary(ctx context.Context, cfg *rest.Config, ep endpoint, ns, bc stri
 	for _, e := range req.Env {
 		q.Add("env", e.Name+"="+e.Value)
 	}
-	if r := req.Revision; r != nil && r.Git != nil && r.Git.Commit != "" {
-		q.Set("revision.commit", r.Git.Commit)
+	for _, e := range req.BuildArgs {
+		q.Add("buildArg", e.Name+"="+e.Value)
+	}
+	if req.NoCache != nil {
+		q.Set("noCache", strconv.FormatBool(*req.NoCache))
+	}
+	if r := req.Revision; r != nil && r.Git != nil {
+		for k, v := range map[string]string{"commit": r.Git.Commit, "message": r.Git.Message,
+			"authorName": r.Git.Author.Name, "authorEmail": r.Git.Author.Email,
+			"committerName": r.Git.Committer.Name, "committerEmail": r.Git.Committer.Email} {
+			if v != "" {
+				q.Set("revision."+k, v)
+			}
+		}
 	}
 	u := strings.TrimSuffix(ep.url, "/") + "/apis/build.openshift.io/v1/namespaces/" + url.PathEscape(ns) +
 		"/buildconfigs/" + url.PathEscape(bc) + "/instantiatebinary?" + q.Encode()

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
@@ -36,10 +38,13 @@ func TestPodsOfPlatformAndTable(t *testing.T) {
 		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-build-linux-arm64"}, Spec: corev1.PodSpec{NodeName: "node-arm64-1"}}, platform: "linux/arm64"},
 		{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-manifest-list"}}, platform: manifestListLabel},
 	}
-	if got, err := podsOfPlatform(pods, "linux/arm64/v8"); err != nil || got[0].platform != "linux/arm64" {
+	if got, err := podsOfPlatforms(pods, []string{"linux/arm64/v8"}); err != nil || len(got) != 1 || got[0].platform != "linux/arm64" {
 		t.Errorf("linux/arm64/v8: %v, %v", got, err)
 	}
-	if _, err := podsOfPlatform(pods, "linux/s390x"); err == nil || !strings.Contains(err.Error(), "linux/arm64 manifest-list") {
+	if got, err := podsOfPlatforms(pods, []string{"manifest-list", "linux/arm64"}); err != nil || len(got) != 2 {
+		t.Errorf("manifest-list,linux/arm64: %v, %v", got, err)
+	}
+	if _, err := podsOfPlatforms(pods, []string{"linux/arm64", "linux/s390x"}); err == nil || !strings.Contains(err.Error(), "linux/s390x: the build has no pod for it; its pods are for: [linux/arm64 manifest-list]") {
 		t.Errorf("linux/s390x: %v", err)
 	}
 	b := &buildv1.Build{}
@@ -109,5 +114,69 @@ func TestPruneCacheResolution(t *testing.T) {
 	builds[1].Status.Platforms = []buildv1.BuildStatusPlatform{{Platform: "linux/ppc64le"}, {Platform: "not a platform"}}
 	if got := strings.Join(platformsOf(bc, builds), ","); got != "linux/amd64,linux/arm64/v8,linux/ppc64le,linux/s390x" {
 		t.Errorf("platforms: %s", got)
+	}
+}
+
+func TestPrintFlags(t *testing.T) {
+	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Name: "app-1", Namespace: "team"}}
+	b.Spec.Platforms = []string{"linux/amd64", "linux/arm64"}
+	for _, tc := range []struct{ output, want, wantErr string }{
+		{output: "", want: "build.build.openshift.io/app-1 started\n"},
+		{output: "name", want: "build.build.openshift.io/app-1\n"},
+		{output: "jsonpath={.spec.platforms[1]}", want: "linux/arm64"},
+		{output: "go-template={{.metadata.namespace}}/{{.kind}}", want: "team/Build"},
+		{output: "custom-columns=NAME:.metadata.name,PLATFORMS:.spec.platforms", want: "NAME    PLATFORMS\napp-1   [linux/amd64 linux/arm64]\n"},
+		{output: "wide", wantErr: `--output "wide": use one of json, yaml, kyaml, name, go-template`},
+		{output: "jsonpath={.spec", wantErr: "--output"},
+	} {
+		pf := newPrintFlags("started", testScheme())
+		pf.generic.OutputFormat = &tc.output
+		p, err := pf.printer()
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("-o %s: %v, want an error with %q", tc.output, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("-o %s: %v", tc.output, err)
+		}
+		var out strings.Builder
+		if err := p.PrintObj(b, &out); err != nil || out.String() != tc.want {
+			t.Errorf("-o %s: %q, %v; want %q", tc.output, out.String(), err, tc.want)
+		}
+	}
+}
+
+func testScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(buildv1.AddToScheme(s))
+	return s
+}
+
+func TestWebhookURLs(t *testing.T) {
+	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team"}}
+	secret := &buildv1.WebHookTrigger{SecretReference: &buildv1.SecretLocalReference{Name: "hook"}}
+	bc.Spec.Triggers = []buildv1.BuildTriggerPolicy{
+		{Type: buildv1.ConfigChangeBuildTriggerType},
+		{Type: buildv1.GitHubWebHookBuildTriggerType, GitHubWebHook: secret},
+		{Type: buildv1.GenericWebHookBuildTriggerType, GenericWebHook: &buildv1.WebHookTrigger{Secret: "s3cr3t", AllowEnv: true}},
+	}
+	hooks := webhooksOf(bc, "https://builds.example.com/")
+	if len(hooks) != 2 || hooks[0].url != "https://builds.example.com/apis/build.openshift.io/v1/namespaces/team/buildconfigs/app/webhooks/<secret>/github" ||
+		hooks[1].typ != "generic" || !hooks[1].allowEnv || strings.Contains(hooks[1].url, "s3cr3t") {
+		t.Errorf("webhooks %+v", hooks)
+	}
+	var out strings.Builder
+	bc.Status.LastVersion = 2
+	describeConfig(&out, bc, []buildv1.Build{{ObjectMeta: metav1.ObjectMeta{Name: "app-1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "app-2"}}}, "https://builds.example.com")
+	for _, want := range []string{"Latest Version:", "Triggered by:", "Config, GitHub, Generic", "Webhook GitHub:\n URL:",
+		"webhooks/<secret>/github\nWebhook Generic:", "AllowEnv:", "true", "Builds History Limit:", "app-2  new", "app-1  new"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("describe lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "s3cr3t") || strings.Index(out.String(), "app-2") > strings.Index(out.String(), "app-1 ") {
+		t.Errorf("describe shows the secret, or not the newest build first:\n%s", out.String())
 	}
 }

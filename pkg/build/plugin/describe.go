@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,32 +14,67 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
 
 func newDescribe(o *env) *cobra.Command {
-	return &cobra.Command{
-		Use:     "describe build NAME",
-		Short:   "Describe a build: summary, per-platform table and events",
-		Example: "  kubectl archway describe build hello-3",
-		Args:    cobra.RangeArgs(1, 2),
+	var endpointURL string
+	cmd := &cobra.Command{
+		Use:   "describe (build | bc) NAME",
+		Short: "Describe a build (summary, per-platform table, events) or a BuildConfig (with its webhook URLs and builds)",
+		Long: `Describe a build: its summary, per-platform table and events; or a BuildConfig, as oc describe bc:
+its source, strategy, platforms, run policy, triggers with their webhook URLs (the secret shown as <secret>),
+history limits, builds and events. Webhook URLs start with the endpoint serving them: --build-endpoint, else
+$` + EndpointEnv + `.`,
+		Example: `  kubectl archway describe build hello-3
+  kubectl archway describe bc/hello --build-endpoint https://builds.example.com`,
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: o.completeDescribe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			arg := args[0]
 			if len(args) == 2 {
-				if args[0] != "build" && args[0] != "builds" {
-					return fmt.Errorf("describe: %q is not a kind this plugin describes: use describe build NAME", args[0])
+				if strings.Contains(args[0], "/") {
+					return fmt.Errorf("describe: give KIND NAME or KIND/NAME, not %q", strings.Join(args, " "))
 				}
-				arg = args[1]
+				arg = args[0] + "/" + args[1]
 			}
-			name, err := buildName(arg)
+			k, name, err := resourceArg(arg, kindBuild, kindBuild, kindBuildConfig)
 			if err != nil {
 				return err
+			}
+			if k == kindBuildConfig {
+				return runDescribeConfig(cmd.Context(), o, name, webhookBase(endpointURL))
 			}
 			return runDescribe(cmd.Context(), o, name)
 		},
 	}
+	cmd.Flags().StringVar(&endpointURL, "build-endpoint", "", "BuildConfigs: the endpoint serving webhooks, which their URLs start with (default $"+EndpointEnv+")")
+	return cmd
+}
+
+// completeDescribe completes KIND, then NAME, or KIND/NAME.
+func (o *env) completeDescribe(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	switch len(args) {
+	case 0:
+		if strings.Contains(toComplete, "/") {
+			return o.completeNames(1, kindBuild, kindBuild, kindBuildConfig)(cmd, args, toComplete)
+		}
+		var out []cobra.Completion
+		for _, k := range []string{"build", "bc", "buildconfig"} {
+			if strings.HasPrefix(k, toComplete) {
+				out = append(out, k)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	case 1:
+		if k, ok := kindSpellings[strings.ToLower(args[0])]; ok {
+			return o.completeNames(0, k, k)(cmd, nil, toComplete)
+		}
+	}
+	return nil, cobra.ShellCompDirectiveNoFileComp
 }
 
 func runDescribe(ctx context.Context, o *env, name string) error {
@@ -57,14 +93,39 @@ func runDescribe(ctx context.Context, o *env, name string) error {
 	if err != nil {
 		return err
 	}
-	events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.AndSelectors(
-		fields.OneTermEqualSelector("involvedObject.name", name),
-		fields.OneTermEqualSelector("involvedObject.kind", "Build")).String()})
-	if err != nil {
-		return fmt.Errorf("listing the build's events: %w", err)
-	}
 	w := o.streams.Out
 	describeBuild(w, b, pods)
+	return describeEvents(ctx, w, cs, ns, "Build", name)
+}
+
+// runDescribeConfig describes a BuildConfig, as oc describe bc does, with
+// its webhook URLs at base.
+func runDescribeConfig(ctx context.Context, o *env, name, base string) error {
+	c, cs, ns, err := o.clients()
+	if err != nil {
+		return err
+	}
+	bc, err := getBuildConfig(ctx, c, ns, name)
+	if err != nil {
+		return err
+	}
+	builds, err := buildsOfConfig(ctx, c, ns, name)
+	if err != nil {
+		return err
+	}
+	w := o.streams.Out
+	describeConfig(w, bc, builds, base)
+	return describeEvents(ctx, w, cs, ns, "BuildConfig", name)
+}
+
+// describeEvents writes the events of an object, oldest first.
+func describeEvents(ctx context.Context, w io.Writer, cs kubernetes.Interface, ns, kind, name string) error {
+	events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.AndSelectors(
+		fields.OneTermEqualSelector("involvedObject.name", name),
+		fields.OneTermEqualSelector("involvedObject.kind", kind)).String()})
+	if err != nil {
+		return fmt.Errorf("listing the %s's events: %w", strings.ToLower(kind), err)
+	}
 	_, _ = fmt.Fprintln(w, "\nEvents:")
 	if len(events.Items) == 0 {
 		_, _ = fmt.Fprintln(w, "  <none>")
@@ -84,19 +145,141 @@ func runDescribe(ctx context.Context, o *env, name string) error {
 	return tw.Flush()
 }
 
-// describeBuild writes the summary and the per-platform table, in the
-// shape of oc describe build.
-func describeBuild(w io.Writer, b *buildv1.Build, pods []buildPod) {
+// describeConfig writes a BuildConfig in the shape of oc describe bc.
+func describeConfig(w io.Writer, bc *buildv1.BuildConfig, builds []buildv1.Build, base string) {
+	tw, row := rowWriter(w)
+	describeMeta(row, bc)
+	row("Annotations", dashNone(labelsString(bc.Annotations)))
+	row("Latest Version", strconv.FormatInt(bc.Status.LastVersion, 10))
+	_, _ = fmt.Fprintln(tw)
+	describeCommon(row, &bc.Spec.CommonSpec)
+	_, _ = fmt.Fprintln(tw)
+	policy := bc.Spec.RunPolicy
+	if policy == "" {
+		policy = buildv1.BuildRunPolicySerial
+	}
+	row("Build Run Policy", string(policy))
+	var triggers []string
+	for _, t := range bc.Spec.Triggers {
+		name := string(t.Type)
+		if t.Type == buildv1.ConfigChangeBuildTriggerType {
+			name = "Config"
+		}
+		triggers = append(triggers, name)
+	}
+	row("Triggered by", dashNone(strings.Join(triggers, ", ")))
+	for _, h := range webhooksOf(bc, base) {
+		_, _ = fmt.Fprintf(tw, "Webhook %s:\n", webhookTitle(h.typ))
+		_, _ = fmt.Fprintf(tw, "\tURL:\t%s\n", h.url)
+		if h.typ == "generic" {
+			_, _ = fmt.Fprintf(tw, "\tAllowEnv:\t%v\n", h.allowEnv)
+		}
+	}
+	_, _ = fmt.Fprintln(tw, "Builds History Limit:")
+	_, _ = fmt.Fprintf(tw, "\tSuccessful:\t%s\n", limitString(bc.Spec.SuccessfulBuildsHistoryLimit))
+	_, _ = fmt.Fprintf(tw, "\tFailed:\t%s\n", limitString(bc.Spec.FailedBuildsHistoryLimit))
+	_ = tw.Flush()
+	_, _ = fmt.Fprintln(w)
+	if len(builds) == 0 {
+		_, _ = fmt.Fprintln(w, "Builds:\t<none>")
+		return
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "Build\tStatus\tPlatforms\tDuration\tCreation Time")
+	for i := len(builds) - 1; i >= 0; i-- {
+		b := &builds[i]
+		status := strings.ToLower(string(b.Status.Phase))
+		if status == "" {
+			status = "new"
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Name, status, dash(b.Status.PlatformsSummary),
+			dash(duration(b.Status.StartTimestamp, b.Status.CompletionTimestamp)), b.CreationTimestamp.Format(time.RFC3339))
+	}
+	_ = tw.Flush()
+}
+
+// rowWriter writes "Key:  value" rows, aligned once flushed; a row with
+// no value is left out.
+func rowWriter(w io.Writer) (*tabwriter.Writer, func(k, v string)) {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
-	row := func(k, v string) {
+	return tw, func(k, v string) {
 		if v != "" {
 			_, _ = fmt.Fprintf(tw, "%s:\t%s\n", k, v)
 		}
 	}
-	row("Name", b.Name)
-	row("Namespace", b.Namespace)
-	row("Created", b.CreationTimestamp.Format(time.RFC3339)+" ("+age(b.CreationTimestamp.Time)+" ago)")
-	row("Labels", labelsString(b.Labels))
+}
+
+// describeMeta writes the rows of an object's metadata.
+func describeMeta(row func(k, v string), obj metav1.Object) {
+	row("Name", obj.GetName())
+	row("Namespace", obj.GetNamespace())
+	created := obj.GetCreationTimestamp()
+	row("Created", created.Format(time.RFC3339)+" ("+age(created.Time)+" ago)")
+	row("Labels", dashNone(labelsString(obj.GetLabels())))
+}
+
+// describeCommon writes the rows a Build and its BuildConfig share: the
+// strategy, source, output and platforms.
+func describeCommon(row func(k, v string), spec *buildv1.CommonSpec) {
+	row("Strategy", string(spec.Strategy.Type))
+	if g := spec.Source.Git; g != nil {
+		row("URL", g.URI)
+		row("Ref", g.Ref)
+	}
+	if spec.Source.Type == buildv1.BuildSourceBinary {
+		row("Source", "Binary")
+	}
+	row("Context Dir", spec.Source.ContextDir)
+	if ds := spec.Strategy.DockerStrategy; ds != nil {
+		if ds.From != nil {
+			row("From Image", ds.From.Kind+" "+ds.From.Name)
+		}
+		row("Dockerfile Path", ds.DockerfilePath)
+		var args []string
+		for _, a := range ds.BuildArgs {
+			args = append(args, a.Name+"="+a.Value)
+		}
+		row("Build Args", strings.Join(args, ", "))
+		if ds.NoCache {
+			row("No Cache", "true")
+		}
+	}
+	if to := spec.Output.To; to != nil {
+		row("Output to", to.Kind+" "+to.Name)
+	}
+	row("Platforms", strings.Join(spec.Platforms, ", "))
+	row("Allowed to fail", strings.Join(spec.PlatformsAllowedToFail, ", "))
+}
+
+func webhookTitle(typ string) string {
+	switch typ {
+	case "github":
+		return "GitHub"
+	case "gitlab":
+		return "GitLab"
+	}
+	return strings.ToUpper(typ[:1]) + typ[1:]
+}
+
+func limitString(l *int32) string {
+	if l == nil {
+		return "<unset>"
+	}
+	return strconv.Itoa(int(*l))
+}
+
+func dashNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// describeBuild writes the summary and the per-platform table, in the
+// shape of oc describe build.
+func describeBuild(w io.Writer, b *buildv1.Build, pods []buildPod) {
+	tw, row := rowWriter(w)
+	describeMeta(row, b)
 	row("Build Config", b.Annotations[buildv1.BuildConfigAnnotation])
 	row("Build #", b.Annotations[buildv1.BuildNumberAnnotation])
 	_, _ = fmt.Fprintln(tw)
@@ -115,25 +298,20 @@ func describeBuild(w io.Writer, b *buildv1.Build, pods []buildPod) {
 	}
 	row("Duration", duration(b.Status.StartTimestamp, b.Status.CompletionTimestamp))
 	_, _ = fmt.Fprintln(tw)
-	row("Strategy", string(b.Spec.Strategy.Type))
-	if g := b.Spec.Source.Git; g != nil {
-		row("URL", g.URI)
-		row("Ref", g.Ref)
-	}
+	describeCommon(row, &b.Spec.CommonSpec)
 	if r := b.Spec.Revision; r != nil && r.Git != nil {
-		row("Commit", shortCommit(r.Git.Commit)+" ("+firstLine(r.Git.Message)+")")
+		commit := shortCommit(r.Git.Commit)
+		if m := firstLine(r.Git.Message); m != "" {
+			commit += " (" + m + ")"
+		}
+		row("Commit", commit)
 		if a := r.Git.Author; a.Name != "" {
 			row("Author", strings.TrimSpace(a.Name+" <"+a.Email+">"))
 		}
 	}
-	if b.Spec.Output.To != nil {
-		row("Output to", b.Spec.Output.To.Name)
-	}
 	if b.Status.Output.To != nil {
 		row("Image Digest", b.Status.Output.To.ImageDigest)
 	}
-	row("Platforms", strings.Join(b.Spec.Platforms, ", "))
-	row("Allowed to fail", strings.Join(b.Spec.PlatformsAllowedToFail, ", "))
 	var causes []string
 	for _, c := range b.Spec.TriggeredBy {
 		causes = append(causes, c.Message)

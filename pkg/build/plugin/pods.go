@@ -4,9 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"slices"
-	"sync"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,8 +30,14 @@ func buildPods(ctx context.Context, cs kubernetes.Interface, ns, name string) ([
 	if err != nil {
 		return nil, fmt.Errorf("listing the pods of build %s: %w", name, err)
 	}
+	return sortBuildPods(list.Items), nil
+}
+
+// sortBuildPods names each pod's platform and orders them: platform pods
+// in platform order, then the manifest-list pod.
+func sortBuildPods(pods []corev1.Pod) []buildPod {
 	var out []buildPod
-	for _, p := range list.Items {
+	for _, p := range pods {
 		bp := buildPod{pod: p, platform: p.Annotations[buildv1.PlatformAnnotation]}
 		if p.Labels[buildv1.PodRoleLabel] == buildv1.PodRoleManifestList {
 			bp.platform = manifestListLabel
@@ -46,14 +51,12 @@ func buildPods(ctx context.Context, cs kubernetes.Interface, ns, name string) ([
 			return 1
 		case ka != kb:
 			return -1
-		case a.platform < b.platform:
-			return -1
-		case a.platform > b.platform:
-			return 1
+		case a.platform != b.platform:
+			return strings.Compare(a.platform, b.platform)
 		}
-		return 0
+		return strings.Compare(a.pod.Name, b.pod.Name)
 	})
-	return out, nil
+	return out
 }
 
 func containerOf(p *corev1.Pod) string {
@@ -63,34 +66,12 @@ func containerOf(p *corev1.Pod) string {
 	return ""
 }
 
-// lineWriter writes whole lines from several streams without interleaving
-// them.
-type lineWriter struct {
-	mu  sync.Mutex
-	out io.Writer
-}
-
-func (w *lineWriter) line(prefix, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if prefix != "" {
-		_, _ = fmt.Fprintf(w.out, "[%s] %s\n", prefix, text)
-		return
-	}
-	_, _ = fmt.Fprintln(w.out, text)
-}
-
-func (w *lineWriter) block(text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, _ = io.WriteString(w.out, text)
-}
-
 // streamLogs copies a pod's log to w, each line prefixed (when prefix is
 // set).
-func streamLogs(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod, follow bool, prefix string, w *lineWriter) error {
-	req := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: containerOf(p), Follow: follow})
-	rc, err := req.Stream(ctx)
+func streamLogs(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod, opts *corev1.PodLogOptions, prefix string, w *lineWriter) error {
+	opts = opts.DeepCopy()
+	opts.Container = containerOf(p)
+	rc, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
 	if err != nil {
 		return fmt.Errorf("logs of pod %s: %w", p.Name, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -121,11 +120,8 @@ func (po *pruneCacheOptions) run(ctx context.Context, o *env, name string) error
 	if err != nil {
 		return err
 	}
-	bc := &buildv1.BuildConfig{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return notFoundHelp(ctx, c, ns, name, err)
-		}
+	bc, err := getBuildConfig(ctx, c, ns, name)
+	if err != nil {
 		return err
 	}
 	repo, defaulted, err := cacheRepositoryOf(bc, po.repository)

@@ -4,21 +4,17 @@
 // does not serve), and prune cache for a BuildConfig's layer cache
 // repositories, which nothing else removes entries from. It follows
 // kubectl's conventions (k8s.io/cli-runtime: -n, --kubeconfig, --context,
-// -o) and starts builds through package
-// instantiate, the same way as the BuildConfig controller and webhooks.
+// kubectl's -o printers, shell completion of names) and starts builds
+// through package instantiate, the same way as the BuildConfig controller
+// and webhooks.
 package plugin
 
 import (
-	"fmt"
-	"io"
-	"strings"
-
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,30 +22,47 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
 
+// DisplayName is how users call the plugin, and how its usage text names
+// it.
+const DisplayName = "kubectl archway"
+
 // NewCommand is the root command, kubectl-archway.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
-		Use:           "kubectl-archway",
-		Short:         "Start, follow, describe and cancel archway builds, and prune their layer caches (kubectl archway / oc archway)",
+		Use:   "kubectl-archway",
+		Short: "Start, follow, describe and cancel archway builds, and prune their layer caches (kubectl archway / oc archway)",
+		Long: `kubectl archway (and oc archway) starts, follows, describes and cancels the multi-platform Builds and
+BuildConfigs archway serves, as oc start-build, oc logs, oc describe and oc cancel-build do on OpenShift, and
+prunes their layer caches.`,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName},
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	cmd.SetIn(streams.In)
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
 	flags.AddFlags(cmd.PersistentFlags())
-	o := &env{flags: flags, streams: streams}
-	cmd.AddCommand(newStartBuild(o), newLogs(o), newDescribe(o), newCancelBuild(o), newPrune(o))
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(buildv1.AddToScheme(scheme))
+	o := &env{flags: flags, streams: streams, scheme: scheme}
+	cmd.AddCommand(newStartBuild(o), newLogs(o), newDescribe(o), newCancelBuild(o), newPrune(o), newVersion(o))
+	o.registerNamespaceCompletion(cmd)
 	return cmd
 }
 
-// env is what every command reads: the connection flags and the streams.
+// env is what every command reads: the connection flags, the streams and
+// the scheme of the types it reads.
 type env struct {
 	flags   *genericclioptions.ConfigFlags
 	streams genericiooptions.IOStreams
+	scheme  *runtime.Scheme
 }
 
-// clients connects: a controller-runtime client for archway's types, a
-// clientset for pods, logs and events, and the namespace.
-func (o *env) clients() (client.Client, kubernetes.Interface, string, error) {
+// clients connects: a controller-runtime client for archway's types (with
+// watches), a clientset for pods, logs and events, and the namespace.
+func (o *env) clients() (client.WithWatch, kubernetes.Interface, string, error) {
 	cfg, err := o.flags.ToRESTConfig()
 	if err != nil {
 		return nil, nil, "", err
@@ -58,10 +71,7 @@ func (o *env) clients() (client.Client, kubernetes.Interface, string, error) {
 	if err != nil {
 		return nil, nil, "", err
 	}
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(buildv1.AddToScheme(scheme))
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: o.scheme})
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -70,38 +80,4 @@ func (o *env) clients() (client.Client, kubernetes.Interface, string, error) {
 		return nil, nil, "", err
 	}
 	return c, cs, ns, nil
-}
-
-// printObject prints obj as -o asks: json, yaml, name, or (empty) the
-// message.
-func printObject(w io.Writer, output string, obj runtime.Object, message string) error {
-	var p printers.ResourcePrinter
-	switch output {
-	case "":
-		_, err := fmt.Fprintln(w, message)
-		return err
-	case "json":
-		p = &printers.JSONPrinter{}
-	case "yaml":
-		p = &printers.YAMLPrinter{}
-	case "name":
-		p = &printers.NamePrinter{}
-	default:
-		return fmt.Errorf("--output %q: use json, yaml or name", output)
-	}
-	return p.PrintObj(obj, w)
-}
-
-// buildName accepts NAME, build/NAME and builds/NAME (and the group-qualified
-// forms kubectl prints).
-func buildName(arg string) (string, error) {
-	kind, name, found := strings.Cut(arg, "/")
-	if !found {
-		return arg, nil
-	}
-	switch kind {
-	case "build", "builds", "build.build.openshift.io", "builds.build.openshift.io":
-		return name, nil
-	}
-	return "", fmt.Errorf("%q is not a build: use NAME or build/NAME", arg)
 }

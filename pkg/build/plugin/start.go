@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -17,81 +17,144 @@ import (
 )
 
 type startOptions struct {
-	platforms []string
-	allowFail []string
-	env       []string
-	commit    string
-	binary    binaryInput
-	endpoint  endpoint
-	follow    bool
-	wait      bool
-	output    string
+	platforms    []string
+	allowFail    []string
+	env          []string
+	buildArgs    []string
+	noCache      bool
+	commit       string
+	fromBuild    string
+	listWebhooks string
+	binary       binaryInput
+	endpoint     endpoint
+	follow       bool
+	wait         bool
+	print        *printFlags
 }
 
 func newStartBuild(o *env) *cobra.Command {
-	so := &startOptions{}
+	so := &startOptions{print: newPrintFlags("started", o.scheme)}
 	cmd := &cobra.Command{
-		Use:   "start-build BUILDCONFIG",
-		Short: "Start a build of a BuildConfig",
-		Long: `Start a build of a BuildConfig, numbered after its status.lastVersion, as oc start-build does.
+		Use:   "start-build (BUILDCONFIG | --from-build=BUILD)",
+		Short: "Start a build of a BuildConfig, or run a build again",
+		Long: `Start a build of a BuildConfig, numbered after its status.lastVersion, as oc start-build does;
+--from-build runs an earlier build again: its source, revision, strategy and platforms (not the
+BuildConfig's current ones), as the BuildConfig's next build.
 
---platforms replaces the BuildConfig's platforms for this build (the BuildConfig's platformsAllowedToFail
-then no longer apply; give --allow-fail). --follow shows each platform's phase as it changes and streams
-the logs of every platform's pod, each line prefixed with its platform; --follow and --wait exit non-zero
-when the build fails or is cancelled.
+--platform replaces the BuildConfig's platforms for this build (the BuildConfig's platformsAllowedToFail
+then no longer apply; give --allow-fail). --env, --build-arg and --no-cache change the build's
+environment, Dockerfile ARGs and noCache. --follow shows each platform's phase as it changes (redrawn in
+place on a terminal) and streams the logs of every platform's pod, each line prefixed with its platform;
+--follow and --wait exit non-zero when the build fails or is cancelled.
 
---from-dir, --from-file and --from-archive start a binary build: the input is uploaded once to
+--from-dir, --from-file, --from-archive and --from-repo start a binary build: the input is uploaded once to
 build-controller's endpoint (--build-endpoint), authenticated with your kubeconfig's bearer token and
 authorized for create on buildconfigs/instantiatebinary; build-controller stores it in the output
-repository and every platform's build reads it from there.`,
-		Example: `  kubectl archway start-build hello --platforms linux/amd64,linux/arm64,linux/s390x --allow-fail linux/s390x --follow
-  oc archway start-build hello --commit 9f1c2e9 --env RELEASE=1.4 -o name
-  kubectl archway start-build hello --from-dir . --build-endpoint https://builds.example.com --follow`,
-		Args: cobra.ExactArgs(1),
+repository and every platform's build reads it from there. --from-dir leaves out .git and what the build
+context's .dockerignore excludes; --from-repo uploads the files of a commit (--commit, default HEAD) of a
+local Git repository and records the commit, its author and message in the build.
+
+-o is checked before anything starts.`,
+		Example: `  kubectl archway start-build hello --platform linux/amd64,linux/arm64,linux/s390x --allow-fail linux/s390x --follow
+  kubectl archway start-build hello --commit 9f1c2e9 --env RELEASE=1.4 --build-arg GO_VERSION=1.26 --no-cache -o name
+  kubectl archway start-build --from-build hello-3 --follow
+  kubectl archway start-build hello --from-repo . --commit v1.2.0 --build-endpoint https://builds.example.com
+  kubectl archway start-build hello -o jsonpath='{.metadata.name}'`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeNames(1, kindBuildConfig, kindBuildConfig),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return so.run(cmd.Context(), o, args[0])
+			return so.run(cmd, o, args)
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&so.platforms, "platforms", nil, "platforms to build, replacing the BuildConfig's (e.g. linux/amd64,linux/arm64)")
+	addPlatformFlag(cmd, &so.platforms, "platforms to build, replacing the BuildConfig's (e.g. linux/amd64,linux/arm64)")
 	f.StringSliceVar(&so.allowFail, "allow-fail", nil, "platforms whose failure does not fail the build")
-	f.StringArrayVarP(&so.env, "env", "e", nil, "environment variable of the build, K=V (repeatable)")
-	f.StringVar(&so.commit, "commit", "", "source commit to build")
-	f.StringVar(&so.binary.dir, "from-dir", "", "binary build: upload this directory (as a gzipped tar) as the build's source")
+	f.StringArrayVarP(&so.env, "env", "e", nil, "environment variable of the build, NAME=VALUE (repeatable)")
+	f.StringArrayVar(&so.buildArgs, "build-arg", nil, "Dockerfile ARG of the build, NAME=VALUE (repeatable), replacing the BuildConfig's of that name")
+	f.BoolVar(&so.noCache, "no-cache", false, "run every step, reusing no cached layer (--no-cache=false overrides a BuildConfig's noCache)")
+	f.StringVar(&so.commit, "commit", "", "source commit to build; with --from-repo, the commit to upload (default HEAD)")
+	f.StringVar(&so.fromBuild, "from-build", "", "run this build again (NAME or build/NAME), as its BuildConfig's next build")
+	f.StringVar(&so.listWebhooks, "list-webhooks", "", "print the BuildConfig's webhook URLs instead of starting a build: all, github, gitlab, bitbucket or generic")
+	f.StringVar(&so.binary.dir, "from-dir", "", "binary build: upload this directory (without .git and what .dockerignore excludes) as the build's source")
 	f.StringVar(&so.binary.file, "from-file", "", "binary build: upload this file as the build's only source file")
 	f.StringVar(&so.binary.archive, "from-archive", "", "binary build: upload this archive (tar, tar.gz, tar.bz2 or zip) as the build's source")
-	f.StringVar(&so.endpoint.url, "build-endpoint", "", "binary builds: build-controller's HTTPS endpoint (default $"+EndpointEnv+")")
+	f.StringVar(&so.binary.repo, "from-repo", "", "binary build: upload the files of --commit (default HEAD) of this local Git repository")
+	f.StringVar(&so.endpoint.url, "build-endpoint", "", "binary builds and webhook URLs: build-controller's HTTPS endpoint (default $"+EndpointEnv+")")
 	f.StringVar(&so.endpoint.caFile, "build-endpoint-ca", "", "binary builds: CA file to trust the endpoint with (default $"+EndpointCAEnv+", else the system's)")
 	f.BoolVarP(&so.follow, "follow", "F", false, "follow the build: per-platform progress and logs")
 	f.BoolVarP(&so.wait, "wait", "w", false, "wait for the build to end")
-	f.StringVarP(&so.output, "output", "o", "", "output format: json, yaml or name")
+	so.print.addFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("from-build", o.completeNames(0, kindBuild, kindBuild))
+	_ = cmd.RegisterFlagCompletionFunc("list-webhooks", cobra.FixedCompletions([]cobra.Completion{"all", "github", "gitlab", "bitbucket", "generic"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-func (so *startOptions) request() (instantiate.Request, error) {
+// request checks the flags and makes the request; nothing is read or
+// started before it passes.
+func (so *startOptions) request(cmd *cobra.Command) (instantiate.Request, error) {
 	req := instantiate.Request{
 		TriggeredBy:            []buildv1.BuildTriggerCause{{Message: instantiate.CauseManual}},
 		Platforms:              so.platforms,
 		PlatformsAllowedToFail: so.allowFail,
 	}
-	for _, kv := range so.env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return req, fmt.Errorf("--env %q: use NAME=VALUE", kv)
-		}
-		req.Env = append(req.Env, corev1.EnvVar{Name: k, Value: v})
+	if err := checkPlatforms("platform", so.platforms); err != nil {
+		return req, err
+	}
+	if err := checkPlatforms("allow-fail", so.allowFail); err != nil {
+		return req, err
+	}
+	var err error
+	if req.Env, err = envVars("env", so.env); err != nil {
+		return req, err
+	}
+	if req.BuildArgs, err = envVars("build-arg", so.buildArgs); err != nil {
+		return req, err
+	}
+	if cmd.Flags().Changed("no-cache") {
+		req.NoCache = ptr.To(so.noCache)
 	}
 	if so.commit != "" {
-		req.Revision = &buildv1.SourceRevision{Type: buildv1.BuildSourceGit, Git: &buildv1.GitSourceRevision{Commit: so.commit}}
+		if strings.HasPrefix(so.commit, "-") || strings.ContainsAny(so.commit, " \t\n") {
+			return req, fmt.Errorf("--commit %q is not a commit, branch or tag name", so.commit)
+		}
+		if so.binary.repo == "" {
+			req.Revision = &buildv1.SourceRevision{Type: buildv1.BuildSourceGit, Git: &buildv1.GitSourceRevision{Commit: so.commit}}
+		}
 	}
 	return req, nil
 }
 
-func (so *startOptions) run(ctx context.Context, o *env, bcName string) error {
+// check refuses contradicting flags.
+func (so *startOptions) check(args []string) error {
 	if err := so.binary.check(); err != nil {
 		return err
 	}
-	req, err := so.request()
+	switch {
+	case so.fromBuild != "" && len(args) > 0:
+		return errors.New("give a BuildConfig or --from-build, not both")
+	case so.fromBuild == "" && len(args) == 0:
+		return errors.New("give the BuildConfig to start (kubectl archway start-build NAME) or a build to run again (--from-build NAME)")
+	case so.fromBuild != "" && so.binary.set():
+		return errors.New("--from-build runs a build again with its own input: leave out --from-dir, --from-file, --from-archive and --from-repo")
+	case so.listWebhooks != "" && (so.fromBuild != "" || so.binary.set() || so.follow || so.wait):
+		return errors.New("--list-webhooks only prints the BuildConfig's webhook URLs: give it with the BuildConfig alone")
+	}
+	if so.listWebhooks != "" && so.listWebhooks != "all" && !slices.Contains(webhookTypes, so.listWebhooks) {
+		return fmt.Errorf("--list-webhooks %q: use all, %s", so.listWebhooks, strings.Join(webhookTypes, ", "))
+	}
+	return nil
+}
+
+func (so *startOptions) run(cmd *cobra.Command, o *env, args []string) error {
+	ctx := cmd.Context()
+	if err := so.check(args); err != nil {
+		return err
+	}
+	req, err := so.request(cmd)
+	if err != nil {
+		return err
+	}
+	printer, err := so.print.printer()
 	if err != nil {
 		return err
 	}
@@ -99,14 +162,29 @@ func (so *startOptions) run(ctx context.Context, o *env, bcName string) error {
 	if err != nil {
 		return err
 	}
-	var b *buildv1.Build
-	if so.binary.set() {
-		cfg, cerr := o.flags.ToRESTConfig()
-		if cerr != nil {
-			return cerr
+	var bcName string
+	if len(args) == 1 {
+		if _, bcName, err = resourceArg(args[0], kindBuildConfig, kindBuildConfig); err != nil {
+			return err
 		}
-		b, err = startBinary(ctx, cfg, so.endpoint, ns, bcName, so.binary, req)
-	} else {
+	}
+	if so.listWebhooks != "" {
+		return so.printWebhooks(ctx, c, o, ns, bcName)
+	}
+	var b *buildv1.Build
+	switch {
+	case so.fromBuild != "":
+		var name string
+		if name, err = buildName(so.fromBuild); err != nil {
+			return fmt.Errorf("--from-build: %w", err)
+		}
+		b, err = instantiate.NewStarter(c, nil).Clone(ctx, ns, name, req)
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("--from-build: %w", err)
+		}
+	case so.binary.set():
+		b, err = so.startBinary(ctx, o, c, ns, bcName, req)
+	default:
 		b, err = so.start(ctx, c, ns, bcName, req)
 	}
 	if err != nil {
@@ -115,14 +193,13 @@ func (so *startOptions) run(ctx context.Context, o *env, bcName string) error {
 		}
 		return err
 	}
-	b.SetGroupVersionKind(buildv1.GroupVersion.WithKind("Build"))
-	if err := printObject(o.streams.Out, so.output, b, "build.build.openshift.io/"+b.Name+" started"); err != nil {
+	if err := printer.PrintObj(b, o.streams.Out); err != nil {
 		return err
 	}
 	if !so.follow && !so.wait {
 		return nil
 	}
-	f := &follower{c: c, cs: cs, ns: ns, name: b.Name, out: o.streams.Out, logs: so.follow, table: so.follow}
+	f := &follower{c: c, cs: cs, ns: ns, name: b.Name, out: o.streams.Out, logs: so.follow, table: so.follow, tty: isTerminal(o.streams.Out)}
 	final, err := f.run(ctx)
 	if err != nil {
 		return err
@@ -137,10 +214,48 @@ func (so *startOptions) start(ctx context.Context, c client.Client, ns, bcName s
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: bcName}, bc); err != nil {
 		return nil, err
 	}
-	if bc.Spec.Source.Type == buildv1.BuildSourceBinary || (bc.Spec.Source.Type == "" && bc.Spec.Source.Binary != nil) {
-		return nil, fmt.Errorf("buildconfig %q has a binary source: give --from-dir, --from-file or --from-archive", bcName)
+	if isBinary(bc) {
+		return nil, fmt.Errorf("buildconfig %q has a binary source: give --from-dir, --from-file, --from-archive or --from-repo", bcName)
 	}
 	return instantiate.NewStarter(c, nil).Start(ctx, ns, bcName, req)
+}
+
+// startBinary reads the BuildConfig (where its build context and
+// Dockerfile are), then uploads the input. A user who may start binary
+// builds but not read the BuildConfig uploads as if its context were the
+// input's root, and the endpoint decides.
+func (so *startOptions) startBinary(ctx context.Context, o *env, c client.Client, ns, bcName string, req instantiate.Request) (*buildv1.Build, error) {
+	bc := &buildv1.BuildConfig{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: bcName}, bc); {
+	case apierrors.IsForbidden(err):
+		bc = &buildv1.BuildConfig{}
+	case err != nil:
+		return nil, err
+	default:
+		if err := instantiate.CheckStrategyOptions(bc.Spec.Strategy, req); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := o.flags.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	in := so.binary
+	in.context = contextOf(bc)
+	if in.repo != "" {
+		snap, err := snapshotRepo(ctx, in.repo, so.commit, o.streams.ErrOut)
+		if err != nil {
+			return nil, err
+		}
+		defer snap.remove()
+		in.dir = snap.dir
+		req.Revision = &buildv1.SourceRevision{Type: buildv1.BuildSourceGit, Git: &snap.revision}
+	}
+	return startBinary(ctx, cfg, so.endpoint, ns, bcName, in, req)
+}
+
+func isBinary(bc *buildv1.BuildConfig) bool {
+	return bc.Spec.Source.Type == buildv1.BuildSourceBinary || (bc.Spec.Source.Type == "" && bc.Spec.Source.Binary != nil)
 }
 
 // endResult is nil for a Complete build, else an error naming the phase and
@@ -157,6 +272,19 @@ func endResult(b *buildv1.Build) error {
 		msg += ": " + b.Status.Message
 	}
 	return errors.New(msg)
+}
+
+// getBuildConfig reads a BuildConfig; one that does not exist is an error
+// naming those the namespace has.
+func getBuildConfig(ctx context.Context, c client.Client, ns, name string) (*buildv1.BuildConfig, error) {
+	bc := &buildv1.BuildConfig{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, notFoundHelp(ctx, c, ns, name, err)
+		}
+		return nil, err
+	}
+	return bc, nil
 }
 
 // notFoundHelp turns "no such BuildConfig" into a message listing the

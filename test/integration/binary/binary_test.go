@@ -137,7 +137,7 @@ func TestStartBinaryBuild(t *testing.T) {
 	}
 
 	// A binary BuildConfig without an input is refused by the plugin.
-	if _, err := h.plugin(alice, "start-build", "app"); err == nil || !strings.Contains(err.Error(), "give --from-dir, --from-file or --from-archive") {
+	if _, err := h.plugin(alice, "start-build", "app"); err == nil || !strings.Contains(err.Error(), "give --from-dir, --from-file, --from-archive or --from-repo") {
 		t.Errorf("start-build without an input: %v", err)
 	}
 }
@@ -168,7 +168,7 @@ func TestBinaryBuildRefused(t *testing.T) {
 		t.Errorf("git BuildConfig: %v", err)
 	}
 	_, err = h.plugin(alice, "start-build", "nope", "--from-dir", dir)
-	if err == nil || !strings.Contains(err.Error(), `(404 Not Found): buildconfig "nope" not found`) {
+	if err == nil || !strings.Contains(err.Error(), `buildconfig "nope" not found in namespace "`+h.ns+`"; its BuildConfigs: app, gitapp`) {
 		t.Errorf("unknown BuildConfig: %v", err)
 	}
 	_, err = h.plugin(alice, "start-build", "app", "--from-dir", dir, "--platforms", "linux/amd64,linux/arm64/v8,linux/arm64")

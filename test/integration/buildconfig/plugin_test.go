@@ -14,9 +14,15 @@ import (
 
 // plugin runs kubectl archway with args against the bed, in namespace ns.
 func plugin(ctx context.Context, ns string, args ...string) (string, error) {
+	return pluginRaw(ctx, append(args, "--kubeconfig", testBed.Kubeconfig, "-n", ns)...)
+}
+
+// pluginRaw runs kubectl archway with args as they are; its output and
+// error output go to one string.
+func pluginRaw(ctx context.Context, args ...string) (string, error) {
 	var out bytes.Buffer
 	cmd := archwayplugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
-	cmd.SetArgs(append(args, "--kubeconfig", testBed.Kubeconfig, "-n", ns))
+	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), err
 }
@@ -87,6 +93,10 @@ func TestPluginFollowDescribeCancel(t *testing.T) {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("--follow output lacks %q:\n%s", want, r.out)
 		}
+	}
+	// Not a terminal: a plain line per change, no cursor movements.
+	if !strings.Contains(r.out, ": Pending") || !strings.Contains(r.out, "--- ") || strings.Contains(r.out, "\x1b[") {
+		t.Errorf("--follow off a terminal writes escapes, or no change lines:\n%q", r.out)
 	}
 	out, err = plugin(h.ctx, h.ns, "describe", "build", "app-1")
 	if err != nil {

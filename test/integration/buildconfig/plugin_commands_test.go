@@ -1,0 +1,172 @@
+package buildconfig
+
+import (
+	"strings"
+	"testing"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+)
+
+// TestPluginCancelBuildConfig: cancel-build bc/NAME --state cancels the
+// BuildConfig's builds in those states only, bc/NAME alone every build
+// that has not ended, a wrong --state nothing, and --restart runs a
+// cancelled build again.
+func TestPluginCancelBuildConfig(t *testing.T) {
+	h := newHarness(t, "plugin-cancel")
+	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
+	h.create(h.bcObj("other", buildv1.BuildRunPolicyParallel))
+	for range 4 {
+		if _, err := plugin(h.ctx, h.ns, "start-build", "app"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := plugin(h.ctx, h.ns, "start-build", "other"); err != nil {
+		t.Fatal(err)
+	}
+	h.setPhase("app-1", buildv1.BuildPhaseRunning)
+	h.setPhase("app-2", buildv1.BuildPhasePending)
+	h.setPhase("app-4", buildv1.BuildPhaseComplete) // app-3 stays New
+	cancelled := func() map[string]bool {
+		got := map[string]bool{}
+		for _, n := range []string{"app-1", "app-2", "app-3", "app-4", "other-1"} {
+			got[n] = h.build(n).Status.Cancelled
+		}
+		return got
+	}
+
+	if _, err := plugin(h.ctx, h.ns, "cancel-build", "bc/app", "--state", "new,done"); err == nil || !strings.Contains(err.Error(), `--state "done": use new, pending or running`) {
+		t.Errorf("--state done: %v", err)
+	}
+	out, err := plugin(h.ctx, h.ns, "cancel-build", "bc/app", "--state=new,pending")
+	if err != nil || out != "build.build.openshift.io/app-2 cancelled\nbuild.build.openshift.io/app-3 cancelled\n" {
+		t.Fatalf("cancel-build bc/app --state=new,pending: %v, %q", err, out)
+	}
+	if got := cancelled(); !got["app-2"] || !got["app-3"] || got["app-1"] || got["app-4"] || got["other-1"] {
+		t.Errorf("cancelled after --state=new,pending: %v", got)
+	}
+	out, err = plugin(h.ctx, h.ns, "cancel-build", "app-1", "--state", "pending")
+	if err != nil || out != "build.build.openshift.io/app-1 is Running, not cancelled (--state)\n" || h.build("app-1").Status.Cancelled {
+		t.Errorf("cancel-build app-1 --state pending: %v, %q", err, out)
+	}
+	// app-2 and app-3 stay New/Pending (no controller runs), so they are
+	// cancelled again: the patch is idempotent.
+	out, err = plugin(h.ctx, h.ns, "cancel-build", "buildconfig/app", "--restart")
+	if err != nil || !strings.Contains(out, "build.build.openshift.io/app-1 cancelled\n") ||
+		!strings.Contains(out, "build.build.openshift.io/app-1 restarted as build.build.openshift.io/app-5\n") {
+		t.Fatalf("cancel-build bc/app --restart: %v, %q", err, out)
+	}
+	if got := cancelled(); !got["app-1"] || got["app-4"] || got["other-1"] {
+		t.Errorf("cancelled after bc/app: %v", got)
+	}
+	if b := h.build("app-5"); b.Status.Cancelled || b.Annotations[buildv1.BuildNumberAnnotation] != "5" {
+		t.Errorf("app-5: cancelled %v, number %s", b.Status.Cancelled, b.Annotations[buildv1.BuildNumberAnnotation])
+	}
+	if _, err := plugin(h.ctx, h.ns, "cancel-build", "bc/ap"); err == nil || !strings.Contains(err.Error(), `buildconfig "ap" not found in namespace "`+h.ns+`"; its BuildConfigs: app, other`) {
+		t.Errorf("cancel-build bc/ap: %v", err)
+	}
+}
+
+// TestPluginDescribeBuildConfig: describe bc shows what oc describe bc
+// shows, with the webhook URLs (the secret as <secret>) and the builds,
+// newest first.
+func TestPluginDescribeBuildConfig(t *testing.T) {
+	h := newHarness(t, "plugin-describe")
+	bc := h.bcObj("app", buildv1.BuildRunPolicySerial,
+		buildv1.BuildTriggerPolicy{Type: buildv1.GitHubWebHookBuildTriggerType, GitHubWebHook: &buildv1.WebHookTrigger{Secret: "s3cr3t-gh"}},
+		buildv1.BuildTriggerPolicy{Type: buildv1.GenericWebHookBuildTriggerType, GenericWebHook: &buildv1.WebHookTrigger{Secret: "s3cr3t-gen", AllowEnv: true}})
+	h.create(bc)
+	for range 2 {
+		if _, err := plugin(h.ctx, h.ns, "start-build", "app"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.setPhase("app-1", buildv1.BuildPhaseComplete)
+	for _, args := range [][]string{{"describe", "bc", "app"}, {"describe", "bc/app"}, {"describe", "buildconfig", "app"}} {
+		out, err := plugin(h.ctx, h.ns, append(args, "--build-endpoint", "https://builds.example.com")...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		base := "https://builds.example.com/apis/build.openshift.io/v1/namespaces/" + h.ns + "/buildconfigs/app/webhooks/<secret>/"
+		for _, want := range []string{"Name:", "app", "Latest Version:", "2", "Strategy:", "Docker", "URL:", "https://git.example.com/team/app.git",
+			"Output to:", "DockerImage registry.example.com/team/app:latest", "Platforms:", "linux/amd64, linux/arm64",
+			"Build Run Policy:", "Serial", "Triggered by:", "GitHub, Generic", "Webhook GitHub:", base + "github", "Webhook Generic:", base + "generic",
+			"AllowEnv:", "true", "Builds History Limit:", "Successful:", "Failed:", "app-2", "new", "app-1", "complete", "Events:"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v lacks %q:\n%s", args, want, out)
+			}
+		}
+		if strings.Contains(out, "s3cr3t") || strings.Index(out, "app-2  ") > strings.Index(out, "app-1  ") {
+			t.Errorf("%v shows a secret, or the builds oldest first:\n%s", args, out)
+		}
+	}
+	if _, err := plugin(h.ctx, h.ns, "describe", "pod", "app"); err == nil || !strings.Contains(err.Error(), `"pod" is not a kind this command takes`) {
+		t.Errorf("describe pod: %v", err)
+	}
+}
+
+// TestPluginCompletion: the shell completion of Build and BuildConfig
+// names, through cobra's __complete as the shells call it.
+func TestPluginCompletion(t *testing.T) {
+	h := newHarness(t, "plugin-complete")
+	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
+	h.create(h.bcObj("web", buildv1.BuildRunPolicyParallel))
+	if _, err := plugin(h.ctx, h.ns, "start-build", "app"); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(args ...string) string {
+		t.Helper()
+		line := append([]string{"__complete", "--kubeconfig", testBed.Kubeconfig, "-n", h.ns}, args...)
+		out, err := pluginRaw(h.ctx, line...)
+		if err != nil {
+			t.Fatalf("__complete %v: %v", args, err)
+		}
+		// The last line is cobra's directive (":4"), then a note on stderr.
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var words []string
+		for _, l := range lines {
+			if strings.HasPrefix(l, ":") || strings.HasPrefix(l, "Completion ended") {
+				continue
+			}
+			words = append(words, l)
+		}
+		return strings.Join(words, " ")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"start-build", ""}, "app web"},
+		{[]string{"start-build", "w"}, "web"},
+		{[]string{"start-build", "bc/"}, "bc/app bc/web"},
+		{[]string{"logs", ""}, "app-1 build/ bc/"},
+		{[]string{"logs", "bc/a"}, "bc/app"},
+		{[]string{"cancel-build", "build/"}, "build/app-1"},
+		{[]string{"describe", ""}, "build bc buildconfig"},
+		{[]string{"describe", "bc", ""}, "app web"},
+		{[]string{"start-build", "--from-build", ""}, "app-1"},
+		{[]string{"start-build", "app", "--platform", "linux/amd64,linux/a"}, "linux/amd64,linux/amd64 linux/amd64,linux/arm64 linux/amd64,linux/arm/v7"},
+		{[]string{"start-build", "app", ""}, ""},
+	} {
+		if got := complete(tc.args...); got != tc.want {
+			t.Errorf("complete %q: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestPluginVersion: version prints the plugin's version and, from the
+// cluster, its Kubernetes version and that archway serves the build API;
+// --client reaches no cluster.
+func TestPluginVersion(t *testing.T) {
+	h := newHarness(t, "plugin-version")
+	out, err := plugin(h.ctx, h.ns, "version")
+	if err != nil || !strings.Contains(out, "Client Version: dev\nKubernetes Version: v1.") || !strings.Contains(out, "Build API (build.openshift.io/v1): archway\n") {
+		t.Errorf("version: %v, %q", err, out)
+	}
+	out, err = pluginRaw(h.ctx, "version", "--client", "-o", "json", "--server", "https://127.0.0.1:1")
+	if err != nil || !strings.Contains(out, `"clientVersion": "dev"`) || strings.Contains(out, "kubernetesVersion") {
+		t.Errorf("version --client: %v, %q", err, out)
+	}
+	if _, err := pluginRaw(h.ctx, "version", "--server", "https://127.0.0.1:1", "--kubeconfig", "/dev/null"); err == nil {
+		t.Error("version with an unreachable cluster: no error")
+	}
+}
