@@ -42,9 +42,13 @@ build: ## Build build-controller, builder and emulation-setup into bin/.
 # builder's C libraries), so every platform cross-compiles from one machine.
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 linux/ppc64le linux/s390x darwin/amd64 darwin/arm64 windows/amd64
 
+# Where the release's plugin archives are downloaded from, for the krew
+# manifest.
+PLUGIN_RELEASE_URL ?= https://github.com/archway-build/archway/releases/download/$(VERSION)
+
 .PHONY: plugin-release
-plugin-release: ## Build kubectl-archway for each of PLUGIN_PLATFORMS into bin/release/, with SHA256SUMS.
-	@mkdir -p $(BIN_DIR)/release
+plugin-release: ## Build kubectl-archway for each of PLUGIN_PLATFORMS into bin/release/: binaries, krew archives, archway.yaml (krew manifest; VERSION=vX.Y.Z), SHA256SUMS.
+	@rm -rf $(BIN_DIR)/release && mkdir -p $(BIN_DIR)/release
 	@for p in $(PLUGIN_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
 		out=$(BIN_DIR)/release/kubectl-archway_$${os}_$${arch}$$ext; \
@@ -52,6 +56,7 @@ plugin-release: ## Build kubectl-archway for each of PLUGIN_PLATFORMS into bin/r
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath \
 			-ldflags "-s -w -X github.com/archway-build/archway/pkg/version.Version=$(VERSION)" -o $$out ./cmd/kubectl-archway; \
 	done
+	@go run ./hack/krew-manifest --dir $(BIN_DIR)/release --version "$(VERSION)" --url "$(PLUGIN_RELEASE_URL)"
 	@cd $(BIN_DIR)/release && sha256sum kubectl-archway_* > SHA256SUMS && cat SHA256SUMS
 
 .PHONY: tools
