@@ -250,16 +250,24 @@ func TestPluginLogs(t *testing.T) {
 	if m := stamped.FindAllStringSubmatch(out, -1); err != nil || len(m) != 2 {
 		t.Fatalf("--timestamps: %v, %q", err, out)
 	}
-	first, err := time.Parse(time.RFC3339Nano, stamped.FindStringSubmatch(out)[2])
-	if err != nil {
-		t.Fatal(err)
+	// The later of the two lines (the pods start one after the other, a
+	// second or more apart on a loaded machine).
+	var latest time.Time
+	for _, m := range stamped.FindAllStringSubmatch(out, -1) {
+		at, err := time.Parse(time.RFC3339Nano, m[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.After(latest) {
+			latest = at
+		}
 	}
 	// --since-time at the next whole second after the lines so far, and
 	// --since shorter than their age: the last line, printed after both,
 	// is all they show.
-	sinceTime := first.Truncate(time.Second).Add(time.Second)
+	sinceTime := latest.Truncate(time.Second).Add(time.Second)
 	const age = 8 * time.Second
-	if err := waitPoll(h.ctx, func() bool { return time.Now().After(first.Add(age)) }); err != nil {
+	if err := waitPoll(h.ctx, func() bool { return time.Now().After(latest.Add(age)) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(signal, "go"), nil, 0o644); err != nil {
