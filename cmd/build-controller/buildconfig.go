@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/buildconfig"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/pkg/build/trigger/binary"
@@ -52,7 +58,29 @@ func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Starter: starter,
 		Access: registry.Access{UserAgent: "archway-build-controller"},
 	})
-	mux.Handle(scm.PathPrefix, scm.NewHandler(mgr.GetAPIReader(), starter, m))
+	// BuildConfigs and trigger Secrets are read from informers started
+	// with the manager (Secrets trimmed to their WebHookSecretKey, see
+	// configureWebhooksCache): an unknown BuildConfig costs what a known
+	// one does, and a flood of deliveries costs the apiserver nothing.
+	for _, obj := range []client.Object{&buildv1.BuildConfig{}, &corev1.Secret{}} {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+			return fmt.Errorf("starting the %T informer: %w", obj, err)
+		}
+	}
+	hooks := scm.NewHandler(mgr.GetClient(), starter, m)
+	hooks.Secrets = mgr.GetCache()
+	mux.Handle(scm.PathPrefix, hooks)
 	mgr.GetWebhookServer().Register(scm.PathPrefix, mux)
 	return nil
+}
+
+// configureWebhooksCache keeps of each cached Secret only a trigger's
+// WebHookSecretKey: the webhooks read trigger Secrets from the cache, and
+// nothing else reads Secrets from it (the manager's client reads them
+// live).
+func configureWebhooksCache(o *cache.Options) {
+	if o.ByObject == nil {
+		o.ByObject = map[client.Object]cache.ByObject{}
+	}
+	o.ByObject[&corev1.Secret{}] = cache.ByObject{Transform: scm.TrimSecret}
 }

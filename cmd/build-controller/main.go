@@ -54,7 +54,7 @@ func components() []component {
 		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild, cache: controller.ConfigureCache},
 		{name: "buildconfig", help: "starts Builds from BuildConfigs' ConfigChange triggers, cancels what SerialLatestOnly skips, prunes old builds", setup: setupBuildConfig},
 		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers and binary builds (instantiatebinary; every replica; needs a serving certificate, see --cert-management)", disabledByDefault: true, setup: setupBuildConfigWebhooks,
-			webhooks: func() []webhookcert.Configuration { return nil }},
+			cache: configureWebhooksCache, webhooks: func() []webhookcert.Configuration { return nil }},
 		// Arch-aware placement is opt-in: the webhook needs a serving
 		// certificate (see --cert-management). It gates pods only while a
 		// placement controller's heartbeat Lease is fresh, so the two may run

@@ -8,29 +8,45 @@
 // BuildConfig's triggers of that type and, for pushes, the pushed branch is
 // the one the BuildConfig builds.
 //
-// Every input is untrusted. A wrong secret, an unknown BuildConfig and a
-// BuildConfig without such a trigger get one identical answer, so the
-// endpoint never tells whether a BuildConfig exists; secrets are compared in
-// constant time; bodies are read up to a limit (413 beyond); malformed JSON,
-// unknown events, commits that are not hashes and environment variables a
-// trigger does not allow are refused with 400 saying why, and create
-// nothing.
+// A delivery proves it may start the trigger's builds with the secret in
+// the URL (as in OpenShift) or, preferred, as its provider signs: GitHub's
+// X-Hub-Signature-256 (an HMAC-SHA256 of the body keyed with the trigger's
+// secret) and GitLab's X-Gitlab-Token (the secret itself, in a header).
+// When a delivery carries the signature it decides, and the URL's secret
+// segment is not read: the secret then never needs to be in a URL, where
+// proxies and delivery logs show it.
+//
+// Every input is untrusted. A wrong secret or signature, an unknown
+// BuildConfig and a BuildConfig without such a trigger get one identical
+// answer, so the endpoint never tells whether a BuildConfig exists; they
+// cost the same too (BuildConfigs and Secrets are read from informer
+// caches, and a miss does the reads and the comparison a hit does);
+// secrets are compared in constant time; a client address failing more
+// than the limit is answered 429 before anything is read; bodies are read
+// up to a limit (413 beyond); malformed JSON, unknown events, commits that
+// are not hashes and environment variables a trigger does not allow are
+// refused with 400 saying why, and create nothing.
 package scm
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -64,9 +80,13 @@ const notFoundMessage = "no webhook trigger matches this URL"
 
 // Handler serves the webhooks.
 type Handler struct {
-	// Reader reads BuildConfigs and the Secrets their triggers name. A
-	// live reader (the manager's API reader) keeps Secrets out of a cache.
+	// Reader reads BuildConfigs, and the Secrets their triggers name when
+	// Secrets is nil. An informer cache makes an unknown BuildConfig cost
+	// what a known one does, and a flood cost the apiserver nothing.
 	Reader client.Reader
+	// Secrets, when set, reads the Secrets triggers name (a cache of
+	// Secrets trimmed to their WebHookSecretKey, see TrimSecret).
+	Secrets client.Reader
 	// Starter starts the builds.
 	Starter *instantiate.Starter
 	// Metrics counts requests (nil: not counted).
@@ -74,12 +94,20 @@ type Handler struct {
 	// MaxBodyBytes is the largest body read; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 
-	mux *http.ServeMux
+	mux      *http.ServeMux
+	failures *failureLimiter
 }
 
-// NewHandler returns a Handler reading with r and starting with s.
+// NewHandler returns a Handler reading with r and starting with s,
+// limiting the failed requests of a client address to
+// DefaultFailureBurst, then one every DefaultFailureInterval.
 func NewHandler(r client.Reader, s *instantiate.Starter, m *Metrics) *Handler {
-	h := &Handler{Reader: r, Starter: s, Metrics: m, MaxBodyBytes: DefaultMaxBodyBytes}
+	return NewHandlerWithFailureLimit(r, s, m, DefaultFailureBurst, DefaultFailureInterval)
+}
+
+// NewHandlerWithFailureLimit is NewHandler with the failure limit given.
+func NewHandlerWithFailureLimit(r client.Reader, s *instantiate.Starter, m *Metrics, burst int, interval time.Duration) *Handler {
+	h := &Handler{Reader: r, Starter: s, Metrics: m, MaxBodyBytes: DefaultMaxBodyBytes, failures: newFailureLimiter(burst, interval)}
 	h.mux = http.NewServeMux()
 	h.mux.HandleFunc(PathPrefix+"{ns}/buildconfigs/{name}/webhooks/{secret}/{type}", h.serve)
 	return h
@@ -122,26 +150,54 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, metricType, "method_not_allowed", http.StatusMethodNotAllowed, "use POST", nil)
 		return
 	}
-	ns, name, secret := r.PathValue("ns"), r.PathValue("name"), r.PathValue("secret")
-	bc, trigger, err := h.authorize(ctx, ns, name, secret, typ)
+	addr := clientAddress(r)
+	if limited, retry := h.failures.limited(addr); limited {
+		w.Header().Set("Retry-After", strconv.Itoa(int(retry/time.Second)+1))
+		h.answer(w, metricType, "rate_limited", http.StatusTooManyRequests,
+			"too many failed requests from this address; retry later", nil)
+		return
+	}
+	ns, name := r.PathValue("ns"), r.PathValue("name")
+	var body []byte
+	readBody := func() bool {
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody()))
+		if err == nil {
+			return true
+		}
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			h.answer(w, metricType, "too_large", http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("the body is larger than %d bytes", h.maxBody()), nil)
+			return false
+		}
+		h.answer(w, metricType, "bad_request", http.StatusBadRequest, "reading the body: "+err.Error(), nil)
+		return false
+	}
+	// A signature covers the body: read it first. Without one the URL's
+	// secret is checked before the body is read.
+	signed := signatureOf(typ, r.Header) != nil
+	if signed && !readBody() {
+		return
+	}
+	cred := credentialOf(typ, r.Header, r.PathValue("secret"), body)
+	bc, trigger, err := h.authorize(ctx, ns, name, typ, cred)
 	if err != nil {
 		if errors.Is(err, errNoMatch) {
-			h.answer(w, metricType, "not_found", http.StatusNotFound, notFoundMessage, nil)
+			h.failures.failed(addr)
+			result := "not_found"
+			if cred.signed {
+				// Told apart in the metrics only: the answer is the same.
+				result = "bad_signature"
+			}
+			h.answer(w, metricType, result, http.StatusNotFound, notFoundMessage, nil)
 			return
 		}
 		log.FromContext(ctx).Error(err, "webhook: reading the BuildConfig or its secret", "namespace", ns, "buildConfig", name)
 		h.answer(w, metricType, "error", http.StatusInternalServerError, "could not read the BuildConfig; try again", nil)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody()))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			h.answer(w, metricType, "too_large", http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("the body is larger than %d bytes", h.maxBody()), nil)
-			return
-		}
-		h.answer(w, metricType, "bad_request", http.StatusBadRequest, "reading the body: "+err.Error(), nil)
+	if !signed && !readBody() {
 		return
 	}
 	if len(strings.TrimSpace(string(body))) > 0 && !isJSON(r.Header.Get("Content-Type")) {
@@ -173,7 +229,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			"the push is to %s and the BuildConfig builds %s; no build started", truncate(ev.ref, 256), gitRef(bc)), nil)
 		return
 	}
-	req, warning := request(typ, secret, trigger, ev)
+	req, warning := request(typ, trigger, ev)
 	b, err := h.Starter.Start(ctx, ns, name, req)
 	switch {
 	case err == nil:
@@ -222,21 +278,81 @@ func parse(typ string, hdr http.Header, body []byte, branch string) (*event, err
 // errNoMatch is every reason a URL names no trigger.
 var errNoMatch = errors.New(notFoundMessage)
 
-// authorize finds the trigger of type typ whose secret is secret. Every
-// miss is errNoMatch; other errors are the apiserver's.
-func (h *Handler) authorize(ctx context.Context, ns, name, secret, typ string) (*buildv1.BuildConfig, *buildv1.WebHookTrigger, error) {
+// credential is what a delivery proves its right with: match says whether
+// a trigger's secret is the one it was made with.
+type credential struct {
+	// signed: the provider's signature (or token header), not the URL.
+	signed bool
+	match  func(secret string) bool
+}
+
+// signatureOf is the signature header of a delivery of type typ, nil when
+// it has none: GitHub's X-Hub-Signature-256, GitLab's X-Gitlab-Token.
+func signatureOf(typ string, hdr http.Header) []string {
+	switch typ {
+	case "github":
+		return hdr.Values("X-Hub-Signature-256")
+	case "gitlab":
+		return hdr.Values("X-Gitlab-Token")
+	}
+	return nil
+}
+
+// credentialOf is the delivery's credential: its signature when it has
+// one, else the URL's secret. Every comparison takes the same time
+// whatever the values.
+func credentialOf(typ string, hdr http.Header, urlSecret string, body []byte) credential {
+	sig := signatureOf(typ, hdr)
+	if sig == nil {
+		got := sha256.Sum256([]byte(urlSecret))
+		return credential{match: func(secret string) bool {
+			want := sha256.Sum256([]byte(secret))
+			return urlSecret != "" && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+		}}
+	}
+	if len(sig) != 1 {
+		return credential{signed: true, match: func(string) bool { return false }}
+	}
+	if typ == "gitlab" {
+		got := sha256.Sum256([]byte(sig[0]))
+		return credential{signed: true, match: func(secret string) bool {
+			want := sha256.Sum256([]byte(secret))
+			return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+		}}
+	}
+	// GitHub: "sha256=" and the hex HMAC-SHA256 of the body.
+	got, err := hex.DecodeString(strings.TrimPrefix(sig[0], "sha256="))
+	if err != nil || !strings.HasPrefix(sig[0], "sha256=") {
+		got = nil
+	}
+	return credential{signed: true, match: func(secret string) bool {
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(body)
+		return hmac.Equal(mac.Sum(nil), got) && got != nil
+	}}
+}
+
+// missName is the Secret an unknown BuildConfig's miss reads, as a hit
+// reads its trigger's: a name no Secret can have (an upper-case letter).
+const missName = "NoSecret"
+
+// authorize finds the trigger of type typ whose secret cred was made
+// with. Every miss is errNoMatch, after the reads and the comparison a
+// hit makes; other errors are the apiserver's.
+func (h *Handler) authorize(ctx context.Context, ns, name, typ string, cred credential) (*buildv1.BuildConfig, *buildv1.WebHookTrigger, error) {
 	want, ok := triggerTypes[typ]
-	if !ok || secret == "" {
+	if !ok {
 		return nil, nil, errNoMatch
 	}
 	bc := &buildv1.BuildConfig{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bc); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) {
+			_, _ = h.secretOf(ctx, ns, &buildv1.WebHookTrigger{SecretReference: &buildv1.SecretLocalReference{Name: missName}})
+			cred.match(missName)
 			return nil, nil, errNoMatch
 		}
 		return nil, nil, err
 	}
-	got := sha256.Sum256([]byte(secret))
 	for i := range bc.Spec.Triggers {
 		t := webHook(&bc.Spec.Triggers[i], want)
 		if t == nil {
@@ -249,8 +365,7 @@ func (h *Handler) authorize(ctx context.Context, ns, name, secret, typ string) (
 		if value == "" {
 			continue
 		}
-		expected := sha256.Sum256([]byte(value))
-		if subtle.ConstantTimeCompare(got[:], expected[:]) == 1 {
+		if cred.match(value) {
 			return bc, t, nil
 		}
 	}
@@ -264,8 +379,12 @@ func (h *Handler) secretOf(ctx context.Context, ns string, t *buildv1.WebHookTri
 	if t.SecretReference == nil {
 		return t.Secret, nil
 	}
+	reader := h.Secrets
+	if reader == nil {
+		reader = h.Reader
+	}
 	s := &corev1.Secret{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.SecretReference.Name}, s); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.SecretReference.Name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", nil
 		}
@@ -313,14 +432,14 @@ func RefMatches(pushed, configured string) bool {
 
 // request is the start request of a delivery, and a warning for the
 // caller when part of it was ignored.
-func request(typ, secret string, trigger *buildv1.WebHookTrigger, ev *event) (instantiate.Request, string) {
+func request(typ string, trigger *buildv1.WebHookTrigger, ev *event) (instantiate.Request, string) {
 	var req instantiate.Request
 	var rev *buildv1.SourceRevision
 	if ev.revision != nil {
 		rev = &buildv1.SourceRevision{Type: buildv1.BuildSourceGit, Git: ev.revision}
 		req.Revision = rev
 	}
-	hidden := obfuscate(secret)
+	hidden := obfuscate()
 	cause := buildv1.BuildTriggerCause{}
 	switch typ {
 	case "github":
@@ -351,4 +470,20 @@ func request(typ, secret string, trigger *buildv1.WebHookTrigger, ev *event) (in
 
 // obfuscate hides a secret in triggeredBy: Builds are read by more people
 // than the Secret, so neither the secret nor its length is recorded.
-func obfuscate(string) string { return "<secret>" }
+func obfuscate() string { return "<secret>" }
+
+// TrimSecret keeps of a Secret only what a trigger reads, its name and
+// WebHookSecretKey: a transform for the informer cache of Secrets, so the
+// cache holds no other secret.
+func TrimSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	trimmed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace,
+		UID: s.UID, ResourceVersion: s.ResourceVersion}}
+	if v, ok := s.Data[buildv1.WebHookSecretKey]; ok {
+		trimmed.Data = map[string][]byte{buildv1.WebHookSecretKey: v}
+	}
+	return trimmed, nil
+}

@@ -12,7 +12,7 @@ func NewMetrics() *Metrics {
 	return &Metrics{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "archway_buildconfig_webhook_requests_total",
 		Help: "BuildConfig webhook deliveries by type (github, gitlab, bitbucket, generic, unknown) and result " +
-			"(started, skipped, not_found, bad_request, too_large, unsupported_media_type, method_not_allowed, paused, invalid, error).",
+			"(started, skipped, not_found, bad_signature, rate_limited, bad_request, too_large, unsupported_media_type, method_not_allowed, paused, invalid, error).",
 	}, []string{"type", "result"})}
 }
 
