@@ -151,9 +151,8 @@ func sourcesAnnotation(entries []sourceEntry) string {
 // required term rules out changes nothing, and the pod says what the
 // configuration asked (preferred-node-affinity set). A pod that states its
 // own kubernetes.io/arch preference gets none: every configured weight is
-// recorded as skipped, as are the weights a higher-priority config
-// overrode. It reports whether anything was added. affinity is not
-// modified.
+// recorded as skipped, as are the weights PolicyFor set aside. It reports
+// whether anything was added. affinity is not modified.
 func withPreferences(affinity *corev1.Affinity, pol policy, own bool) (*corev1.Affinity, bool, []sourceEntry) {
 	var entries []sourceEntry
 	out := affinity.DeepCopy()
@@ -179,9 +178,7 @@ func withPreferences(affinity *corev1.Affinity, pol policy, own bool) (*corev1.A
 			})
 		added = true
 	}
-	for _, w := range pol.shadowed {
-		entries = append(entries, sourceEntry{preference: w, skipped: "a higher-priority config sets " + w.Architecture})
-	}
+	entries = append(entries, pol.shadowed...)
 	if !added {
 		return affinity, false, entries
 	}

@@ -136,7 +136,7 @@ func TestWithPreferences(t *testing.T) {
 		{Architecture: "arm64", Weight: 50, Source: "PodPlacementConfig-tuning"},
 		{Architecture: "amd64", Weight: 10, Source: sourceCluster},
 		{Architecture: "s390x", Weight: 1, Source: sourceCluster},
-	}, shadowed: []preference{{Architecture: "arm64", Weight: 5, Source: sourceCluster}}}
+	}, shadowed: []sourceEntry{{preference: preference{Architecture: "arm64", Weight: 5, Source: sourceCluster}, skipped: "a higher-priority config sets arm64"}}}
 	pref := func(w int32, arch string) corev1.PreferredSchedulingTerm {
 		return corev1.PreferredSchedulingTerm{Weight: w, Preference: term(expr(placement.ArchLabel, corev1.NodeSelectorOpIn, arch))}
 	}

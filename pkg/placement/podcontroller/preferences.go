@@ -17,9 +17,9 @@ import (
 type policy struct {
 	// Weights are the winning weight of each architecture, in order.
 	Weights []preference
-	// shadowed are the weights a higher-priority config overrode for the
-	// same architecture: recorded on the pod as skipped.
-	shadowed []preference
+	// shadowed are the configured weights not applied and why: recorded on
+	// the pod as skipped.
+	shadowed []sourceEntry
 	fallback string
 }
 
@@ -39,16 +39,18 @@ const (
 	sourcePodPrefix = "PodPlacementConfig-"
 )
 
-// PolicyFor merges the configs that apply to pod. The PodPlacementConfigs
-// of its namespace whose labelSelector matches the pod go first, by
-// descending priority (equal priorities, which validation forbids, by
-// name): each architecture takes its weight from the first config naming
-// it. The cluster config then adds architectures none of them named; it
-// never overrides them. The fallback is the cluster config's.
+// PolicyFor combines the configs that apply to pod: the
+// PodPlacementConfigs of its namespace whose labelSelector matches the pod
+// and whose nodeAffinityScoring is enabled, by descending priority (equal
+// priorities, which validation forbids, by name), then the cluster config.
+// Under HighestPriority (the default) the first of them alone decides
+// every preference; under PerArchitecture each architecture takes its
+// weight from the first config naming it. The fallback is the cluster
+// config's.
 func PolicyFor(pod *corev1.Pod, cluster *multiarchv1beta1.ClusterPodPlacementConfigSpec, local []multiarchv1beta1.PodPlacementConfig) policy {
 	matching := make([]*multiarchv1beta1.PodPlacementConfig, 0, len(local))
 	for i := range local {
-		if local[i].DeletionTimestamp == nil && selects(local[i].Spec.LabelSelector, pod.Labels) {
+		if local[i].DeletionTimestamp == nil && len(scoringTerms(local[i].Spec.Plugins)) > 0 && selects(local[i].Spec.LabelSelector, pod.Labels) {
 			matching = append(matching, &local[i])
 		}
 	}
@@ -59,16 +61,22 @@ func PolicyFor(pod *corev1.Pod, cluster *multiarchv1beta1.ClusterPodPlacementCon
 		return cmp.Compare(a.Name, b.Name)
 	})
 	var p policy
+	perArch := cluster != nil && cluster.PreferenceMerge == multiarchv1beta1.PreferenceMergePerArchitecture
 	seen := sets.New[string]()
+	winner := ""
 	add := func(plugins *multiarchv1beta1.Plugins, source string) {
 		for _, w := range scoringTerms(plugins) {
 			pref := preference{Architecture: w.Architecture, Weight: w.Weight, Source: source}
-			if seen.Has(w.Architecture) {
-				p.shadowed = append(p.shadowed, pref)
-				continue
+			switch {
+			case !perArch && winner != "" && winner != source:
+				p.shadowed = append(p.shadowed, sourceEntry{preference: pref, skipped: "the higher-priority " + winner + " applies to the pod"})
+			case seen.Has(w.Architecture):
+				p.shadowed = append(p.shadowed, sourceEntry{preference: pref, skipped: "a higher-priority config sets " + w.Architecture})
+			default:
+				seen.Insert(w.Architecture)
+				p.Weights = append(p.Weights, pref)
+				winner = cmp.Or(winner, source)
 			}
-			seen.Insert(w.Architecture)
-			p.Weights = append(p.Weights, pref)
 		}
 	}
 	for _, c := range matching {

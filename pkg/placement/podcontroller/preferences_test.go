@@ -29,9 +29,14 @@ func ppc(name string, priority int32, selector map[string]string, plugins *multi
 
 func TestPolicyFor(t *testing.T) {
 	cluster := &multiarchv1beta1.ClusterPodPlacementConfigSpec{FallbackArchitecture: "amd64", Plugins: scoringPlugins(true, "s390x", 100, "amd64", 1)}
+	merging := cluster.DeepCopy()
+	merging.PreferenceMerge = multiarchv1beta1.PreferenceMergePerArchitecture
 	deleting := ppc("deleting", 200, nil, scoringPlugins(true, "amd64", 99))
 	deleting.DeletionTimestamp = &metav1.Time{}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web", "tier": "front"}}}
+	arm := ppc("arm", 10, map[string]string{"app": "web"}, scoringPlugins(true, "arm64", 100, "s390x", 1))
+	low := ppc("low", 10, map[string]string{"app": "web"}, scoringPlugins(true, "arm64", 100, "s390x", 1))
+	high := ppc("high", 20, nil, scoringPlugins(true, "arm64", 5, "ppc64le", 90))
 	tests := []struct {
 		name    string
 		cluster *multiarchv1beta1.ClusterPodPlacementConfigSpec
@@ -39,25 +44,37 @@ func TestPolicyFor(t *testing.T) {
 		want    string
 	}{
 		{name: "cluster only", cluster: cluster, want: "[{s390x 100 C} {amd64 1 C}] [] amd64"},
+		{name: "cluster only, merging", cluster: merging, want: "[{s390x 100 C} {amd64 1 C}] [] amd64"},
 		{name: "nothing", want: "[] [] "},
 		{
-			name: "a namespace config wins over the cluster's for the architectures it names", cluster: cluster,
-			local: []multiarchv1beta1.PodPlacementConfig{ppc("arm", 10, map[string]string{"app": "web"}, scoringPlugins(true, "arm64", 100, "s390x", 1))},
-			want:  "[{arm64 100 P-arm} {s390x 1 P-arm} {amd64 1 C}] [{s390x 100 C}] amd64",
+			// Seed: the cluster config's preferences are ignored for a pod a
+			// namespace config applies to.
+			name: "a namespace config applies: the cluster's preferences ignored", cluster: cluster,
+			local: []multiarchv1beta1.PodPlacementConfig{arm},
+			want:  "[{arm64 100 P-arm} {s390x 1 P-arm}] [{s390x 100 C: P-arm} {amd64 1 C: P-arm}] amd64",
 		},
 		{
-			name: "higher priority first, architecture by architecture", cluster: cluster,
-			local: []multiarchv1beta1.PodPlacementConfig{
-				ppc("low", 10, map[string]string{"app": "web"}, scoringPlugins(true, "arm64", 100, "s390x", 1)),
-				ppc("high", 20, nil, scoringPlugins(true, "arm64", 5, "ppc64le", 90)),
-			},
-			want: "[{arm64 5 P-high} {ppc64le 90 P-high} {s390x 1 P-low} {amd64 1 C}] [{arm64 100 P-low} {s390x 100 C}] amd64",
+			// Seed: the highest-priority namespace config applies.
+			name: "several apply: the highest priority alone", cluster: cluster,
+			local: []multiarchv1beta1.PodPlacementConfig{low, high},
+			want:  "[{arm64 5 P-high} {ppc64le 90 P-high}] [{arm64 100 P-low: P-high} {s390x 1 P-low: P-high} {s390x 100 C: P-high} {amd64 1 C: P-high}] amd64",
+		},
+		{
+			name: "merging: a namespace config wins over the cluster's for the architectures it names", cluster: merging,
+			local: []multiarchv1beta1.PodPlacementConfig{arm},
+			want:  "[{arm64 100 P-arm} {s390x 1 P-arm} {amd64 1 C}] [{s390x 100 C: higher}] amd64",
+		},
+		{
+			name: "merging: higher priority first, architecture by architecture", cluster: merging,
+			local: []multiarchv1beta1.PodPlacementConfig{low, high},
+			want:  "[{arm64 5 P-high} {ppc64le 90 P-high} {s390x 1 P-low} {amd64 1 C}] [{arm64 100 P-low: higher} {s390x 100 C: higher}] amd64",
 		},
 		{
 			name: "configs that do not select the pod, are disabled or are being deleted do not count", cluster: cluster,
 			local: []multiarchv1beta1.PodPlacementConfig{
 				ppc("other-app", 50, map[string]string{"app": "db"}, scoringPlugins(true, "arm64", 100)),
 				ppc("disabled", 40, nil, scoringPlugins(false, "ppc64le", 100)),
+				ppc("no-plugins", 30, nil, nil),
 				deleting,
 			},
 			want: "[{s390x 100 C} {amd64 1 C}] [] amd64",
@@ -68,21 +85,28 @@ func TestPolicyFor(t *testing.T) {
 				ppc("b", 1, nil, scoringPlugins(true, "arm64", 2)),
 				ppc("a", 1, nil, scoringPlugins(true, "arm64", 1)),
 			},
-			want: "[{arm64 1 P-a}] [{arm64 2 P-b}] ",
+			want: "[{arm64 1 P-a}] [{arm64 2 P-b: P-a}] ",
 		},
+	}
+	short := func(s string) string {
+		return strings.Replace(strings.Replace(s, sourceCluster, "C", 1), sourcePodPrefix, "P-", 1)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := PolicyFor(pod, tt.cluster, tt.local)
-			show := func(ps []preference) []string {
-				out := []string{}
-				for _, w := range ps {
-					src := strings.Replace(strings.Replace(w.Source, sourceCluster, "C", 1), sourcePodPrefix, "P-", 1)
-					out = append(out, fmt.Sprintf("{%s %d %s}", w.Architecture, w.Weight, src))
-				}
-				return out
+			weights := []string{}
+			for _, w := range p.Weights {
+				weights = append(weights, fmt.Sprintf("{%s %d %s}", w.Architecture, w.Weight, short(w.Source)))
 			}
-			if got := fmt.Sprintf("%v %v %s", show(p.Weights), show(p.shadowed), p.fallback); got != tt.want {
+			shadowed := []string{}
+			for _, e := range p.shadowed {
+				why := "higher"
+				if name, ok := strings.CutPrefix(e.skipped, "the higher-priority "); ok {
+					why = short(strings.TrimSuffix(name, " applies to the pod"))
+				}
+				shadowed = append(shadowed, fmt.Sprintf("{%s %d %s: %s}", e.Architecture, e.Weight, short(e.Source), why))
+			}
+			if got := fmt.Sprintf("%v %v %s", weights, shadowed, p.fallback); got != tt.want {
 				t.Errorf("policy %s, want %s", got, tt.want)
 			}
 		})

@@ -2,10 +2,13 @@ package placement
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,4 +111,85 @@ func TestPodPlacementConfig(t *testing.T) {
 	if err := create("orphan", 1, nil, nil); err == nil || !strings.Contains(err.Error(), "needs the ClusterPodPlacementConfig") {
 		t.Errorf("a namespace config without the cluster config: %v", err)
 	}
+}
+
+// TestSeedPodPlacementConfigPrecedence is written from the functional tests
+// of the namespace-scoped PodPlacementConfig's design:
+//   - the configuration of the namespace-scoped config is applied to the
+//     pods it selects, and the cluster config's preferred affinities are
+//     ignored;
+//   - the highest-priority config applies to a pod several configs select;
+//   - a pod a config does not select is not processed with it.
+//
+// The cluster config's preferenceMerge PerArchitecture keeps the multiarch
+// tuning operator controller's merge: the configs' preferences are joined
+// architecture by architecture.
+func TestSeedPodPlacementConfigPrecedence(t *testing.T) {
+	spec := multiarchv1beta1.ClusterPodPlacementConfigSpec{Plugins: scoringFor("amd64", 60)}
+	ensureConfig(t, spec)
+	h := newHarness(t, "seed-ppc", nil)
+	for _, c := range []*multiarchv1beta1.PodPlacementConfig{
+		{
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "arm"},
+			Spec: multiarchv1beta1.PodPlacementConfigSpec{
+				Priority: 5, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "arm"}}, Plugins: scoringFor("arm64", 30),
+			},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "low"},
+			Spec: multiarchv1beta1.PodPlacementConfigSpec{
+				Priority: 10, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "both"}}, Plugins: scoringFor("ppc64le", 100),
+			},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "high"},
+			Spec: multiarchv1beta1.PodPlacementConfigSpec{
+				Priority: 20, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "both"}}, Plugins: scoringFor("s390x", 50),
+			},
+		},
+	} {
+		if err := k8s.Create(h.ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), c) })
+	}
+	labelled := func(name string, labels map[string]string) *corev1.Pod {
+		p := makePod(h.ns, name).image(imgAll).obj()
+		p.Labels = labels
+		return h.create(p)
+	}
+	prefs := func(name string) []string {
+		var out []string
+		for _, p := range h.waitReleased(name).Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			out = append(out, fmt.Sprintf("%s:%d", p.Preference.MatchExpressions[0].Values[0], p.Weight))
+		}
+		return out
+	}
+	check := func(name, wantArch string, wantPrefs ...string) {
+		t.Helper()
+		if got := prefs(name); !slices.Equal(got, wantPrefs) {
+			t.Errorf("%s: preferred terms %v, want %v", name, got, wantPrefs)
+		}
+		if arch := h.waitBound(name); arch != wantArch {
+			t.Errorf("%s: bound to %s, want %s", name, arch, wantArch)
+		}
+	}
+
+	labelled("arm", map[string]string{"app": "arm"})
+	labelled("both", map[string]string{"tier": "both"})
+	labelled("none", map[string]string{"app": "other"})
+	// The namespace config alone: the cluster's amd64 60 is ignored.
+	check("arm", "arm64", "arm64:30")
+	// The highest priority alone: low's ppc64le 100 is not added.
+	check("both", "s390x", "s390x:50")
+	// Selected by no namespace config: the cluster config's.
+	check("none", "amd64", "amd64:60")
+
+	// PerArchitecture: the cluster's amd64 60 and low's ppc64le 100 join.
+	spec.PreferenceMerge = multiarchv1beta1.PreferenceMergePerArchitecture
+	ensureConfig(t, spec)
+	labelled("arm-merged", map[string]string{"app": "arm"})
+	labelled("both-merged", map[string]string{"tier": "both"})
+	check("arm-merged", "amd64", "arm64:30", "amd64:60")
+	check("both-merged", "ppc64le", "s390x:50", "ppc64le:100", "amd64:60")
 }

@@ -43,11 +43,11 @@ func TestPreferenceSources(t *testing.T) {
 
 	pod := h.waitReleased("web")
 	if got, want := pod.Annotations[placement.PreferredAffinitySourcesAnnotation],
-		"arm64:40:PodPlacementConfig-tuning,amd64:25:PodPlacementConfig-tuning,ppc64le:30:ClusterPodPlacementConfig,amd64:20:ClusterPodPlacementConfig:skipped"; got != want {
+		"arm64:40:PodPlacementConfig-tuning,amd64:25:PodPlacementConfig-tuning,ppc64le:30:ClusterPodPlacementConfig:skipped,amd64:20:ClusterPodPlacementConfig:skipped"; got != want {
 		t.Errorf("web: sources %q, want %q", got, want)
 	}
-	if prefs := pod.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution; len(prefs) != 3 {
-		t.Errorf("web: preferred terms %+v, want three", prefs)
+	if prefs := pod.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution; len(prefs) != 2 {
+		t.Errorf("web: preferred terms %+v, want the namespace config's two", prefs)
 	}
 	h.waitEvent("web", placement.EventPreferenceSkipped)
 	// Its status counts the one pod it added a preference to ("own" had

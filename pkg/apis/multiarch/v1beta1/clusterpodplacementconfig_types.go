@@ -63,7 +63,36 @@ type ClusterPodPlacementConfigSpec struct {
 	// plugins are optional placement behaviours. Default: none enabled.
 	// +optional
 	Plugins *Plugins `json:"plugins,omitempty"`
+
+	// preferenceMerge says how the nodeAffinityScoring preferences of the
+	// configs that apply to a pod combine (an archway field; the multiarch
+	// tuning operator has none). HighestPriority, the default, as the
+	// operator's design states it: when an enabled nodeAffinityScoring of a
+	// PodPlacementConfig selects the pod, only the highest-priority such
+	// config's preferences are added and the cluster config's are ignored.
+	// PerArchitecture, as the operator's controller does it: every
+	// config's preferences are added, each architecture weighed by the
+	// highest-priority config naming it, the cluster config filling in the
+	// architectures none names. Either way the pod's
+	// preferred-affinity-sources annotation lists what was skipped.
+	// +optional
+	// +kubebuilder:default=HighestPriority
+	PreferenceMerge PreferenceMerge `json:"preferenceMerge,omitempty"`
 }
+
+// PreferenceMerge is how the preferences of several configs combine.
+// +kubebuilder:validation:Enum=HighestPriority;PerArchitecture
+type PreferenceMerge string
+
+// The ways preferences combine.
+const (
+	// PreferenceMergeHighestPriority: the highest-priority config that
+	// applies decides every preference.
+	PreferenceMergeHighestPriority PreferenceMerge = "HighestPriority"
+	// PreferenceMergePerArchitecture: each architecture takes the weight of
+	// the highest-priority config naming it.
+	PreferenceMergePerArchitecture PreferenceMerge = "PerArchitecture"
+)
 
 // Condition types of a ClusterPodPlacementConfig, as the multiarch tuning
 // operator names them.

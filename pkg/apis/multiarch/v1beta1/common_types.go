@@ -63,7 +63,9 @@ type NodeAffinityScoring struct {
 	// platforms are the weights, one entry per architecture. Required: at
 	// least one and at most 16 entries, each architecture at most once (a
 	// second entry is rejected as a duplicate key of the list).
-	// Only architectures a pod's images support get a preferred term.
+	// Every entry becomes a preferred term, as in the multiarch tuning
+	// operator: one for an architecture the pod's images lack changes
+	// nothing, the required term already rules it out.
 	// +required
 	// +listType=map
 	// +listMapKey=architecture
