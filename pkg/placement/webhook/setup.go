@@ -117,7 +117,7 @@ func Setup(mgr ctrl.Manager, opts placement.Options, reg prometheus.Registerer) 
 		metrics:      metrics,
 		log:          mgr.GetLogger().WithName("placement-webhook"),
 	}
-	mgr.GetWebhookServer().Register(placement.WebhookPath, &admission.Webhook{Handler: wh})
+	mgr.GetWebhookServer().Register(placement.WebhookPath, metrics.instrument(&admission.Webhook{Handler: wh}))
 	mgr.GetWebhookServer().Register(PodPlacementConfigValidationPath,
 		admission.WithValidator[*multiarchv1beta1.PodPlacementConfig](mgr.GetScheme(), podPlacementConfigValidator{
 			cache:  mgr.GetCache(),

@@ -52,6 +52,7 @@ func (w *gateWebhook) Handle(ctx context.Context, req admission.Request) admissi
 	pod := &corev1.Pod{}
 	if err := w.decoder.Decode(req, pod); err != nil {
 		w.log.Error(err, "decoding the pod; admitting it ungated", "namespace", req.Namespace)
+		w.metrics.notIntercepted.WithLabelValues(failedDecode).Inc()
 		return admission.Allowed("")
 	}
 	if placement.HasGate(pod) {
@@ -63,6 +64,7 @@ func (w *gateWebhook) Handle(ctx context.Context, req admission.Request) admissi
 		patch, err := admissionPatch(req.Object.Raw, map[string]string{placement.SchedulingGateLabel: placement.SchedulingGateLabelGated}, false)
 		if err != nil {
 			w.log.Error(err, "labelling a pod gated by others; admitting it as it is", "namespace", req.Namespace)
+			w.metrics.notIntercepted.WithLabelValues(failedPatch).Inc()
 			return admission.Allowed("")
 		}
 		return admission.Patched("", patch...)
@@ -74,6 +76,7 @@ func (w *gateWebhook) Handle(ctx context.Context, req admission.Request) admissi
 	patch, err := admissionPatch(req.Object.Raw, labels, gated)
 	if err != nil {
 		w.log.Error(err, "patching the pod; admitting it ungated", "namespace", req.Namespace)
+		w.metrics.notIntercepted.WithLabelValues(failedPatch).Inc()
 		return admission.Allowed("")
 	}
 	return admission.Patched("", patch...)
@@ -109,6 +112,7 @@ func (w *gateWebhook) admit(ctx context.Context, pod *corev1.Pod) (bool, map[str
 		in.config = cfg
 	case !apierrors.IsNotFound(err):
 		w.log.Error(err, "reading the ClusterPodPlacementConfig; admitting the pod ungated", "namespace", namespace)
+		w.metrics.notIntercepted.WithLabelValues(failedConfig).Inc()
 	}
 	if in.config != nil && in.config.Spec.NamespaceSelector != nil {
 		ns := &corev1.Namespace{}

@@ -57,6 +57,8 @@ var (
 	webhookCA  []byte
 	// suiteController is the running controller; a case may replace it.
 	suiteController *controllerRun
+	// webhookRegistry holds the gate webhook's metrics.
+	webhookRegistry = prometheus.NewRegistry()
 )
 
 func TestMain(m *testing.M) {
@@ -183,7 +185,7 @@ func startWebhook(ctx context.Context) (stop func(), err error) {
 		"manifests/placement/mutating_webhook_configuration.yaml",
 		"manifests/placement/validating_webhook_configuration.yaml",
 	}, func(mgr ctrl.Manager) error {
-		return placementwebhook.Setup(mgr, suiteOptions(), prometheus.NewRegistry())
+		return placementwebhook.Setup(mgr, suiteOptions(), webhookRegistry)
 	})
 	if err != nil {
 		return nil, err
