@@ -216,7 +216,7 @@ part_buildkit() {
 
 # part_node builds the parts of the bed's real node, all from pinned
 # modules: the kubelet (same Kubernetes version as the control plane),
-# containerd 2 with its runc shim and ctr, runc (cgo, with libseccomp) and
+# containerd 2 with its runc shim, runc (cgo, with libseccomp) and
 # the CNI plugins the node's pod network uses.
 part_node() {
 	apt_install libseccomp-dev iptables
@@ -229,7 +229,7 @@ part_node() {
 	local cv
 	cv=$(modversion containerd github.com/containerd/containerd/v2)
 	local c
-	for c in containerd containerd-shim-runc-v2 ctr; do
+	for c in containerd containerd-shim-runc-v2; do
 		CGO_ENABLED=0 gobuild node containerd "github.com/containerd/containerd/v2/cmd/$c" "$c" "$cv" \
 			-tags "no_btrfs no_zfs no_devmapper" -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$cv"
 	done
@@ -266,7 +266,7 @@ part_links() {
 	done
 	local cv
 	cv=$(modversion containerd github.com/containerd/containerd/v2)
-	for c in containerd containerd-shim-runc-v2 ctr; do
+	for c in containerd containerd-shim-runc-v2; do
 		ln -sfn "../$c-$cv" "$assets/$c"
 	done
 	ln -sfn "../runc-$(modversion runc github.com/opencontainers/runc)" "$assets/runc"

@@ -57,7 +57,7 @@ type RealNode struct {
 	// Dir holds the node's configuration and state (containerd's root,
 	// the kubelet's root, CNI state).
 	Dir string
-	// ContainerdSocket is containerd's API socket (for ctr -a).
+	// ContainerdSocket is containerd's API socket.
 	ContainerdSocket string
 
 	bridge     string

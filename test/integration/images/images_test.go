@@ -13,12 +13,14 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +40,8 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	bed.SetTestLogger()
 	var err error
-	testBed, err = bed.Start(context.Background(), bed.Options{WithoutNodes: true})
+	// A real node runs the images (TestInstallOnRealNode).
+	testBed, err = bed.Start(context.Background(), bed.Options{RealNode: true, Nodes: bed.ArchNodes(1, "arm64", "ppc64le", "s390x")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -71,29 +74,8 @@ var platforms = []struct {
 // lines. It prints each image's size per platform, then runs make
 // release-manifests' program on the pushed indexes (checkRelease).
 func TestMakeImages(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("make images runs buildah's builds: run as root")
-	}
 	ctx := t.Context()
-	out := t.TempDir()
-	registry := testBed.Registry.Host + "/archway"
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(bed.RepoRoot(), "hack", "images.sh"))
-	cmd.Dir = bed.RepoRoot()
-	cmd.Env = append(os.Environ(),
-		"REGISTRY="+registry, "TAG=test", "IMAGES_OUT="+out,
-		"BUILD_CONTROLLER_BASE_IMAGE="+testBed.BaseImage,
-		"BUILDER_BASE_IMAGE="+testBed.BaseImage,
-		// busybox has no package manager: the base stands in for one
-		// that has git, ssh and CA certificates.
-		"BUILDER_INSTALL_PACKAGES=true",
-	)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hack/images.sh: %v\n%s", err, log.String())
-	}
-	t.Logf("hack/images.sh took %s:\n%s", time.Since(start).Round(time.Second), log.String())
+	registry := makeImages(t)
 
 	for _, name := range releaseImages {
 		ref := registry + "/" + name + ":test"
@@ -178,6 +160,52 @@ func TestMakeImages(t *testing.T) {
 		t.Logf("release-manifests:\n%s", msg)
 	}
 	checkRelease(t, registry, "test", release)
+}
+
+// imagesRegistry is where makeImages pushes: <the bed's registry>/archway.
+func imagesRegistry() string { return testBed.Registry.Host + "/archway" }
+
+var (
+	imagesOnce sync.Once
+	imagesErr  error
+)
+
+// makeImages runs hack/images.sh (what make images runs) once for the
+// suite, pushing build-controller, builder and emulation-setup with tag
+// "test" to imagesRegistry, and returns that registry.
+func makeImages(t *testing.T) string {
+	t.Helper()
+	imagesOnce.Do(func() {
+		if os.Getuid() != 0 {
+			imagesErr = errors.New("make images runs buildah's builds: run as root")
+			return
+		}
+		cmd := exec.CommandContext(context.Background(), "bash", filepath.Join(bed.RepoRoot(), "hack", "images.sh"))
+		cmd.Dir = bed.RepoRoot()
+		cmd.Env = append(os.Environ(),
+			"REGISTRY="+imagesRegistry(), "TAG=test", "IMAGES_OUT="+filepath.Join(testBed.Dir, "images-out"),
+			"BUILD_CONTROLLER_BASE_IMAGE="+testBed.BaseImage,
+			"BUILDER_BASE_IMAGE="+testBed.BaseImage,
+			// busybox has no package manager: the base stands in for one
+			// that has git, ssh and CA certificates.
+			"BUILDER_INSTALL_PACKAGES=true",
+			// The bed's registry speaks plain HTTP on the real node's
+			// address, as in-cluster registries often do.
+			"BUILDER_FLAGS=--insecure-registry="+testBed.Registry.Host,
+		)
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			imagesErr = fmt.Errorf("hack/images.sh: %w\n%s", err, log.String())
+			return
+		}
+		fmt.Printf("hack/images.sh took %s:\n%s", time.Since(start).Round(time.Second), log.String())
+	})
+	if imagesErr != nil {
+		t.Fatal(imagesErr)
+	}
+	return imagesRegistry()
 }
 
 // checkStatic checks that the file at path of an image (its content bin)

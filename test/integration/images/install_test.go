@@ -1,0 +1,299 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ktypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/yaml"
+
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/e2e/framework"
+)
+
+// TestInstallOnRealNode installs the release overlay of the images make
+// images built (pinned by digest) with kubectl onto the bed's real node:
+// every component runs as a real container under containerd and runc,
+// pulled by digest, under its own service account, with the manifests'
+// probes, limits and security contexts, its webhooks reached by the
+// apiserver through their Services. Then a pod whose image is for this
+// machine's architecture only is gated by the placement webhook, placed by
+// the placement controller (which inspected its image in the registry),
+// bound to the real node and started by the kubelet.
+func TestInstallOnRealNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	registry := makeImages(t)
+	release := filepath.Join(t.TempDir(), "release")
+	if msg, err := runRelease(ctx, releaseManifestsProgram(t), registry, "test", release); err != nil {
+		t.Fatalf("release-manifests: %v\n%s", err, msg)
+	}
+	cfgData, err := os.ReadFile(filepath.Join(release, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configv1alpha1.Parse(cfgData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := writeRealNodeOverlay(t, release, cfg.Build.BuilderImage)
+	t.Cleanup(func() {
+		if t.Failed() {
+			framework.DumpPods(t.Logf, testBed)
+			dumpRestarts(t)
+		}
+	})
+	start := time.Now()
+	for _, args := range [][]string{
+		{"apply", "--server-side", "--force-conflicts", "-k", filepath.Join(bed.RepoRoot(), "manifests", "crd")},
+		{"wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"},
+		{"apply", "--server-side", "-k", overlay},
+	} {
+		if _, err := framework.BedKubectl(ctx, testBed, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Uninstalled at the end as an administrator does, so that the suite's
+	// other tests find the bed as it was (the CRDs installed, no archway
+	// objects); a leftover fails this test.
+	t.Cleanup(func() { uninstall(t, overlay) })
+	if err := framework.WaitInstalled(ctx, testBed); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("installed in %s", time.Since(start).Round(100*time.Millisecond))
+
+	controllerImage := pinnedImage(t, release, "build-controller")
+	var pods corev1.PodList
+	if err := testBed.Client.List(ctx, &pods, client.InNamespace(framework.InstallNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != testBed.Node.Name {
+			t.Errorf("pod %s runs on %s, not the real node", p.Name, p.Spec.NodeName)
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if !strings.HasPrefix(cs.ContainerID, "containerd://") || cs.State.Running == nil {
+				t.Errorf("pod %s container %s: %s, %+v: not a running containerd container", p.Name, cs.Name, cs.ContainerID, cs.State)
+			}
+			if cs.ImageID != controllerImage {
+				t.Errorf("pod %s runs image %s, want the release's %s", p.Name, cs.ImageID, controllerImage)
+			}
+		}
+	}
+
+	// Placement is on once the controller says the webhook follows the
+	// ClusterPodPlacementConfig.
+	var cppc multiarchv1beta1.ClusterPodPlacementConfig
+	if err := bed.WaitFor(ctx, testBed.Client, client.ObjectKey{Name: multiarchv1beta1.ClusterPodPlacementConfigName}, &cppc,
+		func(c *multiarchv1beta1.ClusterPodPlacementConfig) bool {
+			return meta.IsStatusConditionTrue(c.Status.Conditions, multiarchv1beta1.ConditionAvailable)
+		}); err != nil {
+		t.Fatal(err)
+	}
+	// A pod for this machine's architecture only, in a namespace of its
+	// own: the placement webhook gates it, the controller inspects its
+	// image and requires the architecture, the kubelet starts it.
+	image, err := testBed.PushProgramImage(ctx, "./test/bed/cmd/pause", "tests/pause:"+runtime.GOARCH, runtime.GOARCH, runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := testBed.CreateNamespace(ctx, "placed-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sa corev1.ServiceAccount
+	if err := bed.WaitFor(ctx, testBed.Client, client.ObjectKey{Namespace: ns, Name: "default"}, &sa, func(*corev1.ServiceAccount) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placed"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: image}}},
+	}
+	// The webhook gates only while it sees the placement controller's
+	// heartbeat (else nobody would remove the gate): wait until a dry run
+	// of the pod comes back gated.
+	for {
+		probe := pod.DeepCopy()
+		if err := testBed.Client.Create(ctx, probe, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(probe.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == placement.SchedulingGate }) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the placement webhook never gated a dry run of the pod (labels %v)", probe.Labels)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err := testBed.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == placement.SchedulingGate }) {
+		t.Fatalf("the placement webhook did not gate the pod: gates %v", pod.Spec.SchedulingGates)
+	}
+	var running corev1.Pod
+	if err := bed.WaitFor(ctx, testBed.Client, client.ObjectKeyFromObject(pod), &running, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if running.Spec.NodeName != testBed.Node.Name {
+		t.Errorf("placed pod runs on %s, want the real node %s", running.Spec.NodeName, testBed.Node.Name)
+	}
+	aff := running.Spec.Affinity
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+		!strings.Contains(fmt.Sprint(aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution), runtime.GOARCH) {
+		t.Errorf("placed pod's affinity %+v does not require %s", aff, runtime.GOARCH)
+	}
+	cs := running.Status.ContainerStatuses
+	if len(cs) != 1 || !strings.HasPrefix(cs[0].ContainerID, "containerd://") || !strings.Contains(cs[0].ImageID, "@sha256:") {
+		t.Errorf("placed pod's container %+v: not started by containerd from a digest", cs)
+	}
+}
+
+// pinnedImage is the reference by digest the release overlay gives an
+// image (its images: entry for <registry>/name).
+func pinnedImage(t *testing.T, release, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(release, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k ktypes.Kustomization
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range k.Images {
+		if strings.HasSuffix(img.NewName, "/"+name) && img.Digest != "" {
+			return img.NewName + "@" + img.Digest
+		}
+	}
+	t.Fatalf("the release overlay pins no %s:\n%s", name, data)
+	return ""
+}
+
+// writeRealNodeOverlay writes the bed's overlay of the release overlay: its
+// configuration names the release's builder and tells placement that the
+// bed's registry speaks plain HTTP, and every Deployment is pinned to the
+// real node (the kwok nodes run nothing).
+func writeRealNodeOverlay(t *testing.T, release, builderImage string) string {
+	t.Helper()
+	dir := t.TempDir()
+	config := fmt.Sprintf(`apiVersion: config.archway.dev/v1alpha1
+kind: BuildControllerConfiguration
+build:
+  builderImage: %s
+placement:
+  insecureRegistries: [%q]
+`, builderImage, testBed.Registry.Host)
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, err := filepath.Rel(dir, release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k strings.Builder
+	fmt.Fprintf(&k, `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+configMapGenerator:
+- name: build-controller-config
+  namespace: %s
+  behavior: replace
+  files: [config.yaml]
+patches:
+- target: {kind: Deployment}
+  patch: |-
+    - {op: add, path: /spec/template/spec/nodeSelector, value: {kubernetes.io/hostname: %s}}
+`, base, framework.InstallNamespace, testBed.Node.Name)
+	// manifests/default's order, which its deletion relies on (sortOptions
+	// apply to the kustomization built, not to its bases).
+	def, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "manifests", "default", "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(def, []byte("\nsortOptions:"))
+	if i < 0 {
+		t.Fatal("manifests/default/kustomization.yaml has no sortOptions")
+	}
+	k.Write(def[i+1:])
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// dumpRestarts logs why archway's containers last ended, with the end of
+// their previous log.
+func dumpRestarts(t *testing.T) {
+	ctx := context.Background()
+	var pods corev1.PodList
+	if err := testBed.Client.List(ctx, &pods, client.InNamespace(framework.InstallNamespace)); err != nil {
+		t.Log(err)
+		return
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount == 0 {
+				continue
+			}
+			t.Logf("pod %s container %s restarted %d times; last ended: %+v", p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState.Terminated)
+			log, err := testBed.Clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: true, TailLines: ptr.To(int64(10))}).DoRaw(ctx)
+			t.Logf("previous log (%v):\n%s", err, log)
+		}
+	}
+	if data, err := os.ReadFile(testBed.LogPath("kube-apiserver")); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "webhook") {
+				t.Logf("kube-apiserver: %s", line)
+			}
+		}
+	}
+	var events corev1.EventList
+	if err := testBed.Client.List(ctx, &events, client.InNamespace(framework.InstallNamespace)); err == nil {
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning {
+				t.Logf("event %s %s: %s (x%d)", e.InvolvedObject.Name, e.Reason, e.Message, e.Count)
+			}
+		}
+	}
+}
+
+// uninstall runs kubectl delete -k of the overlay on the real node (the
+// components stop, the ClusterPodPlacementConfig releases gated pods
+// while they still run, the namespace and CRDs go) and installs the CRDs
+// again, as the bed started with them.
+func uninstall(t *testing.T, overlay string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	for _, args := range [][]string{
+		{"delete", "-k", overlay, "--wait", "--timeout=180s"},
+		{"apply", "--server-side", "-k", filepath.Join(bed.RepoRoot(), "manifests", "crd")},
+		{"wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"},
+	} {
+		if _, err := framework.BedKubectl(ctx, testBed, args...); err != nil {
+			t.Errorf("uninstalling: %v", err)
+			return
+		}
+	}
+}
