@@ -49,7 +49,7 @@ func TestBuildSpecIsImmutable(t *testing.T) {
 		{name: "strategy", change: func(s *buildv1.BuildSpec) { s.Strategy.DockerStrategy.NoCache = true }, want: []string{specImmutable}},
 		{name: "output", change: func(s *buildv1.BuildSpec) { s.Output.To.Name = "registry.example.com/team/app:v2" }, want: []string{specImmutable}},
 		{name: "image labels", change: func(s *buildv1.BuildSpec) { s.Output.ImageLabels = []buildv1.ImageLabel{{Name: "a"}} }, want: []string{specImmutable}},
-		{name: "post commit", change: func(s *buildv1.BuildSpec) { s.PostCommit.Script = "make test" }, want: []string{specImmutable, postCommitNotImplemented}},
+		{name: "post commit", change: func(s *buildv1.BuildSpec) { s.PostCommit.Script = "make test" }, want: []string{specImmutable}},
 		{name: "deadline", change: func(s *buildv1.BuildSpec) { s.CompletionDeadlineSeconds = ptr.To(int64(60)) }, want: []string{specImmutable}},
 		{name: "node selector", change: func(s *buildv1.BuildSpec) { s.NodeSelector = map[string]string{"disk": "ssd"} }, want: []string{specImmutable}},
 		{name: "trusted CA", change: func(s *buildv1.BuildSpec) { s.MountTrustedCA = ptr.To(false) }, want: []string{specImmutable}},

@@ -10,9 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// postCommitNotImplemented is the refusal of a postCommit hook.
-const postCommitNotImplemented = `spec.postCommit: Invalid value: postCommit is not implemented by archway yet: remove it (archway would push the image without running the hook)`
-
 // rulesSkipped is the apiserver's last error when the schema rejects an
 // object before its CEL rules run.
 const rulesSkipped = "<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
@@ -261,12 +258,7 @@ func TestAdmissionRejects(t *testing.T) {
 		{
 			name:   "post-commit command and script",
 			mutate: func(s map[string]any) { s["postCommit"] = map[string]any{"command": []any{"true"}, "script": "true"} },
-			want:   []string{`spec.postCommit: Invalid value: set command or script, not both`, postCommitNotImplemented},
-		},
-		{
-			name:   "post-commit script (not implemented yet)",
-			mutate: func(s map[string]any) { s["postCommit"] = map[string]any{"script": "make test"} },
-			want:   []string{postCommitNotImplemented},
+			want:   []string{`spec.postCommit: Invalid value: set command or script, not both`},
 		},
 		{
 			name:   "mountTrustedCA (not implemented yet)",
@@ -443,6 +435,10 @@ func TestAdmissionAccepts(t *testing.T) {
 		}},
 		{name: "docker type without dockerStrategy", mutate: func(s map[string]any) { s["strategy"] = map[string]any{"type": "Docker"} }},
 		{name: "empty node selector", mutate: func(s map[string]any) { s["nodeSelector"] = map[string]any{} }},
+		{name: "post-commit script with args", mutate: func(s map[string]any) {
+			s["postCommit"] = map[string]any{"script": "make test $1", "args": []any{"-v"}}
+		}},
+		{name: "post-commit command", mutate: func(s map[string]any) { s["postCommit"] = map[string]any{"command": []any{"make", "test"}} }},
 		{name: "git with an inline Dockerfile", mutate: func(s map[string]any) {
 			s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"}, "dockerfile": "FROM x\n"}
 		}},

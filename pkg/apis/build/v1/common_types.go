@@ -595,10 +595,11 @@ type BuildVolumeMount struct {
 }
 
 // BuildPostCommitSpec is a command run in the built image before it is
-// pushed.
+// pushed (each platform's image, foreign ones under emulation); a failure
+// fails the platform with the reason PostCommitHookFailed, and nothing of
+// it is pushed.
 //
 // +kubebuilder:validation:XValidation:rule=`!has(self.script) || self.script == "" || !has(self.command) || self.command.size() == 0`,message="set command or script, not both"
-// +kubebuilder:validation:XValidation:rule=`self.?script.orValue("") == "" && size(self.?command.orValue([])) == 0 && size(self.?args.orValue([])) == 0`,message="postCommit is not implemented by archway yet: remove it (archway would push the image without running the hook)"
 type BuildPostCommitSpec struct {
 	// command is the command to run, replacing the image's entrypoint.
 	// Default: none.

@@ -357,6 +357,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		ForcePull:  strategy.ForcePull,
 		Format:     d.Options.Format,
 		PullAuth:   pullAuth,
+		PostCommit: postCommit(d.Build.Spec.PostCommit),
 		Out:        d.log,
 		Steps:      d.running.begin,
 	}
@@ -382,6 +383,9 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	out, err := b.BuildAndPush(ctx, req, dest, pushAuth)
 	if out.Build.Duration > 0 || err != nil {
 		d.stageDuration(buildv1.StageBuild, buildv1.StepDockerBuild, out.Build.Duration)
+	}
+	if out.PostCommit > 0 {
+		d.stageDuration(buildv1.StagePostCommit, buildv1.StepExecPostCommitHook, out.PostCommit)
 	}
 	if out.Pushed.Duration > 0 {
 		d.stageDuration(buildv1.StagePushImage, buildv1.StepPushDockerImage, out.Pushed.Duration)

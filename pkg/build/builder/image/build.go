@@ -98,6 +98,12 @@ type Request struct {
 	PullAuth registry.AuthFile
 	// Out receives the build's step output. Default: discarded.
 	Out io.Writer
+	// PostCommit, when set, runs in a container of the built image before
+	// BuildAndPush pushes it; a failure is a *StageError with
+	// StagePostCommit and nothing is pushed. A build with a hook does not
+	// reuse a result the layer cache keeps in its registry (the hook runs
+	// in an image of the store). Default: none.
+	PostCommit *PostCommit
 	// Steps, when set, is called once the build is about to run the
 	// Dockerfile's steps: not when its result is reused, nor when it
 	// fails before (a base image missing the platform, say).

@@ -15,6 +15,8 @@ const (
 	StageDockerfile Stage = "Dockerfile"
 	// StageBuild is the build itself, including pulling base images.
 	StageBuild Stage = "Build"
+	// StagePostCommit is the post-commit hook, run in the built image.
+	StagePostCommit Stage = "PostCommit"
 	// StagePush is pushing the built image.
 	StagePush Stage = "Push"
 	// StageInspect is reading the pushed image back from the registry.
@@ -33,6 +35,8 @@ func (e *StageError) Error() string {
 		return "preparing the Dockerfile: " + e.Err.Error()
 	case StageBuild:
 		return "building: " + e.Err.Error()
+	case StagePostCommit:
+		return e.Err.Error()
 	case StagePush:
 		return "pushing: " + e.Err.Error()
 	case StageInspect:

@@ -14,6 +14,8 @@ import (
 type Output struct {
 	// Build is the built image in the store.
 	Build Result
+	// PostCommit is how long the post-commit hook ran; zero for none.
+	PostCommit time.Duration
 	// Pushed is the push; zero when there was no destination.
 	Pushed Pushed
 	// Image is the pushed image as the registry has it; zero when there
@@ -37,16 +39,21 @@ func (e *PlatformMismatchError) Error() string {
 		e.Reference, e.Have.String(), e.Want.String())
 }
 
-// BuildAndPush builds req, pushes the image to dest with pushAuth and reads
-// it back from the registry, failing with a *PlatformMismatchError (in a
+// BuildAndPush builds req, runs its post-commit hook in the image, pushes
+// the image to dest with pushAuth and reads it back from the registry, failing with a *PlatformMismatchError (in a
 // *StageError with StageInspect) when the registry's copy says another
 // platform. With an empty dest the image is only built.
 func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pushAuth registry.AuthFile) (Output, error) {
 	start := time.Now()
 	var out Output
 	var err error
-	if out.Build, err = b.build(ctx, req, dest != ""); err != nil {
+	if out.Build, err = b.build(ctx, req, dest != "" && req.PostCommit == nil); err != nil {
 		return out, err
+	}
+	if req.PostCommit != nil {
+		if out.PostCommit, err = b.runPostCommit(ctx, out.Build.ImageID, *req.PostCommit, req.Env, req.Out); err != nil {
+			return out, &StageError{Stage: StagePostCommit, Err: err}
+		}
 	}
 	if dest == "" {
 		out.Duration = time.Since(start)

@@ -12,9 +12,10 @@ import (
 // a platform's build: the reason a *source.Error carries (FetchSourceFailed,
 // InvalidContextDirectory, ManageDockerfileFailed), else the one of the
 // failed imagebuild stage (a broken Dockerfile: ManageDockerfileFailed; the
-// build, including a base image without the platform: DockerBuildFailed; the
-// push: PushImageToRegistryFailed; a pushed image recording another
-// platform: GenericBuildFailed), else GenericBuildFailed. It returns "" for
+// build, including a base image without the platform: DockerBuildFailed;
+// the post-commit hook: PostCommitHookFailed; the push:
+// PushImageToRegistryFailed; a pushed image recording another platform:
+// GenericBuildFailed), else GenericBuildFailed. It returns "" for
 // a nil err.
 func Reason(err error) buildv1.StatusReason {
 	if err == nil {
@@ -31,6 +32,8 @@ func Reason(err error) buildv1.StatusReason {
 			return buildv1.StatusReasonManageDockerfileFailed
 		case image.StageBuild:
 			return buildv1.StatusReasonDockerBuildFailed
+		case image.StagePostCommit:
+			return buildv1.StatusReasonPostCommitHookFailed
 		case image.StagePush:
 			return buildv1.StatusReasonPushImageToRegistryFailed
 		}

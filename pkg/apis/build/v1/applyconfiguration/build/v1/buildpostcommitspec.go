@@ -6,7 +6,9 @@ package v1
 // with apply.
 //
 // BuildPostCommitSpec is a command run in the built image before it is
-// pushed.
+// pushed (each platform's image, foreign ones under emulation); a failure
+// fails the platform with the reason PostCommitHookFailed, and nothing of
+// it is pushed.
 type BuildPostCommitSpecApplyConfiguration struct {
 	// command is the command to run, replacing the image's entrypoint.
 	// Default: none.
