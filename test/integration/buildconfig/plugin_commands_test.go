@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/version"
 )
 
 // TestPluginCancelBuildConfig: cancel-build bc/NAME --state cancels the
@@ -159,11 +160,12 @@ func TestPluginCompletion(t *testing.T) {
 func TestPluginVersion(t *testing.T) {
 	h := newHarness(t, "plugin-version")
 	out, err := plugin(h.ctx, h.ns, "version")
-	if err != nil || !strings.Contains(out, "Client Version: dev\nKubernetes Version: v1.") || !strings.Contains(out, "Build API (build.openshift.io/v1): archway\n") {
+	// The version the test binary was linked with (make test sets it).
+	if err != nil || !strings.Contains(out, "Client Version: "+version.Version+"\nKubernetes Version: v1.") || !strings.Contains(out, "Build API (build.openshift.io/v1): archway\n") {
 		t.Errorf("version: %v, %q", err, out)
 	}
 	out, err = pluginRaw(h.ctx, "version", "--client", "-o", "json", "--server", "https://127.0.0.1:1")
-	if err != nil || !strings.Contains(out, `"clientVersion": "dev"`) || strings.Contains(out, "kubernetesVersion") {
+	if err != nil || !strings.Contains(out, `"clientVersion": "`+version.Version+`"`) || strings.Contains(out, "kubernetesVersion") {
 		t.Errorf("version --client: %v, %q", err, out)
 	}
 	if _, err := pluginRaw(h.ctx, "version", "--server", "https://127.0.0.1:1", "--kubeconfig", "/dev/null"); err == nil {

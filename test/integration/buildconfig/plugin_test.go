@@ -5,8 +5,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	archwayplugin "github.com/archway-build/archway/pkg/build/plugin"
@@ -81,6 +85,24 @@ func TestPluginFollowDescribeCancel(t *testing.T) {
 	h.waitBuild("app-1", "pods for all four platforms", func(b *buildv1.Build) bool {
 		return len(b.Status.Platforms) == 4 && b.Status.Platforms[3].PodName != "" && b.Status.Platforms[0].Phase == buildv1.BuildPhasePending
 	})
+	// --follow shows the node of each pod it has seen bound: cancel only
+	// once all four are (a pod's name in the status comes before its
+	// binding).
+	if err := wait.PollUntilContextCancel(h.ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := testBed.Client.List(ctx, &pods, client.InNamespace(h.ns)); err != nil {
+			return false, nil
+		}
+		bound := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" && p.Labels[buildv1.PodRoleLabel] == buildv1.PodRoleBuild {
+				bound++
+			}
+		}
+		return bound == 4, nil
+	}); err != nil {
+		t.Fatalf("the four platform pods were not bound: %v", err)
+	}
 	out, err := plugin(h.ctx, h.ns, "cancel-build", "build/app-1")
 	if err != nil || out != "build.build.openshift.io/app-1 cancelled\n" {
 		t.Fatalf("cancel-build: %v, %q", err, out)
