@@ -222,6 +222,19 @@ func (b *Bed) startRealNode(ctx context.Context, n *RealNode, sandboxImage strin
 			return err
 		}
 	}
+	// A user-namespaced pod's root is no one on the host, yet runc, in the
+	// pod's user namespace, resolves the paths of its root file system and
+	// volumes: every directory above them must be searchable by others (a
+	// bed's directory is 0700). Without it the sandbox of a hostUsers:
+	// false pod fails with "remount-private ... permission denied".
+	for _, d := range []string{"containerd/state", "containerd/root", "kubelet"} {
+		if err := SearchableByOthers(filepath.Join(n.Dir, d)); err != nil {
+			return err
+		}
+	}
+	if err := n.makeCgroupRoot(); err != nil {
+		return fmt.Errorf("the kubelet's cgroup root: %w", err)
+	}
 	if err := n.writeCNIConfig(); err != nil {
 		return err
 	}
@@ -434,7 +447,8 @@ func (n *RealNode) writeCNIConfig() error {
 }
 
 // kubeletConfig is the kubelet's configuration: containerd's socket, cgroupfs
-// (no systemd here) on this machine's cgroup v1 hierarchy, serving on the
+// (no systemd here) on this machine's cgroup v1 hierarchy under a root of
+// its own (makeCgroupRoot), serving on the
 // node's address only, anonymous reads allowed (the apiserver reads logs
 // without a client certificate; nothing outside this machine reaches the
 // address), and eviction thresholds a shared test machine will not trip.
@@ -450,6 +464,7 @@ port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: %d
+cgroupRoot: /%s
 authentication:
   anonymous:
     enabled: true
@@ -469,7 +484,7 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 featureGates:
   UserNamespacesSupport: true
-`, n.ContainerdSocket, n.IP, healthzPort, filepath.Join(n.Dir, "logs"))
+`, n.ContainerdSocket, n.IP, healthzPort, n.bridge, filepath.Join(n.Dir, "logs"))
 }
 
 // stopRealNode removes what the node's processes leave on the machine once
@@ -489,7 +504,70 @@ func (n *RealNode) stop() {
 		}
 	}
 	removeKubeletChains()
+	n.removeCgroupRoot()
 	n.deleteBridge()
+}
+
+// cgroupHierarchies are the mounted cgroup hierarchies (v1 controllers, the
+// named systemd one and the unified one of a hybrid setup).
+func cgroupHierarchies() ([]string, error) {
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, filepath.Join("/sys/fs/cgroup", e.Name()))
+		}
+	}
+	return out, nil
+}
+
+// makeCgroupRoot makes /<bridge> in every cgroup hierarchy: the kubelet's
+// cgroup root, so that two beds' kubelets each manage pods of their own
+// (a kubelet removes the pod cgroups under its root it does not know).
+func (n *RealNode) makeCgroupRoot() error {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		dir := filepath.Join(h, n.bridge)
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+		// A cpuset cgroup runs nothing until it has CPUs and memory nodes.
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if v, err := os.ReadFile(filepath.Join(h, f)); err == nil {
+				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeCgroupRoot removes the kubelet's cgroup root, children first, once
+// its processes are gone.
+func (n *RealNode) removeCgroupRoot() {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return
+	}
+	for _, h := range hs {
+		var dirs []string
+		_ = filepath.WalkDir(filepath.Join(h, n.bridge), func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = syscall.Rmdir(dirs[i])
+		}
+	}
 }
 
 // removeKubeletChains removes the iptables chains a kubelet adds on start
