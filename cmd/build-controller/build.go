@@ -22,5 +22,9 @@ func setupBuild(mgr ctrl.Manager, opts *options) error {
 			"and whoever may create a Build may run code as root on a node; every such pod carries the annotation "+controller.PodSecurityAnnotation+": Privileged",
 			"podSecurity", cfg.PodSecurity)
 	}
-	return controller.Setup(context.Background(), mgr, cfg, controller.Options{BaseInspector: newBaseInspector()})
+	return controller.Setup(context.Background(), mgr, cfg, controller.Options{
+		BaseInspector: newBaseInspector(),
+		// One list of plain-HTTP registries for placement and builds.
+		InsecureRegistries: opts.config.Placement.InsecureRegistries,
+	})
 }

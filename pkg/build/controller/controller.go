@@ -60,6 +60,11 @@ type Options struct {
 	// (status.platformsSummary): at most one per interval. Default
 	// ProgressInterval; negative: every change is written at once.
 	ProgressInterval time.Duration
+	// InsecureRegistries are the registries (host or host:port) reached
+	// over plain HTTP or without TLS verification, which the build pods
+	// are told (the placement section's insecureRegistries: one list for
+	// placement and builds).
+	InsecureRegistries []string
 }
 
 // Reconciler runs Builds: it resolves their platforms, creates their pods
@@ -87,6 +92,8 @@ type Reconciler struct {
 	// Bases reads base images' platforms before the fan-out (nil: no
 	// check before the pods).
 	Bases BaseInspector
+	// InsecureRegistries are told to the build pods (PodPlan).
+	InsecureRegistries []string
 }
 
 // Setup adds the Build controller to mgr.
@@ -114,16 +121,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		return fmt.Errorf("registering the build metrics: %w", err)
 	}
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Config:    cfg,
-		Recorder:  mgr.GetEventRecorder("build-controller"),
-		Metrics:   m,
-		Now:       time.Now,
-		Nodes:     NewNodeGroups(),
-		self:      newSelfWrites(),
-		progress:  newProgressWrites(opts.ProgressInterval),
-		Bases:     opts.BaseInspector,
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Config:             cfg,
+		Recorder:           mgr.GetEventRecorder("build-controller"),
+		Metrics:            m,
+		Now:                time.Now,
+		Nodes:              NewNodeGroups(),
+		self:               newSelfWrites(),
+		progress:           newProgressWrites(opts.ProgressInterval),
+		Bases:              opts.BaseInspector,
+		InsecureRegistries: opts.InsecureRegistries,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("build").
@@ -194,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	b, w.build = obs.build, obs.build
-	pl := PodPlan{Config: r.Config, Platforms: platforms}
+	pl := PodPlan{Config: r.Config, Platforms: platforms, InsecureRegistries: r.InsecureRegistries}
 	in := PlanInput{Build: b, Platforms: platforms, ManifestList: pl.ManifestList(b), Pods: obs.pods, Now: now}
 	plan := Decide(in)
 
@@ -368,7 +376,7 @@ func (r *Reconciler) act(ctx context.Context, pl PodPlan, in *PlanInput, plan *P
 // that failed the Build may not be in the cache yet.
 func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result, error) {
 	platforms, _ := resolvedPlatforms(b)
-	pl := PodPlan{Config: r.Config, Platforms: platforms}
+	pl := PodPlan{Config: r.Config, Platforms: platforms, InsecureRegistries: r.InsecureRegistries}
 	if !NeedsCleanup(b, pl.ManifestList(b)) {
 		return ctrl.Result{}, nil
 	}
@@ -519,7 +527,7 @@ func (r *Reconciler) resolve(_ context.Context, b *buildv1.Build) (Resolution, e
 func (r *Reconciler) annotate(ctx context.Context, b *buildv1.Build, platforms []string) error {
 	podName := buildv1.ClassicPodName(b.Name)
 	switch {
-	case PodPlan{Config: r.Config, Platforms: platforms}.ManifestList(b):
+	case PodPlan{Config: r.Config, Platforms: platforms, InsecureRegistries: r.InsecureRegistries}.ManifestList(b):
 		podName = buildv1.ManifestListPodName(b.Name)
 	case len(platforms) > 0:
 		podName = buildv1.PlatformPodName(b.Name, platforms[0])

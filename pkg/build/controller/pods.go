@@ -94,6 +94,20 @@ type PodPlan struct {
 	// Platforms are the Build's resolved platforms; empty for a classic
 	// build.
 	Platforms []string
+	// InsecureRegistries are passed to the builder of every pod
+	// (--insecure-registry): plain-HTTP registries the build pulls from
+	// or pushes to.
+	InsecureRegistries []string
+}
+
+// insecureRegistryArgs are the builder's flags naming the insecure
+// registries.
+func (pl PodPlan) insecureRegistryArgs() []string {
+	args := make([]string, 0, len(pl.InsecureRegistries))
+	for _, r := range pl.InsecureRegistries {
+		args = append(args, "--insecure-registry="+r)
+	}
+	return args
 }
 
 func (pl PodPlan) archNodeSelector() bool {
@@ -356,6 +370,7 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 	if pl.Config.AllowFileGitURIs {
 		c.Command = append(c.Command, "--"+AllowFileGitURIsFlag)
 	}
+	c.Command = append(c.Command, pl.insecureRegistryArgs()...)
 	c.Resources = resources(b.Spec.Resources, cfg.BuildDefaults.Resources)
 	c.Env = append(c.Env, ValueFromEnv(podBuild.Spec.Strategy.DockerStrategy)...)
 	pl.secureBuildPod(pod)
@@ -493,7 +508,7 @@ func (pl PodPlan) ManifestListPod(b *buildv1.Build) (*corev1.Pod, error) {
 	c := &pod.Spec.Containers[0]
 	c.Name = ManifestListContainerName
 	c.Image = pl.Config.BuilderImage
-	c.Command = []string{"builder", "manifest-list"}
+	c.Command = append([]string{"builder", "manifest-list"}, pl.insecureRegistryArgs()...)
 	if d := cmp.Or(b.Spec.CompletionDeadlineSeconds, pl.Config.ActiveDeadlineSeconds); d != nil && *d > 0 {
 		c.Command = append(c.Command, fmt.Sprintf("--wait-timeout=%ds", *d))
 	}

@@ -440,3 +440,28 @@ func TestBinaryInputReader(t *testing.T) {
 		t.Errorf("a build without a binary input: %q, want none", got)
 	}
 }
+
+// TestPodsNameInsecureRegistries: the plain-HTTP registries of the
+// configuration reach the builder of every pod of a build, the platform
+// pods and the manifest-list pod alike.
+func TestPodsNameInsecureRegistries(t *testing.T) {
+	pl := PodPlan{Config: testConfig(), Platforms: []string{"linux/amd64", "linux/arm64"}, InsecureRegistries: []string{"registry.lan:5000", "10.0.0.7"}}
+	b := makeBuild("app").obj()
+	b.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.lan:5000/team/app:v1"}
+	bp, err := pl.BuildPod(b, "linux/arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml, err := pl.ManifestListPod(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range []*corev1.Pod{bp, ml} {
+		cmd := strings.Join(pod.Spec.Containers[0].Command, " ")
+		for _, want := range []string{"--insecure-registry=registry.lan:5000", "--insecure-registry=10.0.0.7"} {
+			if !strings.Contains(cmd, want) {
+				t.Errorf("pod %s: command %q lacks %s", pod.Name, cmd, want)
+			}
+		}
+	}
+}

@@ -20,8 +20,10 @@ import (
 	ktypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
 
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+	"github.com/archway-build/archway/pkg/emulation"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
@@ -167,6 +169,96 @@ func TestInstallOnRealNode(t *testing.T) {
 	if len(cs) != 1 || !strings.HasPrefix(cs[0].ContainerID, "containerd://") || !strings.Contains(cs[0].ImageID, "@sha256:") {
 		t.Errorf("placed pod's container %+v: not started by containerd from a digest", cs)
 	}
+
+	fourPlatformBuild(ctx, t, release)
+}
+
+// fourPlatformBuild installs the release's emulation DaemonSet, which
+// labels the real node as emulating the other architectures, and runs a
+// four-platform Build through the installed build-controller: every
+// platform's pod is a real unprivileged container on the real node (this
+// machine's platform natively, the others' RUN steps under qemu), the
+// manifest-list pod pushes the index, and each child's RUN step ran on its
+// architecture.
+func fourPlatformBuild(ctx context.Context, t *testing.T, release string) {
+	t.Helper()
+	if _, err := framework.BedKubectl(ctx, testBed, "apply", "--server-side", "-k", filepath.Join(release, "emulation")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = framework.BedKubectl(context.Background(), testBed, "delete", "-k", filepath.Join(release, "emulation"), "--wait", "--timeout=120s")
+	})
+	var node corev1.Node
+	if err := bed.WaitFor(ctx, testBed.Client, client.ObjectKey{Name: testBed.Node.Name}, &node, func(n *corev1.Node) bool {
+		return n.Labels[emulation.Label("arm64")] == "true" && n.Labels[emulation.Label("ppc64le")] == "true" && n.Labels[emulation.Label("s390x")] == "true"
+	}); err != nil {
+		t.Fatalf("the emulation DaemonSet did not label the real node: %v", err)
+	}
+	ns, err := testBed.CreateNamespace(ctx, "build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sa corev1.ServiceAccount
+	if err := bed.WaitFor(ctx, testBed.Client, client.ObjectKey{Namespace: ns, Name: "default"}, &sa, func(*corev1.ServiceAccount) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	// OpenShift makes the builder service account in every namespace.
+	if err := testBed.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: configv1alpha1.DefaultBuilderServiceAccount}}); err != nil {
+		t.Fatal(err)
+	}
+	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}}
+	b.Spec.Source = buildv1.BuildSource{Dockerfile: ptr.To("FROM " + testBed.BaseImage + "\nRUN uname -m > /machine\n")}
+	b.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{}}
+	b.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: testBed.Registry.Host + "/realnode/hello:v1"}
+	b.Spec.Platforms = []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
+	start := time.Now()
+	if err := testBed.Client.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	var done buildv1.Build
+	if err := bed.WaitFor(ctx, testBed.Client, client.ObjectKeyFromObject(b), &done, func(b *buildv1.Build) bool { return b.Status.Phase.IsTerminal() }); err != nil {
+		t.Fatal(err)
+	}
+	if done.Status.Phase != buildv1.BuildPhaseComplete {
+		t.Fatalf("build %s: %s; platforms %+v", done.Status.Phase, done.Status.Message, done.Status.Platforms)
+	}
+	t.Logf("four-platform build on the real node (three under qemu): %s", time.Since(start).Round(100*time.Millisecond))
+	var pods corev1.PodList
+	if err := testBed.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != testBed.Node.Name || len(p.Status.ContainerStatuses) == 0 || !strings.HasPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://") {
+			t.Errorf("build pod %s ran on %s, not as a real container on the real node", p.Name, p.Spec.NodeName)
+		}
+	}
+	img, err := testBed.Registry.OpenImage(ctx, b.Spec.Output.To.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	index, _, err := img.Index(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	machines := map[string]string{"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
+	for _, d := range index.Manifests {
+		if d.Platform == nil || machines[d.Platform.Architecture] == "" {
+			continue
+		}
+		got, err := img.TopLayerFile(ctx, d.Digest, "/machine")
+		if err != nil {
+			t.Errorf("%s: %v", d.Platform.Architecture, err)
+			continue
+		}
+		if strings.TrimSpace(got) != machines[d.Platform.Architecture] {
+			t.Errorf("the %s image's RUN step ran on %q", d.Platform.Architecture, strings.TrimSpace(got))
+		}
+		delete(machines, d.Platform.Architecture)
+	}
+	if len(machines) != 0 {
+		t.Errorf("the index lacks %v", machines)
+	}
 }
 
 // pinnedImage is the reference by digest the release overlay gives an
@@ -201,6 +293,11 @@ func writeRealNodeOverlay(t *testing.T, release, builderImage string) string {
 kind: BuildControllerConfiguration
 build:
   builderImage: %s
+  emulation:
+    platforms:
+    - {platform: linux/arm64, hostArchitectures: [amd64]}
+    - {platform: linux/ppc64le, hostArchitectures: [amd64]}
+    - {platform: linux/s390x, hostArchitectures: [amd64]}
 placement:
   insecureRegistries: [%q]
 `, builderImage, testBed.Registry.Host)

@@ -24,7 +24,9 @@ type PlacementConfig struct {
 	Inspection PlacementInspectionConfig `json:"inspection,omitempty"`
 
 	// insecureRegistries are registry hosts ("host" or "host:port")
-	// reached over plain HTTP or TLS without verification. Default: none.
+	// reached over plain HTTP or TLS without verification, by placement's
+	// inspections and by build pods alike (build-controller passes them to
+	// every build and manifest-list pod). Default: none.
 	// +optional
 	InsecureRegistries []string `json:"insecureRegistries,omitempty"`
 
