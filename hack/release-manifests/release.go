@@ -444,7 +444,8 @@ func mapValue(m *yamlv3.Node, key string) *yamlv3.Node {
 
 // verify builds the kustomization in dir and checks that every container
 // image and every image of build-controller's configuration file is one
-// of pinned.
+// of pinned, and that it holds no CRD (deleting the release must leave
+// the CRDs and their objects).
 func verify(dir string, pinned []string) error {
 	o := krusty.MakeDefaultOptions()
 	// The kustomization's sortOptions order it.
@@ -468,6 +469,10 @@ func verify(dir string, pinned []string) error {
 			return err
 		}
 		where := r.GetKind() + " " + r.GetNamespace() + "/" + r.GetName()
+		if r.GetKind() == "CustomResourceDefinition" {
+			return fmt.Errorf("it holds CustomResourceDefinition %s: kubectl delete -k of the release would delete it and every object of its kind; "+
+				"CRDs are installed and removed on their own (manifests/crd): leave ../crd out of the base", r.GetName())
+		}
 		walkImages(obj, false, func(image string) { check(where, image) })
 		if r.GetKind() == "ConfigMap" && strings.HasPrefix(r.GetName(), "build-controller-config") {
 			data, _ := obj["data"].(map[string]any)

@@ -71,7 +71,8 @@ func pinnedOf(imgs map[string]Image) []string {
 
 // TestVerify builds the rendered overlays of the repository's manifests
 // (every image pinned) and of a copy with one more container whose image
-// the release does not know: verify refuses the second, naming it.
+// the release does not know: verify refuses the second, naming it, and a
+// copy whose base holds the CRDs.
 func TestVerify(t *testing.T) {
 	imgs := testImages()
 	manifests := repoManifests(t)
@@ -107,6 +108,7 @@ func TestVerify(t *testing.T) {
 	if !strings.Contains(string(data), containers) {
 		t.Fatalf("%s has no %q", dep, containers)
 	}
+	orig := data
 	data = []byte(strings.Replace(string(data), containers, containers+"      - name: sidecar\n        image: quay.io/someone/sidecar:latest\n", 1))
 	if err := os.WriteFile(dep, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -114,6 +116,28 @@ func TestVerify(t *testing.T) {
 	err = verify(out, pinnedOf(imgs))
 	if err == nil || !strings.Contains(err.Error(), "quay.io/someone/sidecar:latest") {
 		t.Errorf("verify with an unknown image: %v", err)
+	}
+
+	// CRDs in the base: deleting the release would delete them.
+	if err := os.WriteFile(dep, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	def := filepath.Join(manifests, "default", "kustomization.yaml")
+	data, err = os.ReadFile(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const resources = "resources:\n"
+	if !strings.Contains(string(data), resources) {
+		t.Fatalf("%s has no %q", def, resources)
+	}
+	data = []byte(strings.Replace(string(data), resources, resources+"- ../crd\n", 1))
+	if err := os.WriteFile(def, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = verify(out, pinnedOf(imgs))
+	if err == nil || !strings.Contains(err.Error(), "CustomResourceDefinition") {
+		t.Errorf("verify with the CRDs in the base: %v", err)
 	}
 }
 

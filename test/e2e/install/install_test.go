@@ -9,6 +9,8 @@ package install
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
@@ -35,7 +39,9 @@ const namespace = framework.InstallNamespace
 // gated and placed; deleting the ClusterPodPlacementConfig releases a pod
 // still gated; removing any one RBAC rule makes some case fail
 // (leastPrivilege, rbac_test.go); `kubectl delete -k` leaves no webhook
-// configuration, no gated pod and no object held by a finalizer. It prints the time from
+// configuration, no gated pod and no object held by a finalizer, and
+// keeps the CRDs and the users' Builds, BuildConfigs and policies, which
+// `kubectl delete -k manifests/crd` then removes. It prints the time from
 // `kubectl apply -k` to the first four-platform build complete.
 func TestInstall(t *testing.T) {
 	if testing.Short() {
@@ -139,6 +145,23 @@ func TestInstall(t *testing.T) {
 		pod := testPod(ns, "gated", unreachableImage(t))
 		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
 		g.Expect(pod.Spec.SchedulingGates).NotTo(BeEmpty(), "placement is on again")
+		// The users' objects: the four-platform build's Build and
+		// BuildConfig, and a policy of a namespace.
+		var builds buildv1.BuildList
+		g.Expect(b.Client.List(ctx, &builds)).To(Succeed())
+		g.Expect(builds.Items).NotTo(BeEmpty(), "no Build to keep: the four-platform build made none")
+		var configs buildv1.BuildConfigList
+		g.Expect(b.Client.List(ctx, &configs)).To(Succeed())
+		g.Expect(configs.Items).NotTo(BeEmpty(), "no BuildConfig to keep")
+		policy := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kupid.gardener.cloud/v1alpha1", "kind": "PodSchedulingPolicy",
+			"metadata": map[string]any{"namespace": ns, "name": "keep"},
+			"spec":     map[string]any{"podSelector": map[string]any{}, "nodeSelector": map[string]any{"kubernetes.io/os": "linux"}},
+		}}
+		g.Expect(b.Client.Create(ctx, policy)).To(Succeed())
+		kept := []client.Object{&builds.Items[0], &configs.Items[0], policy}
+		crds := crdNames(t)
+
 		out, err := kubectl("delete", "-k", overlay, "--timeout=3m")
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		got := &corev1.Pod{}
@@ -150,10 +173,53 @@ func TestInstall(t *testing.T) {
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s is left: %v", w.Kind, w.Name, err)
 		}
 		// kubectl delete waited for every object to be gone: nothing was
-		// held by a finalizer. The namespace and CRDs are gone too.
+		// held by a finalizer. The namespace is gone too.
 		err = b.Client.Get(ctx, client.ObjectKey{Name: namespace}, &corev1.Namespace{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s: %v", namespace, err)
+		// The CRDs and the users' objects are not: they are removed on
+		// their own (manifests/crd).
+		for _, name := range crds {
+			crd := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}}
+			g.Expect(b.Client.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed(), "CRD %s deleted by uninstalling the components", name)
+		}
+		for _, obj := range kept {
+			uid := obj.GetUID()
+			g.Expect(b.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed(), "%T %s deleted by uninstalling the components", obj, obj.GetName())
+			g.Expect(obj.GetUID()).To(Equal(uid), "%T %s was made again", obj, obj.GetName())
+		}
+
+		// Removing the CRDs too, as docs/admin-guide/install.md says,
+		// deletes every object of theirs: nothing holds them.
+		out, err = kubectl("delete", "-k", filepath.Join(bed.RepoRoot(), "manifests", "crd"), "--timeout=2m")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		for _, name := range crds {
+			crd := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}}
+			err := b.Client.Get(ctx, client.ObjectKey{Name: name}, crd)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "CRD %s: %v", name, err)
+		}
 	})
+}
+
+// crdNames are the names of the CRDs manifests/crd installs.
+func crdNames(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(bed.RepoRoot(), "manifests", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("manifests/crd/bases: %v, %d files", err, len(files))
+	}
+	var names []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd metav1.PartialObjectMetadata
+		if err := yaml.Unmarshal(data, &crd); err != nil || crd.Kind != "CustomResourceDefinition" || crd.Name == "" {
+			t.Fatalf("%s: not a CRD (%v)", f, err)
+		}
+		names = append(names, crd.Name)
+	}
+	return names
 }
 
 // testPod is a pod the placement webhook gates (no node selection of its
