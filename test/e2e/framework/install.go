@@ -217,8 +217,18 @@ configMapGenerator:
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/env, value: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]}
 `)
-	// The order of manifests/default, which kubectl delete -k relies on
-	// (sortOptions apply to the kustomization built, not to its bases).
+	order, err := DefaultSortOptions()
+	if err != nil {
+		return "", err
+	}
+	k.WriteString(order)
+	return dir, write("kustomization.yaml", k.String())
+}
+
+// DefaultSortOptions is the sortOptions section of manifests/default's
+// kustomization, the order kubectl delete -k relies on, for an overlay to
+// repeat (sortOptions apply to the kustomization built, not to its bases).
+func DefaultSortOptions() (string, error) {
 	def, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "manifests", "default", "kustomization.yaml"))
 	if err != nil {
 		return "", err
@@ -227,8 +237,7 @@ configMapGenerator:
 	if i < 0 {
 		return "", fmt.Errorf("manifests/default/kustomization.yaml has no sortOptions")
 	}
-	k.Write(def[i+1:])
-	return dir, write("kustomization.yaml", k.String())
+	return string(def[i+1:]), nil
 }
 
 // WaitInstalled waits until every Deployment of archway's namespace has

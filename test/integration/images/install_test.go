@@ -1,7 +1,6 @@
 package images
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -323,17 +322,11 @@ patches:
   patch: |-
     - {op: add, path: /spec/template/spec/nodeSelector, value: {kubernetes.io/hostname: %s}}
 `, base, framework.InstallNamespace, testBed.Node.Name)
-	// manifests/default's order, which its deletion relies on (sortOptions
-	// apply to the kustomization built, not to its bases).
-	def, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "manifests", "default", "kustomization.yaml"))
+	order, err := framework.DefaultSortOptions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(def, []byte("\nsortOptions:"))
-	if i < 0 {
-		t.Fatal("manifests/default/kustomization.yaml has no sortOptions")
-	}
-	k.Write(def[i+1:])
+	k.WriteString(order)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}

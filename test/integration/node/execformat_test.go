@@ -62,22 +62,11 @@ func TestExecFormatErrorMonitor(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := createNamespace(ctx, t)
-	mislabelled := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mislabelled"},
-		Spec: corev1.PodSpec{NodeName: testBed.Node.Name, RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "main", Image: image}}},
-	}
+	mislabelled := nodePod(ns, "mislabelled", corev1.Container{Name: "main", Image: image})
 	// Exit code 255 too, and no exec format error.
-	other := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"},
-		Spec: corev1.PodSpec{NodeName: testBed.Node.Name, RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "main", Image: testBed.BaseImage, Command: []string{"sh", "-c", "echo failing; exit 255"}}}},
-	}
+	other := nodePod(ns, "other", corev1.Container{Name: "main", Image: testBed.BaseImage, Command: []string{"sh", "-c", "echo failing; exit 255"}})
 	for _, p := range []*corev1.Pod{other, mislabelled} {
-		if err := testBed.Client.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		waitPodDone(ctx, t, ns, p.Name)
+		runOnNode(ctx, t, p)
 	}
 	// The monitor reads pods' changes in order: the other pod's failure
 	// is judged before the mislabelled pod's, whose event is the signal

@@ -25,22 +25,12 @@ func TestRealNodeRunsAPod(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := createNamespace(ctx, t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"},
-		Spec: corev1.PodSpec{
-			NodeName:      testBed.Node.Name,
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name:    "hello",
-				Image:   testBed.BaseImage,
-				Command: []string{"sh", "-c", "echo hello from $(uname -m); cat /proc/self/uid_map"},
-			}},
-		},
-	}
-	if err := testBed.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	done := waitPodDone(ctx, t, ns, pod.Name)
+	pod := nodePod(ns, "hello", corev1.Container{
+		Name:    "hello",
+		Image:   testBed.BaseImage,
+		Command: []string{"sh", "-c", "echo hello from $(uname -m); cat /proc/self/uid_map"},
+	})
+	done := runOnNode(ctx, t, pod)
 	if done.Status.Phase != corev1.PodSucceeded {
 		t.Fatalf("pod ended %s: %+v", done.Status.Phase, done.Status.ContainerStatuses)
 	}
@@ -65,23 +55,13 @@ func TestUserNamespaces(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := createNamespace(ctx, t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "userns"},
-		Spec: corev1.PodSpec{
-			NodeName:      testBed.Node.Name,
-			RestartPolicy: corev1.RestartPolicyNever,
-			HostUsers:     ptr.To(false),
-			Containers: []corev1.Container{{
-				Name:    "userns",
-				Image:   testBed.BaseImage,
-				Command: []string{"cat", "/proc/self/uid_map"},
-			}},
-		},
-	}
-	if err := testBed.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	done := waitPodDone(ctx, t, ns, pod.Name)
+	pod := nodePod(ns, "userns", corev1.Container{
+		Name:    "userns",
+		Image:   testBed.BaseImage,
+		Command: []string{"cat", "/proc/self/uid_map"},
+	})
+	pod.Spec.HostUsers = ptr.To(false)
+	done := runOnNode(ctx, t, pod)
 	if done.Status.Phase != corev1.PodSucceeded {
 		t.Fatalf("pod ended %s: %+v", done.Status.Phase, done.Status.ContainerStatuses)
 	}
@@ -89,6 +69,28 @@ func TestUserNamespaces(t *testing.T) {
 	if len(uidMap) != 3 || uidMap[0] != "0" || uidMap[1] == "0" || uidMap[2] != "65536" {
 		t.Fatalf("uid_map %q: want 0 <host id other than 0> 65536", uidMap)
 	}
+}
+
+// nodePod is a pod of one container bound to the real node, never
+// restarted.
+func nodePod(ns, name string, c corev1.Container) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			NodeName:      testBed.Node.Name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{c},
+		},
+	}
+}
+
+// runOnNode creates the pod and waits until it has ended.
+func runOnNode(ctx context.Context, t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	if err := testBed.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	return waitPodDone(ctx, t, pod.Namespace, pod.Name)
 }
 
 func createNamespace(ctx context.Context, t *testing.T) string {
@@ -160,18 +162,8 @@ func TestPodsReachTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := createNamespace(ctx, t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "whoami"},
-		Spec: corev1.PodSpec{
-			NodeName:      testBed.Node.Name,
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "whoami", Image: image}},
-		},
-	}
-	if err := testBed.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	done := waitPodDone(ctx, t, ns, pod.Name)
+	pod := nodePod(ns, "whoami", corev1.Container{Name: "whoami", Image: image})
+	done := runOnNode(ctx, t, pod)
 	logs := podLogs(ctx, t, ns, pod.Name, "whoami")
 	want := "user system:serviceaccount:" + ns + ":default"
 	if done.Status.Phase != corev1.PodSucceeded || strings.TrimSpace(logs) != want {
@@ -192,18 +184,8 @@ func TestExecFormatError(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := createNamespace(ctx, t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mislabelled"},
-		Spec: corev1.PodSpec{
-			NodeName:      testBed.Node.Name,
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "main", Image: image}},
-		},
-	}
-	if err := testBed.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	done := waitPodDone(ctx, t, ns, pod.Name)
+	pod := nodePod(ns, "mislabelled", corev1.Container{Name: "main", Image: image})
+	done := runOnNode(ctx, t, pod)
 	if done.Status.Phase != corev1.PodFailed || len(done.Status.ContainerStatuses) == 0 || done.Status.ContainerStatuses[0].State.Terminated == nil {
 		t.Fatalf("pod %s: %+v", done.Status.Phase, done.Status.ContainerStatuses)
 	}
