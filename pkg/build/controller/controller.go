@@ -646,6 +646,10 @@ func (r *Reconciler) createPod(ctx context.Context, b *buildv1.Build, pod *corev
 	err := r.Client.Create(ctx, pod, client.FieldOwner(FieldManager))
 	switch {
 	case err == nil:
+		if escape := unfitNodesEscape(pod, UnfitNodeRequirement(r.Config)); escape != "" {
+			msg, err := r.refuseUnfit(ctx, pod, escape)
+			return nil, msg, err
+		}
 		return pod, "", nil
 	case apierrors.IsAlreadyExists(err):
 		existing := &corev1.Pod{}
@@ -668,6 +672,18 @@ func (r *Reconciler) createPod(ctx context.Context, b *buildv1.Build, pod *corev
 	default:
 		return nil, "", fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
+}
+
+// refuseUnfit deletes a pod that admission left able to run on a node
+// build.unfitNodes marks, and returns the permanent failure that says so
+// (or the error of the delete, retried).
+func (r *Reconciler) refuseUnfit(ctx context.Context, pod *corev1.Pod, escape string) (string, error) {
+	if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("deleting pod %s, which may run on a node unfit for builds: %w", pod.Name, err)
+	}
+	u := r.Config.UnfitNodes
+	return fmt.Sprintf("%s, so it could run on a node labelled %s, which build.unfitNodes marks unfit for builds: "+
+		"the pod was deleted (find the scheduling policy or webhook that changes build pods' node affinity)", escape, u.LabelKey), nil
 }
 
 // write applies the status the plan leads to, if it changed, then records

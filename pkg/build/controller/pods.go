@@ -359,6 +359,7 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 		sel[corev1.LabelOSStable] = "linux"
 	}
 	pod.Spec.NodeSelector = sel
+	excludeUnfitNodes(pod, UnfitNodeRequirement(cfg))
 	pod.Spec.ActiveDeadlineSeconds = b.Spec.CompletionDeadlineSeconds
 	if pod.Spec.ActiveDeadlineSeconds == nil {
 		pod.Spec.ActiveDeadlineSeconds = cfg.ActiveDeadlineSeconds
@@ -505,6 +506,7 @@ func (pl PodPlan) ManifestListPod(b *buildv1.Build) (*corev1.Pod, error) {
 		sel[corev1.LabelOSStable] = "linux"
 	}
 	pod.Spec.NodeSelector = sel
+	excludeUnfitNodes(pod, UnfitNodeRequirement(pl.Config))
 	c := &pod.Spec.Containers[0]
 	c.Name = ManifestListContainerName
 	c.Image = pl.Config.BuilderImage

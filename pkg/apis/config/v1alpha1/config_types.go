@@ -113,6 +113,30 @@ type BuildControllerConfig struct {
 	// no layerCache.mode. Default: mode Disabled.
 	// +optional
 	LayerCache LayerCacheConfig `json:"layerCache,omitempty"`
+
+	// unfitNodes marks, by a node label, the nodes no build pod may run on
+	// (for example nodes whose container runtime ignores user namespaces).
+	// Every build pod requires, in each of its required node affinity
+	// terms, that the node not have the label (or, with values, not one
+	// of those values), added after the Build's nodeSelector and the
+	// build defaults and overrides; build-controller deletes a pod that
+	// admission (a scheduling policy, a webhook) left without it or bound
+	// to a node, and fails its platform. Default: none.
+	// +optional
+	UnfitNodes *UnfitNodesConfig `json:"unfitNodes,omitempty"`
+}
+
+// UnfitNodesConfig names the node label that marks nodes unfit for builds.
+type UnfitNodesConfig struct {
+	// labelKey is the node label's key. Required.
+	LabelKey string `json:"labelKey"`
+
+	// values, when set, are the label values that make a node unfit (a
+	// NotIn requirement); a node with another value, or without the
+	// label, may run builds. Default: none (any value makes a node unfit:
+	// a DoesNotExist requirement).
+	// +optional
+	Values []string `json:"values,omitempty"`
 }
 
 // LayerCacheConfig is the default layer cache of Docker builds.

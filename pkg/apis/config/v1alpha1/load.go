@@ -159,6 +159,21 @@ func validateBuild(b *BuildControllerConfig, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("builderServiceAccount"), b.BuilderServiceAccount,
 			"build pods must not run as the namespace's default service account, which every other pod gets: use builder (the default) or another name"))
 	}
+	if u := b.UnfitNodes; u != nil {
+		p := path.Child("unfitNodes")
+		if u.LabelKey == "" {
+			errs = append(errs, field.Required(p.Child("labelKey"), "the node label that marks nodes unfit for builds"))
+		} else {
+			for _, msg := range validation.IsQualifiedName(u.LabelKey) {
+				errs = append(errs, field.Invalid(p.Child("labelKey"), u.LabelKey, msg))
+			}
+		}
+		for i, v := range u.Values {
+			for _, msg := range validation.IsValidLabelValue(v) {
+				errs = append(errs, field.Invalid(p.Child("values").Index(i), v, msg))
+			}
+		}
+	}
 	errs = append(errs, validateEmulation(&b.Emulation, path.Child("emulation"))...)
 	errs = append(errs, validateDefaults(&b.BuildDefaults, path.Child("buildDefaults"))...)
 	errs = append(errs, validateOverrides(&b.BuildOverrides, path.Child("buildOverrides"))...)

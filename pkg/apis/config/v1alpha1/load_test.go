@@ -68,6 +68,10 @@ func TestParse(t *testing.T) {
 		{name: "missing builder image", file: header, wantErr: []string{"build.builderImage: Required value"}},
 		{name: "bad builder image", file: header + "build: {builderImage: 'registry/app:bad tag'}\n", wantErr: []string{"build.builderImage: Invalid value"}},
 		{name: "unknown field names it", file: header + "build: {builderImage: x, buidlerImage: y}\n", wantErr: []string{"buidlerImage"}},
+		{name: "unfitNodes without a label key", file: header + "build: {builderImage: x, unfitNodes: {values: [yes]}}\n",
+			wantErr: []string{"build.unfitNodes.labelKey: Required value"}},
+		{name: "unfitNodes with a bad key and value", file: header + "build: {builderImage: x, unfitNodes: {labelKey: 'a b', values: ['c d']}}\n",
+			wantErr: []string{"build.unfitNodes.labelKey: Invalid value", "build.unfitNodes.values[0]: Invalid value"}},
 		{
 			name:    "bad platform names the index and says what to write",
 			file:    header + "build:\n  builderImage: x\n  buildOverrides:\n    platforms: [linux/amd64, linux/aarch64]\n",
