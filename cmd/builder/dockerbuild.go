@@ -151,6 +151,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 			BinaryArchive:        opts.binaryArchive,
 			PushAuthDir:          os.Getenv(buildv1.PushDockerConfigPathEnv),
 			PullAuthDir:          os.Getenv(buildv1.PullDockerConfigPathEnv),
+			AccountAuthDir:       os.Getenv(buildv1.AccountDockerConfigPathEnv),
 			TerminationLog:       opts.terminationLog,
 			AllowFileGitURIs:     opts.allowFileGitURIs,
 			RequireUserNamespace: opts.requireUserNS,

@@ -91,6 +91,13 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 	if err != nil {
 		return err
 	}
+	if authPath == "" {
+		// No push secret: the service account's pull secret for the
+		// output's registry, as the platforms' pods push with.
+		if authFile, err = registry.AccountAuthFor(os.Getenv(buildv1.AccountDockerConfigPathEnv), registry.Host(outputOfBuildEnv())); err != nil {
+			return err
+		}
+	}
 	insecure := opts.insecureRegs
 	if opts.insecure {
 		insecure = append(insecure, registry.AllRegistries)
@@ -143,4 +150,13 @@ func buildKey(flag string) (types.NamespacedName, []string, error) {
 		return types.NamespacedName{}, nil, fmt.Errorf("the Build in $%s has no name or namespace", buildv1.BuildEnv)
 	}
 	return types.NamespacedName{Namespace: b.Namespace, Name: b.Name}, b.Spec.Platforms, nil
+}
+
+// outputOfBuildEnv is the output image of the Build in $BUILD, "" for none.
+func outputOfBuildEnv() string {
+	var b buildv1.Build
+	if err := json.Unmarshal([]byte(os.Getenv(buildv1.BuildEnv)), &b); err != nil || b.Spec.Output.To == nil {
+		return ""
+	}
+	return b.Spec.Output.To.Name
 }

@@ -49,7 +49,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env, err = framework.Start(ctx, framework.Options{Binaries: bins})
+	env, err = framework.Start(ctx, framework.Options{Binaries: bins, Bed: bed.Options{AuthRegistry: true}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

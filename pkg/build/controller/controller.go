@@ -587,6 +587,11 @@ func (r *Reconciler) missingPushSecret(ctx context.Context, b *buildv1.Build) (s
 // forbidden) come back in createErrs; any other error is returned for a
 // retry.
 func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPlan, plan Plan) (created []*corev1.Pod, createErrs map[string]string, err error) {
+	if usesAccountSecrets(b) {
+		if pl.AccountPullSecrets, err = r.accountPullSecrets(ctx, b); err != nil {
+			return nil, nil, err
+		}
+	}
 	var specs []*corev1.Pod
 	for _, p := range plan.CreatePods {
 		pod, err := pl.BuildPod(b, p)
@@ -640,6 +645,31 @@ func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPla
 	}
 	slices.SortFunc(created, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return created, createErrs, nil
+}
+
+// accountPullSecrets are the names of the image pull secrets of the
+// service account b's pods run as (none when it does not exist yet: the
+// controller creates the builder account without any). Only the account
+// is read, never a Secret: the pods mount them.
+func (r *Reconciler) accountPullSecrets(ctx context.Context, b *buildv1.Build) ([]string, error) {
+	name := b.Spec.ServiceAccount
+	if name == "" {
+		name = r.Config.BuilderServiceAccount
+	}
+	sa := &corev1.ServiceAccount{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, sa); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading the image pull secrets of service account %s/%s: %w", b.Namespace, name, err)
+	}
+	var names []string
+	for _, s := range sa.ImagePullSecrets {
+		if s.Name != "" && !slices.Contains(names, s.Name) {
+			names = append(names, s.Name)
+		}
+	}
+	return names, nil
 }
 
 func (r *Reconciler) createPod(ctx context.Context, b *buildv1.Build, pod *corev1.Pod) (*corev1.Pod, string, error) {

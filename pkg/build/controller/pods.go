@@ -32,6 +32,9 @@ const (
 	// PullSecretMountPath is where dockerStrategy.pullSecret is mounted;
 	// PULL_DOCKERCFG_PATH names it.
 	PullSecretMountPath = "/var/run/secrets/openshift.io/pull" //nolint:gosec // G101: a mount path, not a credential.
+	// AccountPullSecretsMountDir holds the build service account's image
+	// pull secrets, one directory each; ACCOUNT_DOCKERCFG_PATH names it.
+	AccountPullSecretsMountDir = "/var/run/secrets/openshift.io/account-pull" //nolint:gosec // G101: a mount path, not a credential.
 	// SourceSecretMountPath is where source.sourceSecret is mounted;
 	// SOURCE_SECRET_PATH names it.
 	SourceSecretMountPath = "/var/run/secrets/openshift.io/source" //nolint:gosec // G101: a mount path, not a credential.
@@ -98,6 +101,10 @@ type PodPlan struct {
 	// (--insecure-registry): plain-HTTP registries the build pulls from
 	// or pushes to.
 	InsecureRegistries []string
+	// AccountPullSecrets are the image pull secrets of the Build's service
+	// account, mounted into its pods when it names no push or no pull
+	// secret (AccountPullSecretsMountDir). Default: none.
+	AccountPullSecrets []string
 }
 
 // insecureRegistryArgs are the builder's flags naming the insecure
@@ -108,6 +115,47 @@ func (pl PodPlan) insecureRegistryArgs() []string {
 		args = append(args, "--insecure-registry="+r)
 	}
 	return args
+}
+
+// MaxAccountPullSecrets is the most of a service account's image pull
+// secrets a build pod mounts.
+const MaxAccountPullSecrets = 16
+
+// usesAccountSecrets reports whether the Build pushes or pulls without a
+// secret of its own: then the service account's image pull secrets are
+// its credentials.
+func usesAccountSecrets(b *buildv1.Build) bool {
+	pushes := b.Spec.Output.To != nil && b.Spec.Output.PushSecret == nil
+	ds := b.Spec.Strategy.DockerStrategy
+	return pushes || ds == nil || ds.PullSecret == nil
+}
+
+// mountAccountSecrets mounts the service account's image pull secrets, the
+// docker config of each (.dockerconfigjson or .dockercfg, whichever it has)
+// in a directory of its own, numbered in the account's order.
+func (pl PodPlan) mountAccountSecrets(pod *corev1.Pod, b *buildv1.Build) {
+	if len(pl.AccountPullSecrets) == 0 || !usesAccountSecrets(b) {
+		return
+	}
+	proj := &corev1.ProjectedVolumeSource{}
+	for i, name := range pl.AccountPullSecrets {
+		if i == MaxAccountPullSecrets {
+			break
+		}
+		proj.Sources = append(proj.Sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name},
+			Items: []corev1.KeyToPath{
+				{Key: corev1.DockerConfigJsonKey, Path: fmt.Sprintf("%d/%s", i, corev1.DockerConfigJsonKey)},
+				{Key: corev1.DockerConfigKey, Path: fmt.Sprintf("%d/%s", i, corev1.DockerConfigKey)},
+			},
+			// A secret that is gone, or not a docker config, is left out.
+			Optional: ptr.To(true),
+		}})
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "account-pull-secrets", VolumeSource: corev1.VolumeSource{Projected: proj}})
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "account-pull-secrets", MountPath: AccountPullSecretsMountDir, ReadOnly: true})
+	c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.AccountDockerConfigPathEnv, Value: AccountPullSecretsMountDir})
 }
 
 func (pl PodPlan) archNodeSelector() bool {
@@ -584,6 +632,7 @@ func (pl PodPlan) basePod(b *buildv1.Build, name, role string, podBuild *buildv1
 		c := &pod.Spec.Containers[0]
 		c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.PushDockerConfigPathEnv, Value: PushSecretMountPath})
 	}
+	pl.mountAccountSecrets(pod, b)
 	return pod, nil
 }
 

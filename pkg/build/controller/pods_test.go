@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -463,5 +464,54 @@ func TestPodsNameInsecureRegistries(t *testing.T) {
 				t.Errorf("pod %s: command %q lacks %s", pod.Name, cmd, want)
 			}
 		}
+	}
+}
+
+func TestAccountPullSecrets(t *testing.T) {
+	four := []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
+	pl := PodPlan{Config: testConfig(), Platforms: four, AccountPullSecrets: []string{"a", "b"}}
+	mounted := func(pod *corev1.Pod) []string {
+		var names []string
+		for _, v := range pod.Spec.Volumes {
+			if v.Projected == nil || v.Name != "account-pull-secrets" {
+				continue
+			}
+			for _, s := range v.Projected.Sources {
+				if s.Secret == nil || !ptr.Deref(s.Secret.Optional, false) || len(s.Secret.Items) != 2 {
+					t.Errorf("source %+v: want an optional secret with its two docker config keys", s)
+					continue
+				}
+				names = append(names, s.Secret.Name+"="+s.Secret.Items[0].Path)
+			}
+		}
+		return names
+	}
+	for _, tc := range []struct {
+		name string
+		b    *buildv1.Build
+		want []string
+	}{
+		{"no push or pull secret", makeBuild("app").obj(), []string{"a=0/.dockerconfigjson", "b=1/.dockerconfigjson"}},
+		{"a push secret, no pull secret", makeBuild("app").pushSecret("push").obj(), []string{"a=0/.dockerconfigjson", "b=1/.dockerconfigjson"}},
+	} {
+		pod, err := pl.BuildPod(tc.b, "linux/arm64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mounted(pod); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: mounted %v, want %v", tc.name, got, tc.want)
+		}
+		ml, err := pl.ManifestListPod(tc.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mounted(ml); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: the manifest-list pod mounted %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	both := makeBuild("app").pushSecret("push").obj()
+	both.Spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{PullSecret: &corev1.LocalObjectReference{Name: "pull"}}
+	if pod, err := pl.BuildPod(both, "linux/arm64"); err != nil || len(mounted(pod)) != 0 {
+		t.Errorf("push and pull secrets named: mounted %v (%v), want none", mounted(pod), err)
 	}
 }

@@ -330,6 +330,13 @@ const (
 	// config file with the pull credentials.
 	PullDockerConfigPathEnv = "PULL_DOCKERCFG_PATH"
 
+	// AccountDockerConfigPathEnv names the directory of the build service
+	// account's image pull secrets, one directory per secret in the
+	// account's order, mounted when the Build names no push or no pull
+	// secret: the credentials it pushes or pulls with then, as OpenShift
+	// uses the builder account's docker secrets.
+	AccountDockerConfigPathEnv = "ACCOUNT_DOCKERCFG_PATH"
+
 	// StrategyEnvValueFromPrefix and StrategyBuildArgValueFromPrefix name
 	// the build container's environment variables that carry the values of
 	// a Docker strategy's env[i] and buildArgs[i] with a valueFrom:

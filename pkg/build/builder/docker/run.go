@@ -68,6 +68,9 @@ type Options struct {
 	// PushAuthDir and PullAuthDir are the mounted docker configs of the
 	// push and pull secrets ("" for none).
 	PushAuthDir, PullAuthDir string
+	// AccountAuthDir holds the service account's image pull secrets, one
+	// directory each, used without a push or pull secret ("" for none).
+	AccountAuthDir string
 	// TerminationLog receives the failure reason, if the file exists (the
 	// pod's termination message).
 	TerminationLog string
@@ -238,21 +241,25 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	if err != nil {
 		return report.Result{}, err
 	}
-	pushAuth, err := registry.FindAuthFile(d.Options.PushAuthDir)
-	if err != nil {
-		return report.Result{}, &statusError{reason: buildv1.StatusReasonPushImageToRegistryFailed, err: err}
-	}
-	pullAuth, err := registry.FindAuthFile(d.Options.PullAuthDir)
-	if err != nil {
-		return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
-	}
-
 	workDir := d.Options.WorkDir
 	if workDir == "" {
 		if workDir, err = os.MkdirTemp("", "archway-docker-build-"); err != nil {
 			return report.Result{}, err
 		}
 		defer func() { _ = os.RemoveAll(workDir) }()
+	}
+	pushAuth, err := d.pushAuth(dest)
+	if err != nil {
+		return report.Result{}, &statusError{reason: buildv1.StatusReasonPushImageToRegistryFailed, err: err}
+	}
+	// Without a pull secret, the service account's pull secrets are the
+	// credentials of every image the build pulls.
+	pullAuth, err := registry.FindAuthFile(d.Options.PullAuthDir)
+	if err == nil && d.Options.PullAuthDir == "" {
+		pullAuth, err = registry.MergeAccountAuth(d.Options.AccountAuthDir, workDir)
+	}
+	if err != nil {
+		return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
 	}
 	// The image builder (its container store) is opened while the source
 	// is fetched: neither needs the other. Until it is open, temporary
@@ -450,7 +457,7 @@ func (d *Run) removeBinaryInput(ctx context.Context) {
 		printf(d.log, "Warning: the binary input %s is not in the output's repository: its tag is left\n", b.Spec.Source.Binary.Artifact)
 		return
 	}
-	pushAuth, err := registry.FindAuthFile(d.Options.PushAuthDir)
+	pushAuth, err := d.pushAuth(dest)
 	if err != nil {
 		printf(d.log, "Warning: the binary input's tag %s is left: %v\n", tag, err)
 		return
@@ -463,6 +470,17 @@ func (d *Run) removeBinaryInput(ctx context.Context) {
 		return
 	}
 	printf(d.log, "Removed the binary input's tag %s\n", tag)
+}
+
+// pushAuth is the docker config the build pushes to dest with: the push
+// secret's, else that of the first of the service account's pull secrets
+// with credentials for dest's registry (as OpenShift picks the builder
+// account's docker secret), else none.
+func (d *Run) pushAuth(dest string) (registry.AuthFile, error) {
+	if d.Options.PushAuthDir != "" || dest == "" {
+		return registry.FindAuthFile(d.Options.PushAuthDir)
+	}
+	return registry.AccountAuthFor(d.Options.AccountAuthDir, registry.Host(dest))
 }
 
 func (d *Run) untag(ctx context.Context, access registry.Access, tag string) error {
