@@ -44,6 +44,7 @@ type localBuildOptions struct {
 	noCache            bool
 	pull               bool
 	layers             bool
+	squash             bool
 	format             string
 	workDir            string
 	authFile           string
@@ -78,6 +79,9 @@ pushed), else 1.`,
 			if opts.workDir != "" && !cmd.Flags().Changed("layers") {
 				opts.layers = true
 			}
+			if opts.squash && opts.cacheRepo != "" {
+				return fmt.Errorf("--squash commits one layer and --cache-repo keeps a layer per step: use one or the other")
+			}
 			return runLocalBuild(cmd.Context(), opts, args[0], cmd.OutOrStdout())
 		},
 	}
@@ -95,6 +99,7 @@ pushed), else 1.`,
 	f.BoolVar(&opts.noCache, "no-cache", false, "do not use cached layers")
 	f.BoolVar(&opts.pull, "pull", false, "pull base images even when the store has them")
 	f.BoolVar(&opts.layers, "layers", false, "keep an image per step, for later builds with the same --work-dir (default: true with --work-dir)")
+	f.BoolVar(&opts.squash, "squash", false, "commit the layers the build adds as one, on top of the base image's layers (OpenShift's imageOptimizationPolicy SkipLayers; default: a layer per instruction, as docker build)")
 	f.StringVar(&opts.cacheRepo, "cache-repo", "", "registry repository for a layer cache, one per platform (REPO-linux-arm64, ...): steps are looked up there before they run and pushed there after (--no-cache: not looked up)")
 	f.StringVar(&opts.format, "format", string(image.FormatOCI), "manifest format of the images: oci or docker")
 	f.StringVar(&opts.workDir, "work-dir", "", "directory for the container store and caches, kept afterwards: a later build with the same Dockerfile, context, args and base images reuses its images (default: a temporary directory, removed)")
@@ -431,6 +436,7 @@ func buildPlatform(ctx context.Context, b *image.Builder, plan localPlan, opts l
 		NoCache:    opts.noCache,
 		ForcePull:  opts.pull,
 		Layers:     opts.layers,
+		Squash:     opts.squash,
 		// A kept work directory keeps each platform's result for the
 		// next build with the same inputs.
 		ReuseResults: opts.workDir != "",

@@ -250,10 +250,15 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 	}
 	if spec.Strategy.Type == buildv1.DockerBuildStrategyType {
 		var own *buildv1.LayerCache
+		squash := false
 		if spec.Strategy.DockerStrategy != nil {
 			own = spec.Strategy.DockerStrategy.LayerCache
+			squash = spec.Strategy.DockerStrategy.ImageOptimizationPolicy.SkipsLayers()
 		}
-		if cache := ResolveLayerCache(own, cfg.LayerCache); cache != nil {
+		// A squashed build keeps no layer per step: the configuration's
+		// default cache does not apply (the CRD refuses a cache the build
+		// asks for itself).
+		if cache := ResolveLayerCache(own, cfg.LayerCache); cache != nil && !squash {
 			if spec.Strategy.DockerStrategy == nil {
 				spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{}
 			}

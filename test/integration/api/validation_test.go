@@ -266,10 +266,13 @@ func TestAdmissionRejects(t *testing.T) {
 			want:   []string{`spec.mountTrustedCA: Invalid value: true: mountTrustedCA true is not implemented by archway yet: remove it`},
 		},
 		{
-			name:   "imageOptimizationPolicy SkipLayers (not implemented yet)",
-			mutate: func(s map[string]any) { set(s, "SkipLayers", "strategy", "dockerStrategy", "imageOptimizationPolicy") },
-			want: []string{`spec.strategy.dockerStrategy.imageOptimizationPolicy: Invalid value: "SkipLayers": ` +
-				`imageOptimizationPolicy SkipLayers is not implemented by archway yet: use None`},
+			name: "imageOptimizationPolicy SkipLayers with a registry layer cache",
+			mutate: func(s map[string]any) {
+				set(s, "SkipLayers", "strategy", "dockerStrategy", "imageOptimizationPolicy")
+				set(s, map[string]any{"mode": "Registry"}, "strategy", "dockerStrategy", "layerCache")
+			},
+			want: []string{`spec.strategy.dockerStrategy: Invalid value: imageOptimizationPolicy SkipLayers squashes the layers ` +
+				`the build adds into one, and layerCache mode Registry keeps a layer per step: remove layerCache or set imageOptimizationPolicy None`},
 		},
 		{
 			name: "type Dockerfile with git",
@@ -437,6 +440,17 @@ func TestAdmissionAccepts(t *testing.T) {
 		{name: "empty node selector", mutate: func(s map[string]any) { s["nodeSelector"] = map[string]any{} }},
 		{name: "post-commit script with args", mutate: func(s map[string]any) {
 			s["postCommit"] = map[string]any{"script": "make test $1", "args": []any{"-v"}}
+		}},
+		{name: "imageOptimizationPolicy SkipLayers", mutate: func(s map[string]any) {
+			set(s, "SkipLayers", "strategy", "dockerStrategy", "imageOptimizationPolicy")
+		}},
+		{name: "imageOptimizationPolicy SkipLayersAndWarn, layer cache disabled", mutate: func(s map[string]any) {
+			set(s, "SkipLayersAndWarn", "strategy", "dockerStrategy", "imageOptimizationPolicy")
+			set(s, map[string]any{"mode": "Disabled"}, "strategy", "dockerStrategy", "layerCache")
+		}},
+		{name: "imageOptimizationPolicy None with a registry layer cache", mutate: func(s map[string]any) {
+			set(s, "None", "strategy", "dockerStrategy", "imageOptimizationPolicy")
+			set(s, map[string]any{"mode": "Registry"}, "strategy", "dockerStrategy", "layerCache")
 		}},
 		{name: "post-commit command", mutate: func(s map[string]any) { s["postCommit"] = map[string]any{"command": []any{"make", "test"}} }},
 		{name: "git with an inline Dockerfile", mutate: func(s map[string]any) {

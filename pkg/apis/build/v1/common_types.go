@@ -393,16 +393,24 @@ type ImageOptimizationPolicy string
 
 // The image optimization policies.
 const (
-	// ImageOptimizationNone commits a layer per Dockerfile instruction.
+	// ImageOptimizationNone commits a layer per Dockerfile instruction
+	// that changes the filesystem.
 	ImageOptimizationNone ImageOptimizationPolicy = "None"
 	// ImageOptimizationSkipLayers squashes the new layers into one.
 	ImageOptimizationSkipLayers ImageOptimizationPolicy = "SkipLayers"
-	// ImageOptimizationSkipLayersAndWarn is SkipLayers, and warns when the
-	// build cannot honour it.
+	// ImageOptimizationSkipLayersAndWarn is SkipLayers, and the build log
+	// warns that the layers are squashed.
 	ImageOptimizationSkipLayersAndWarn ImageOptimizationPolicy = "SkipLayersAndWarn"
 )
 
+// SkipsLayers reports whether p squashes the layers a build adds
+// (SkipLayers or SkipLayersAndWarn); nil is None.
+func (p *ImageOptimizationPolicy) SkipsLayers() bool {
+	return p != nil && (*p == ImageOptimizationSkipLayers || *p == ImageOptimizationSkipLayersAndWarn)
+}
+
 // DockerBuildStrategy holds the options of a Docker build.
+// +kubebuilder:validation:XValidation:rule=`!has(self.imageOptimizationPolicy) || self.imageOptimizationPolicy == 'None' || !has(self.layerCache) || !has(self.layerCache.mode) || self.layerCache.mode != 'Registry'`,messageExpression=`'imageOptimizationPolicy ' + self.imageOptimizationPolicy + ' squashes the layers the build adds into one, and layerCache mode Registry keeps a layer per step: remove layerCache or set imageOptimizationPolicy None'`
 type DockerBuildStrategy struct {
 	// from replaces the image of the Dockerfile's last FROM. Default: the
 	// Dockerfile's. kind must be DockerImage: archway has no image streams.
@@ -442,11 +450,17 @@ type DockerBuildStrategy struct {
 	// +listType=atomic
 	BuildArgs []corev1.EnvVar `json:"buildArgs,omitempty"`
 
-	// imageOptimizationPolicy is None, SkipLayers or SkipLayersAndWarn.
-	// Default: None.
+	// imageOptimizationPolicy is None (a layer per instruction that changes
+	// the filesystem, as docker build commits them), SkipLayers (the
+	// layers the build adds are squashed into one, on top of the base
+	// image's layers) or SkipLayersAndWarn (SkipLayers, and the build log
+	// warns that it is used). buildah squashes any Dockerfile, so
+	// SkipLayers never fails for want of compatibility. A squashed build
+	// uses no layer cache: layerCache mode Registry is refused with it,
+	// and the build controller's default cache is not applied. Default:
+	// None.
 	// +optional
 	// +kubebuilder:validation:Enum=None;SkipLayers;SkipLayersAndWarn
-	// +kubebuilder:validation:XValidation:rule=`self == 'None'`,messageExpression=`'imageOptimizationPolicy ' + self + ' is not implemented by archway yet: use None'`
 	ImageOptimizationPolicy *ImageOptimizationPolicy `json:"imageOptimizationPolicy,omitempty"`
 
 	// volumes are mounted into the build's RUN steps. Default: none.

@@ -31,9 +31,8 @@
 // allows Docker and Source. The Source strategy is kept in the types so
 // OpenShift objects round-trip; the controller rejects it with the reason
 // UnsupportedBuildStrategy until it is implemented. Fields archway does not
-// implement yet (mountTrustedCA: true, imageOptimizationPolicy other than
-// None, ImageChange triggers) are refused by rules of their own, each
-// naming the field.
+// implement yet (mountTrustedCA: true, ImageChange triggers) are refused by
+// rules of their own, each naming the field.
 //
 // # Extensions
 //

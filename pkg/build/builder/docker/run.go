@@ -362,6 +362,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		RunMounts:  runMounts(strategy.Volumes, buildVolumeMountDir),
 		NoCache:    strategy.NoCache,
 		ForcePull:  strategy.ForcePull,
+		Squash:     strategy.ImageOptimizationPolicy.SkipsLayers(),
 		Format:     d.Options.Format,
 		PullAuth:   pullAuth,
 		PostCommit: postCommit(d.Build.Spec.PostCommit),
@@ -370,6 +371,9 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	}
 	if strategy.From != nil {
 		req.From = strategy.From.Name
+	}
+	if p := strategy.ImageOptimizationPolicy; p != nil && *p == buildv1.ImageOptimizationSkipLayersAndWarn {
+		printf(d.log, "Warning: imageOptimizationPolicy %s: the layers this build adds are squashed into one layer on top of the base image's layers\n", *p)
 	}
 	if d.Target == (platform.Platform{}) {
 		req.Platform = image.HostPlatform()

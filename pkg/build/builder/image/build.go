@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -76,6 +77,12 @@ type Request struct {
 	// Layers keeps a cached image per step, for later builds with the same
 	// work directory.
 	Layers bool
+	// Squash commits the layers the build adds as one layer on top of the
+	// base image's layers (OpenShift's imageOptimizationPolicy SkipLayers).
+	// Otherwise every instruction that changes the filesystem commits a
+	// layer of its own, as docker build does (the policy None). A layer
+	// cache keeps a layer per step: Squash with Cache is refused.
+	Squash bool
 	// Cache is a layer cache in a registry, read unless NoCache and written
 	// by every step that runs; it implies Layers. With BuildAndPush to a
 	// destination, it also keeps the whole result of a build whose inputs
@@ -164,6 +171,9 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	keying := (cachedResults && req.Cache != nil) || req.ReuseResults
 	if keying {
 		go func() { _, _ = executableDigest() }() // read beside the base images
+	}
+	if req.Squash && req.Cache != nil {
+		return Result{}, &StageError{Stage: StageBuild, Err: errSquashWithCache}
 	}
 	dfPath, df, err := b.prepareDockerfile(req)
 	if err != nil {
@@ -331,8 +341,12 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		// empty file rather than look for one itself.
 		Excludes:   ignore.Excludes,
 		IgnoreFile: ignore.Path,
-		NoCache:    req.NoCache,
-		Layers:     req.Layers && !req.NoCache,
+		// buildah commits a layer per step only when it keeps an image
+		// per step (Layers); without Layers it commits the stage's result
+		// once, on top of the base (Squash). A build that keeps no images
+		// for later builds (!req.Layers) looks none up either (NoCache).
+		NoCache: req.NoCache || !req.Layers,
+		Layers:  !req.Squash,
 		// Only the final image is kept: intermediate containers go at once.
 		RemoveIntermediateCtrs:  true,
 		ForceRmIntermediateCtrs: true,
@@ -369,15 +383,15 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	if unlabelled {
 		opts.Labels = nil
 	}
-	if opts.Layers || cacheRepo != nil {
+	if (req.Layers && !req.NoCache) || cacheRepo != nil {
 		if argsDigest := cacheArgsDigest(df, fromArgs); argsDigest != "" {
 			opts.UnsetLabels = []string{cacheArgsLabelPrefix + argsDigest}
 		}
 	}
 	if cacheRepo != nil {
-		opts.Layers = true
 		opts.CacheTo = []reference.Named{cacheRepo}
 		if !req.NoCache {
+			opts.NoCache = false
 			opts.CacheFrom = []reference.Named{cacheRepo}
 		}
 	}
@@ -411,6 +425,10 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	return Result{ImageID: id, Platform: target, Duration: time.Since(start), resultKey: key,
 		unlabelled: unlabelled, cacheTag: cacheTag}, nil
 }
+
+// errSquashWithCache refuses a squashed build with a layer cache.
+var errSquashWithCache = errors.New("a squashed build (imageOptimizationPolicy SkipLayers) commits one layer, and a layer cache keeps a layer per step: " +
+	"build with one or the other")
 
 // shortImageID is an image ID as buildah prints it.
 func shortImageID(id string) string {

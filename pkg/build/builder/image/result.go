@@ -78,6 +78,7 @@ type resultKeyInputs struct {
 	Env          []string          `json:"env"`
 	Format       Format            `json:"format"`
 	Target       string            `json:"target,omitempty"`
+	Squash       bool              `json:"squash,omitempty"`
 	Bases        []resolvedBase    `json:"bases"`
 }
 
@@ -146,6 +147,7 @@ func resultKey(req Request, in keyedBuild) (string, error) {
 		Env:          req.Env,
 		Format:       format,
 		Target:       req.Target,
+		Squash:       req.Squash,
 		Bases:        in.bases,
 	}
 	raw, err := json.Marshal(inputs)

@@ -104,6 +104,7 @@ func TestResultKey(t *testing.T) {
 		{name: "env", change: func(k *keyTest) { k.req.Env = []string{"E=1"} }},
 		{name: "format", change: func(k *keyTest) { k.req.Format = FormatDocker }},
 		{name: "target stage", change: func(k *keyTest) { k.req.Target = "build" }},
+		{name: "squashed", change: func(k *keyTest) { k.req.Squash = true }},
 		{name: "builder executable", change: func(k *keyTest) {
 			saved := executableDigest
 			executableDigest = func() (string, error) { return "sha256:another-builder", nil }

@@ -32,8 +32,15 @@ type DockerBuildStrategyApplyConfiguration struct {
 	DockerfilePath *string `json:"dockerfilePath,omitempty"`
 	// buildArgs are the Dockerfile's ARG values. Default: none.
 	BuildArgs []corev1.EnvVar `json:"buildArgs,omitempty"`
-	// imageOptimizationPolicy is None, SkipLayers or SkipLayersAndWarn.
-	// Default: None.
+	// imageOptimizationPolicy is None (a layer per instruction that changes
+	// the filesystem, as docker build commits them), SkipLayers (the
+	// layers the build adds are squashed into one, on top of the base
+	// image's layers) or SkipLayersAndWarn (SkipLayers, and the build log
+	// warns that it is used). buildah squashes any Dockerfile, so
+	// SkipLayers never fails for want of compatibility. A squashed build
+	// uses no layer cache: layerCache mode Registry is refused with it,
+	// and the build controller's default cache is not applied. Default:
+	// None.
 	ImageOptimizationPolicy *buildv1.ImageOptimizationPolicy `json:"imageOptimizationPolicy,omitempty"`
 	// volumes are mounted into the build's RUN steps. Default: none.
 	Volumes []BuildVolumeApplyConfiguration `json:"volumes,omitempty"`
