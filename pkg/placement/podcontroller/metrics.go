@@ -54,6 +54,16 @@ func newControllerMetrics(reg prometheus.Registerer) (*ControllerMetrics, error)
 			Help: "Image cache lookups, by cache (digest, tag) and result (hit, miss).",
 		}, []string{"cache", "result"}),
 	}
+	// Every series from the start, at zero: an alert on increase() sees
+	// the first pod of an outcome, which a series born at one would hide.
+	for _, o := range []string{outcomePlaced, outcomeConflict, outcomeNoSupportedArch, outcomeFallback, outcomeInspectionError, outcomeIgnored, outcomeReleased} {
+		m.Pods.WithLabelValues(o)
+	}
+	for _, op := range []string{"inspect", "resolve"} {
+		for _, result := range []string{"ok", "error"} {
+			m.registry.WithLabelValues(op, result)
+		}
+	}
 	return m, placement.Register(reg, m.Pods, m.Gated, m.retries, m.registry, m.registryTime, m.cache)
 }
 

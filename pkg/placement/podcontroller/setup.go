@@ -47,6 +47,9 @@ func Setup(mgr ctrl.Manager, opts placement.Options, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
+	if err := reg.Register(newGatedCollector(placementCache)); err != nil {
+		return nil, fmt.Errorf("placement controller metrics: %w", err)
+	}
 	inspector, err := newInspector(mgr, opts, metrics)
 	if err != nil {
 		return nil, err

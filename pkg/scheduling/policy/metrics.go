@@ -62,6 +62,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Status writes of policies by the periodic flush, by result (ok, conflict, error); a conflict is retried at the next flush.",
 		}, []string{"result"}),
 	}
+	// Every result from the start, at zero: an alert on increase() sees
+	// the first error, which a series born at one would hide.
+	for _, r := range []string{podMutated, podUnchanged, podNoPolicy, podError} {
+		m.pods.WithLabelValues(r)
+	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.mutations, m.pods, m.workloads, m.skipped, m.latency, m.writes} {
 		errs = append(errs, reg.Register(c))
