@@ -55,6 +55,26 @@ func TestManifestsDryRun(t *testing.T) {
 	if err != nil || len(dirs) < 8 {
 		t.Fatalf("kustomizations under %s: %v (%v)", root, dirs, err)
 	}
+	// manifests/monitoring, a Component, as its users add it.
+	monitoring := filepath.Join(t.TempDir(), "with-monitoring")
+	if err := os.Mkdir(monitoring, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	def, _ := filepath.Rel(monitoring, filepath.Join(root, "default"))
+	mon, _ := filepath.Rel(monitoring, filepath.Join(root, "monitoring"))
+	defK, err := os.ReadFile(filepath.Join(root, "default", "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(defK, []byte("\nsortOptions:"))
+	if i < 0 {
+		t.Fatal("manifests/default/kustomization.yaml has no sortOptions")
+	}
+	if err := os.WriteFile(filepath.Join(monitoring, "kustomization.yaml"), fmt.Appendf(nil,
+		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\ncomponents: [%s]\n%s", def, mon, defK[i+1:]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dirs = append(dirs, monitoring)
 	// A dry run creates nothing: archway's namespaces must exist for the
 	// objects in them to be checked.
 	for _, name := range []string{"archway-system", "archway-emulation"} {
@@ -68,11 +88,15 @@ func TestManifestsDryRun(t *testing.T) {
 		t.Fatalf("stand-in CRDs: %v\n%s", err, out)
 	}
 	if out, err := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "wait", "--for=condition=Established", "--timeout=30s",
-		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/routes.route.openshift.io").CombinedOutput(); err != nil {
+		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/routes.route.openshift.io",
+		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com").CombinedOutput(); err != nil {
 		t.Fatalf("stand-in CRDs not established: %v\n%s", err, out)
 	}
 	for _, dir := range dirs {
-		rel, _ := filepath.Rel(bed.RepoRoot(), dir)
+		rel, err := filepath.Rel(bed.RepoRoot(), dir)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			rel = filepath.Base(dir)
+		}
 		t.Run(rel, func(t *testing.T) {
 			built, err := exec.Command(kubectl, "kustomize", dir).Output()
 			if err != nil {
