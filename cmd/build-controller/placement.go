@@ -121,6 +121,8 @@ func placementOptions(cfg *configv1alpha1.PlacementConfig) placement.Options {
 		InspectionBackoff:   duration(cfg.Inspection.Backoff),
 		InspectionDeadline:  duration(cfg.Inspection.Deadline),
 		InspectionTimeout:   duration(cfg.Inspection.Timeout),
+		MaxImagesPerPod:     int(cfg.Inspection.MaxImagesPerPod),
+		ReconcileTimeout:    duration(cfg.Inspection.ReconcileTimeout),
 		DigestCacheTTL:      duration(cfg.Cache.DigestTTL),
 		TagCacheTTL:         duration(cfg.Cache.TagTTL),
 		CacheSize:           int(cfg.Cache.Size),

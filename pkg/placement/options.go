@@ -32,6 +32,17 @@ type Options struct {
 	InspectionDeadline time.Duration
 	// InspectionTimeout bounds one registry call; default 30s.
 	InspectionTimeout time.Duration
+	// MaxImagesPerPod bounds the unique images of one pod that are
+	// inspected: a pod with more is released without inspection (to the
+	// fallback architecture when one is configured), so that no pod holds
+	// a worker for its image count; default 64.
+	MaxImagesPerPod int
+	// ReconcileTimeout bounds the inspection of one pod's images in one
+	// reconcile: images not inspected by then fail it, and the pod is
+	// retried (InspectionTries, InspectionDeadline) while the worker
+	// serves other pods; default 45s (a registry call's InspectionTimeout
+	// and more).
+	ReconcileTimeout time.Duration
 
 	// InsecureRegistries are registry hosts reached over plain HTTP or
 	// unverified TLS.
@@ -132,6 +143,8 @@ func DefaultOptions() Options {
 		InspectionMaxBackoff:     time.Minute,
 		InspectionDeadline:       2 * time.Minute,
 		InspectionTimeout:        30 * time.Second,
+		MaxImagesPerPod:          64,
+		ReconcileTimeout:         45 * time.Second,
 		DigestCacheTTL:           24 * time.Hour,
 		TagCacheTTL:              time.Minute,
 		CacheSize:                10000,
@@ -168,6 +181,8 @@ func (o Options) WithDefaults() Options {
 	setDefault(&o.InspectionMaxBackoff, d.InspectionMaxBackoff)
 	setDefault(&o.InspectionDeadline, d.InspectionDeadline)
 	setDefault(&o.InspectionTimeout, d.InspectionTimeout)
+	setDefault(&o.MaxImagesPerPod, d.MaxImagesPerPod)
+	setDefault(&o.ReconcileTimeout, d.ReconcileTimeout)
 	setDefault(&o.DigestCacheTTL, d.DigestCacheTTL)
 	setDefault(&o.TagCacheTTL, d.TagCacheTTL)
 	setDefault(&o.CacheSize, d.CacheSize)

@@ -38,8 +38,12 @@ type podReconciler struct {
 	retries  *retryTracker
 	policy   retryPolicy
 	imagePar int
-	applied  *AppliedCounter
-	now      func() time.Time
+	// maxImages bounds the images inspected per pod, timeout the
+	// inspection of one reconcile (placement.Options).
+	maxImages int
+	timeout   time.Duration
+	applied   *AppliedCounter
+	now       func() time.Time
 }
 
 func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -75,7 +79,19 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if d, done := preflight(pod, pol); done {
 		return r.write(ctx, pod, d)
 	}
-	results, err := r.inspect(ctx, pod)
+	if images, _ := podImages(pod); r.maxImages > 0 && len(images) > r.maxImages {
+		return r.write(ctx, pod, tooManyImages(pod, pol, len(images), r.maxImages))
+	}
+	// One pod holds a worker for at most timeout: what is not inspected
+	// by then fails this try, retried later while the worker serves
+	// other pods.
+	ictx := ctx
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ictx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	results, err := r.inspect(ictx, pod)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -92,6 +108,21 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 	}
 	return r.write(ctx, pod, decide(pod, pol, results, failures))
+}
+
+// tooManyImages releases, without inspecting them, a pod with more images
+// than placement inspects per pod: to the fallback architecture when one
+// is configured, else unchanged.
+func tooManyImages(pod *corev1.Pod, pol policy, n, limit int) decision {
+	err := fmt.Errorf("the pod has %d images and placement inspects at most %d per pod (maxImagesPerPod)", n, limit)
+	d := decideAfterError(pod, pol, err)
+	labelInspectionError(d.Pod, err, 0)
+	what := "removed the scheduling gate with the required node affinity unchanged"
+	if d.Outcome == outcomeFallback {
+		what = "set the node affinity to the fallback architecture " + pol.fallback + " and removed the scheduling gate"
+	}
+	d.Message = truncate(fmt.Sprintf("The pod has %d images; placement inspects at most %d per pod (maxImagesPerPod): none inspected, %s", n, limit, what))
+	return d
 }
 
 // ReleaseWithoutConfig releases a pod when placement is off.

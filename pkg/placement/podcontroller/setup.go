@@ -68,9 +68,11 @@ func Setup(mgr ctrl.Manager, opts placement.Options, reg prometheus.Registerer) 
 		policy: retryPolicy{
 			tries: opts.InspectionTries, base: opts.InspectionBackoff, max: opts.InspectionMaxBackoff, deadline: opts.InspectionDeadline,
 		},
-		imagePar: opts.ImageParallelism,
-		applied:  applied,
-		now:      time.Now,
+		imagePar:  opts.ImageParallelism,
+		maxImages: opts.MaxImagesPerPod,
+		timeout:   opts.ReconcileTimeout,
+		applied:   applied,
+		now:       time.Now,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("pod-placement").

@@ -78,6 +78,20 @@ type PlacementInspectionConfig struct {
 	// timeout bounds one registry call. Default: 30s.
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// maxImagesPerPod bounds the unique images of one pod that are
+	// inspected: a pod with more is released without inspection (to the
+	// fallback architecture when one is configured) with an
+	// ArchAwareInspectionError event saying so. Default: 64.
+	// +optional
+	MaxImagesPerPod int32 `json:"maxImagesPerPod,omitempty"`
+
+	// reconcileTimeout bounds the inspection of one pod's images in one
+	// reconcile: images not inspected by then fail that try, and the pod
+	// is retried (tries, deadline) while the worker serves other pods.
+	// Default: 45s.
+	// +optional
+	ReconcileTimeout *metav1.Duration `json:"reconcileTimeout,omitempty"`
 }
 
 // PlacementRegistriesConfig names the ConfigMaps of the registry
@@ -149,6 +163,8 @@ func validatePlacement(p *PlacementConfig, path *field.Path) field.ErrorList {
 	positive(p.Inspection.MaxBackoff, ip.Child("maxBackoff"))
 	positive(p.Inspection.Deadline, ip.Child("deadline"))
 	positive(p.Inspection.Timeout, ip.Child("timeout"))
+	nonNegative(p.Inspection.MaxImagesPerPod, ip.Child("maxImagesPerPod"))
+	positive(p.Inspection.ReconcileTimeout, ip.Child("reconcileTimeout"))
 	cp := path.Child("cache")
 	positive(p.Cache.DigestTTL, cp.Child("digestTTL"))
 	positive(p.Cache.TagTTL, cp.Child("tagTTL"))
