@@ -27,6 +27,7 @@ package execformat
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -206,10 +207,16 @@ func (m *Monitor) check(ctx context.Context, pod *corev1.Pod) {
 				term     *corev1.ContainerStateTerminated
 				previous bool
 			}{{cs.State.Terminated, false}, {cs.LastTerminationState.Terminated, true}} {
-				if t.term == nil || t.term.ContainerID == "" {
+				if t.term == nil {
 					continue
 				}
-				if _, done := m.seen.Get(t.term.ContainerID); done {
+				// The runtime's container ID; a kubelet that reports none
+				// (a simulated one) is keyed by pod, container and run.
+				key := t.term.ContainerID
+				if key == "" {
+					key = fmt.Sprintf("%s/%s/%d/%t", pod.UID, cs.Name, cs.RestartCount, t.previous)
+				}
+				if _, done := m.seen.Get(key); done {
 					continue
 				}
 				failed, err := m.execFormatError(ctx, pod, cs.Name, t.term, t.previous)
@@ -226,7 +233,7 @@ func (m *Monitor) check(ctx context.Context, pod *corev1.Pod) {
 					m.log.Info("could not read a container's log to look for an exec format error", "pod", client.ObjectKeyFromObject(pod), "container", cs.Name, "error", err.Error())
 					continue
 				}
-				m.seen.Add(t.term.ContainerID, struct{}{})
+				m.seen.Add(key, struct{}{})
 				if failed {
 					m.report(ctx, pod, cs.Name)
 				}

@@ -34,6 +34,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/rest"
@@ -46,6 +47,7 @@ import (
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/pkg/placement/execformat"
 	"github.com/archway-build/archway/pkg/scheduling/policy"
 	"github.com/archway-build/archway/pkg/scheduling/protection"
 	"github.com/archway-build/archway/test/bed"
@@ -173,7 +175,7 @@ var componentCases = map[string][]string{
 	builderAccounts:                    {"build"},
 	"archway-build-triggers":           {"trigger", "certs", "metrics"},
 	"archway-placement-webhook":        {"placed", "preferences", "certs", "metrics"},
-	"archway-placement-controller":     {"placed", "preferences", "release", "election", "metrics"},
+	"archway-placement-controller":     {"placed", "preferences", "release", "election", "metrics", "execformat"},
 	"archway-scheduling-policy":        {"policy", "certs", "metrics"},
 	"archway-control-plane-protection": {"protection", "certs", "metrics"},
 }
@@ -188,6 +190,7 @@ var rbacCases = []rbacCase{
 	{name: "metrics", run: metricsCase},
 	{name: "certs", run: certsCase},
 	{name: "election", run: electionCase},
+	{name: "execformat", run: execFormatCase},
 	{name: "release", exclusive: true, run: releaseCase},
 }
 
@@ -1223,6 +1226,87 @@ func ensureConfig(ctx context.Context, e *rbacEnv) error {
 		}
 		return err == nil && cfg.DeletionTimestamp == nil, err
 	})
+}
+
+// execFormatCase: with the exec-format-error monitor on, a container that
+// ends as runc ends one whose entrypoint is for another architecture
+// (exit code 255, "exec format error" on its stderr) gets the monitor's
+// ExecFormatError event: the monitor read its log. The pod runs on a kwok
+// node through the bed's pod runner (sh from this machine), in a namespace
+// placement leaves alone.
+func execFormatCase(ctx context.Context, e *rbacEnv, _ []string) error {
+	c := e.client
+	if err := ensureConfig(ctx, e); err != nil {
+		return err
+	}
+	patch := []byte(`{"spec":{"plugins":{"execFormatErrorMonitor":{"enabled":true}}}}`)
+	if err := c.Patch(ctx, e.cppc.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return err
+	}
+	ns, err := caseNamespace(ctx, e, "execformat")
+	if err != nil {
+		return err
+	}
+	nsObj := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil {
+		return err
+	}
+	nsObj.Labels["multiarch.openshift.io/exclude-namespace"] = ""
+	if err := c.Update(ctx, nsObj); err != nil {
+		return err
+	}
+	// The monitor watches from when it sees the config enabled: a new pod
+	// until one is reported.
+	for i := 0; ; i++ {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("mislabelled-%d", i), Labels: map[string]string{bed.ManualPodLabel: "true"}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: ptr.To(false), Containers: []corev1.Container{{
+				Name: "main", Image: framework.ControllerRepository + ":e2e",
+				Command: []string{"sh", "-c", "echo 'exec /app: exec format error' >&2; exit 255"},
+			}}},
+		}
+		if err := retryCreate(ctx, c, pod); err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := poll(pctx, "an ExecFormatError event in "+ns, func() (bool, error) {
+			var events eventsv1.EventList
+			if err := c.List(pctx, &events, client.InNamespace(ns)); err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(events.Items, func(ev eventsv1.Event) bool { return ev.Reason == execformat.EventReason }), nil
+		})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w; %s", err, placementControllerLogs(ctx, e, ns))
+		}
+	}
+}
+
+// placementControllerLogs is the end of each placement controller pod's log
+// and the case's pods' states, to tell why a case failed.
+func placementControllerLogs(_ context.Context, e *rbacEnv, ns string) string {
+	ctx := context.Background()
+	var out strings.Builder
+	var pods corev1.PodList
+	if err := e.client.List(ctx, &pods, client.InNamespace(framework.InstallNamespace)); err == nil {
+		for _, p := range pods.Items {
+			if !strings.HasPrefix(p.Name, "archway-placement-controller") {
+				continue
+			}
+			log, err := e.b.Clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To(int64(15))}).DoRaw(ctx)
+			fmt.Fprintf(&out, "\n%s (%v):\n%s", p.Name, err, log)
+		}
+	}
+	if err := e.client.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+		for _, p := range pods.Items {
+			fmt.Fprintf(&out, "\npod %s on %q: %s %+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.ContainerStatuses)
+		}
+	}
+	return out.String()
 }
 
 // placedCase: a pod is gated at admission and placed.
