@@ -64,9 +64,11 @@ func (i *Image) Index(ctx context.Context) (*manifest.OCI1Index, string, error) 
 	return oci.(*manifest.OCI1Index), mt, nil
 }
 
-// TopLayerFile returns the content of path in the top layer of the image d
-// of the same repository (a child of the index): what the last build step
-// wrote, read from the layer itself rather than from any metadata.
+// TopLayerFile returns the content of path in the topmost layer of the
+// image d of the same repository (a child of the index) that holds it: what
+// the last build step that wrote it left, read from the layers themselves
+// rather than from any metadata. A build keeps a layer per step
+// (imageOptimizationPolicy None) or one for all its steps (SkipLayers).
 func (i *Image) TopLayerFile(ctx context.Context, d digest.Digest, path string) (string, error) {
 	raw, mt, err := i.src.GetManifest(ctx, &d)
 	if err != nil {
@@ -80,17 +82,50 @@ func (i *Image) TopLayerFile(ctx context.Context, d digest.Digest, path string) 
 	if len(layers) == 0 {
 		return "", fmt.Errorf("image %s has no layers", d)
 	}
-	top := layers[len(layers)-1]
-	blob, _, err := i.src.GetBlob(ctx, top.BlobInfo, none.NoCache)
+	for l := len(layers) - 1; l >= 0; l-- {
+		data, found, err := i.layerFile(ctx, layers[l], path)
+		if err != nil || found {
+			return data, err
+		}
+	}
+	return "", fmt.Errorf("no %s in the layers of %s", path, d)
+}
+
+// OnlyTopLayerFile returns the content of path in the top layer of the image
+// d itself, an error when that layer does not hold it.
+func (i *Image) OnlyTopLayerFile(ctx context.Context, d digest.Digest, path string) (string, error) {
+	raw, mt, err := i.src.GetManifest(ctx, &d)
 	if err != nil {
 		return "", err
 	}
+	m, err := manifest.FromBlob(raw, mt)
+	if err != nil {
+		return "", err
+	}
+	layers := m.LayerInfos()
+	if len(layers) == 0 {
+		return "", fmt.Errorf("image %s has no layers", d)
+	}
+	data, found, err := i.layerFile(ctx, layers[len(layers)-1], path)
+	if err == nil && !found {
+		err = fmt.Errorf("no %s in the top layer of %s", path, d)
+	}
+	return data, err
+}
+
+// layerFile returns the content of path in one layer, and whether the
+// layer holds it.
+func (i *Image) layerFile(ctx context.Context, layer manifest.LayerInfo, path string) (string, bool, error) {
+	blob, _, err := i.src.GetBlob(ctx, layer.BlobInfo, none.NoCache)
+	if err != nil {
+		return "", false, err
+	}
 	defer func() { _ = blob.Close() }()
 	var rd io.Reader = blob
-	if strings.Contains(top.MediaType, "gzip") {
+	if strings.Contains(layer.MediaType, "gzip") {
 		gz, err := gzip.NewReader(blob)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		defer func() { _ = gz.Close() }()
 		rd = gz
@@ -99,14 +134,14 @@ func (i *Image) TopLayerFile(ctx context.Context, d digest.Digest, path string) 
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("no %s in the top layer of %s", path, d)
+			return "", false, nil
 		}
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		if strings.TrimPrefix(hdr.Name, "./") == strings.TrimPrefix(path, "/") {
 			data, err := io.ReadAll(tr)
-			return string(data), err
+			return string(data), true, err
 		}
 	}
 }

@@ -69,7 +69,7 @@ func TestDockerBuildImageOptimizationPolicy(t *testing.T) {
 			d, err := theBed.Registry.ManifestDigest(ctx, "it/imageopt", tag)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, f := range tc.top {
-				_, err := img.TopLayerFile(ctx, digestOf(d), f)
+				_, err := img.OnlyTopLayerFile(ctx, digestOf(d), f)
 				g.Expect(err).NotTo(HaveOccurred(), "%s in the top layer", f)
 			}
 		})
