@@ -172,39 +172,17 @@ func imageRepository(ref string) string {
 // for the components' listeners, since the runner's pods share the host's
 // network.
 func (ib *InstallBed) WriteOverlay(dir string) (string, error) {
-	write := func(name, data string) error {
-		return os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600)
-	}
-	if err := write("config.yaml", fmt.Sprintf(`apiVersion: config.archway.dev/v1alpha1
+	config := fmt.Sprintf(`apiVersion: config.archway.dev/v1alpha1
 kind: BuildControllerConfiguration
 build:
   builderImage: %s
   allowFileGitURIs: true
 placement:
   insecureRegistries: [%q]
-`, ib.BuilderImage, ib.Bed.Registry.Host)); err != nil {
-		return "", err
-	}
-	// kustomize takes bases by relative path only.
-	base, err := filepath.Rel(dir, ib.Base)
-	if err != nil {
-		return "", err
-	}
-	var k strings.Builder
-	fmt.Fprintf(&k, `apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-configMapGenerator:
-- name: build-controller-config
-  namespace: %s
-  behavior: replace
-  files: [config.yaml]
-`, base, InstallNamespace)
-	k.WriteString("patches:\n")
+`, ib.BuilderImage, ib.Bed.Registry.Host)
 	// The runner's pods share the host's network: each component listens
 	// on its own pod IP (later flags win), and the runner takes its pods.
-	k.WriteString(`- target: {kind: Deployment}
+	patches := `- target: {kind: Deployment}
   patch: |-
     - {op: add, path: /spec/template/metadata/labels/bed.archway.dev~1manual, value: "true"}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--metrics-bind-address=$(POD_IP):8443"}
@@ -216,13 +194,43 @@ configMapGenerator:
 - target: {kind: Deployment, name: "build-controller|archway-build-triggers|archway-control-plane-protection|archway-scheduling-policy"}
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/env, value: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]}
-`)
+`
+	return dir, WriteOverlayFiles(dir, ib.Base, config, patches)
+}
+
+// WriteOverlayFiles writes into dir (which must exist) an overlay of base
+// (an install: manifests/default or a release overlay): config.yaml
+// replacing build-controller's configuration, the kustomize patches given
+// (a YAML list, or empty), and manifests/default's sortOptions.
+func WriteOverlayFiles(dir, base, config, patches string) error {
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o600); err != nil {
+		return err
+	}
+	// kustomize takes bases by relative path only.
+	rel, err := filepath.Rel(dir, base)
+	if err != nil {
+		return err
+	}
+	var k strings.Builder
+	fmt.Fprintf(&k, `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+configMapGenerator:
+- name: build-controller-config
+  namespace: %s
+  behavior: replace
+  files: [config.yaml]
+`, rel, InstallNamespace)
+	if patches != "" {
+		k.WriteString("patches:\n" + patches)
+	}
 	order, err := DefaultSortOptions()
 	if err != nil {
-		return "", err
+		return err
 	}
 	k.WriteString(order)
-	return dir, write("kustomization.yaml", k.String())
+	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o600)
 }
 
 // DefaultSortOptions is the sortOptions section of manifests/default's

@@ -300,34 +300,11 @@ build:
 placement:
   insecureRegistries: [%q]
 `, builderImage, testBed.Registry.Host)
-	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base, err := filepath.Rel(dir, release)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k strings.Builder
-	fmt.Fprintf(&k, `apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-configMapGenerator:
-- name: build-controller-config
-  namespace: %s
-  behavior: replace
-  files: [config.yaml]
-patches:
-- target: {kind: Deployment}
+	patches := fmt.Sprintf(`- target: {kind: Deployment}
   patch: |-
     - {op: add, path: /spec/template/spec/nodeSelector, value: {kubernetes.io/hostname: %s}}
-`, base, framework.InstallNamespace, testBed.Node.Name)
-	order, err := framework.DefaultSortOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.WriteString(order)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o600); err != nil {
+`, testBed.Node.Name)
+	if err := framework.WriteOverlayFiles(dir, release, config, patches); err != nil {
 		t.Fatal(err)
 	}
 	return dir
