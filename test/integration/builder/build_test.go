@@ -147,7 +147,7 @@ func TestBuildRunMounts(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(Equal("from the volume\n"))
 	_, err = img.TopLayerFile(t.Context(), index.Manifests[0].Digest, "/mnt/data/hello")
-	g.Expect(err).To(MatchError(ContainSubstring("no /mnt/data/hello in the top layer")))
+	g.Expect(err).To(MatchError(ContainSubstring("no /mnt/data/hello in the layers of")))
 }
 
 // TestBuildStopsOtherPlatforms: when a platform that is not allowed to fail
