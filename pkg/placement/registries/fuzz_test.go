@@ -3,6 +3,8 @@ package registries
 import (
 	"strings"
 	"testing"
+
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // FuzzParseConf: whatever a registries ConfigMap holds, parsing it never
@@ -21,7 +23,7 @@ func FuzzParseConf(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		conf, err := ParseConf(text)
+		conf, err := registry.ParseConf(text)
 		if err != nil {
 			return
 		}
@@ -29,14 +31,14 @@ func FuzzParseConf(f *testing.F) {
 		if err != nil {
 			t.Fatalf("ParseConf accepted %q but Build refused it: %v", text, err)
 		}
-		data, err := Encode(gen.Conf)
+		data, err := registry.EncodeConf(gen.Conf)
 		if err != nil {
 			t.Fatalf("encoding %+v: %v", conf, err)
 		}
 		if strings.Contains(string(data), "secretservice") {
 			t.Fatalf("a credential helper survived: %s", data)
 		}
-		if err := loadCheck(data); err != nil {
+		if err := registry.CheckConf(data); err != nil {
 			t.Fatalf("the generated registries.conf for %q does not load: %v", text, err)
 		}
 	})

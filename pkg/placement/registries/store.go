@@ -12,6 +12,8 @@ import (
 
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
+
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // Settings are one generation of the configuration, written to files
@@ -201,7 +203,7 @@ func materialize(dir string, generation uint64, gen *Generated) (*Settings, erro
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	conf, err := Encode(gen.Conf)
+	conf, err := registry.EncodeConf(gen.Conf)
 	if err != nil {
 		return fail(err)
 	}
