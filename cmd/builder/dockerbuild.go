@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/spf13/cobra"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"k8s.io/apimachinery/pkg/types"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -17,6 +19,7 @@ import (
 	"github.com/archway-build/archway/pkg/build/builder/report"
 	"github.com/archway-build/archway/pkg/build/builder/source"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // Environment variables a build pod gets besides OpenShift's BUILD,
@@ -70,7 +73,9 @@ func newDockerBuildCommand() *cobra.Command {
 		Long: `docker-build runs in a build pod. It reads the Build from $BUILD (JSON, as OpenShift's builder
 does), fetches its source, builds its Dockerfile with buildah and pushes the image to
 spec.output.to with the credentials in $PUSH_DOCKERCFG_PATH (base images are pulled with those in
-$PULL_DOCKERCFG_PATH).
+$PULL_DOCKERCFG_PATH). Images are pulled through the mirrors of the cluster's registry
+configuration in $ARCHWAY_REGISTRIES_CONF (a registries.conf, version 2, as build-controller
+generates it), and an image on a registry it blocks is refused.
 
 With one target platform in spec.platforms (a platform's pod of a multi-platform Build) it builds
 for that platform and records the outcome in that platform's entry of status.platforms with
@@ -133,6 +138,10 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 	if env := os.Getenv(sourceSecretPathEnv); env != "" && secretDir == source.DefaultSecretDir {
 		secretDir = env
 	}
+	registries, err := registriesFromEnv()
+	if err != nil {
+		return err
+	}
 	run := &docker.Run{
 		Build:     build,
 		Target:    target,
@@ -144,6 +153,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 			StorageDriver:        opts.storageDriver,
 			Disposable:           disposable,
 			InsecureRegistries:   opts.insecureRegistries,
+			Registries:           registries,
 			Format:               image.Format(opts.format),
 			SourceSecretDir:      secretDir,
 			BuildSecretsDir:      opts.buildSecretsDir,
@@ -237,4 +247,18 @@ func disposableStore(opts dockerBuildOptions, workDir, storageDir string) bool {
 		return false
 	}
 	return storageDir == "" || (storageDir == podStorageDir && workDir == podWorkDir)
+}
+
+// registriesFromEnv reads the cluster's registry configuration a build pod
+// is handed in $ARCHWAY_REGISTRIES_CONF; unset or empty: none.
+func registriesFromEnv() ([]sysregistriesv2.Registry, error) {
+	text := os.Getenv(buildv1.RegistriesConfEnv)
+	if strings.TrimSpace(text) == "" {
+		return nil, nil
+	}
+	conf, err := registry.DecodeConf(text)
+	if err != nil {
+		return nil, fmt.Errorf("$%s: %w", buildv1.RegistriesConfEnv, err)
+	}
+	return conf.Registries, nil
 }

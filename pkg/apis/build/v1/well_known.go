@@ -337,6 +337,12 @@ const (
 	// uses the builder account's docker secrets.
 	AccountDockerConfigPathEnv = "ACCOUNT_DOCKERCFG_PATH"
 
+	// RegistriesConfEnv hands a build pod the cluster's registry
+	// configuration as build-controller generates it for placement and
+	// builds: a registries.conf (containers-registries.conf(5), version 2)
+	// of mirrors, blocked and insecure registries. Unset: none.
+	RegistriesConfEnv = "ARCHWAY_REGISTRIES_CONF"
+
 	// StrategyEnvValueFromPrefix and StrategyBuildArgValueFromPrefix name
 	// the build container's environment variables that carry the values of
 	// a Docker strategy's env[i] and buildArgs[i] with a valueFrom:

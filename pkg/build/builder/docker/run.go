@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -55,6 +56,9 @@ type Options struct {
 	// InsecureRegistries are reached without TLS checks (loopback ones
 	// always are).
 	InsecureRegistries []string
+	// Registries are the cluster's registry configuration
+	// (image.Config.Registries): mirrors, blocked and insecure registries.
+	Registries []sysregistriesv2.Registry
 	// Format is the manifest format of the image.
 	Format image.Format
 	// SourceSecretDir is where the source secret is mounted; used when
@@ -283,6 +287,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 			StorageDir:         d.Options.StorageDir,
 			StorageDriver:      d.Options.StorageDriver,
 			InsecureRegistries: d.Options.InsecureRegistries,
+			Registries:         d.Options.Registries,
 			Disposable:         d.Options.Disposable,
 		})
 		opening <- opened{b, err}

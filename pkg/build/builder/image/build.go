@@ -252,7 +252,10 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 			own.OSChoice, own.ArchitectureChoice, own.VariantChoice = lplatform.Normalize(want.OS, want.Architecture, want.Variant)
 			sysFor = &own
 		}
-		rb, err := checkBaseImage(ctx, sysFor, base.Ref, want, keying)
+		rb, err := resolvedBase{}, checkNotBlocked(sysFor, base.Ref, false)
+		if err == nil {
+			rb, err = checkBaseImage(ctx, sysFor, base.Ref, want, keying)
+		}
 		if err != nil && (base.Platform != "" || !targetBases[base.Ref]) {
 			// Only the target stage's base is sure to be pulled: buildah
 			// skips the stages the target does not need, and says so

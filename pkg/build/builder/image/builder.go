@@ -8,7 +8,9 @@
 // network with a stub network backend (no netavark or CNI), ulimits pinned to
 // the current hard limits (raising them needs CAP_SYS_RESOURCE), and a
 // signature policy and registries.conf written into the work directory so
-// that nothing depends on /etc/containers. Programs that use it must call
+// that nothing depends on /etc/containers: the registries.conf holds the
+// cluster's registry configuration (Config.Registries: mirrors, blocked and
+// insecure registries) and the insecure registries of each operation. Programs that use it must call
 // buildah.InitReexec first thing in main (and in TestMain), as chroot
 // isolation re-executes the program.
 package image
@@ -16,17 +18,18 @@ package image
 import (
 	"context"
 	"crypto/sha256"
-	_ "embed" // The signature policy and registries.conf are embedded.
+	_ "embed" // The signature policy is embedded.
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 
 	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
 	"go.podman.io/storage"
 	"go.podman.io/storage/pkg/ioutils"
@@ -38,8 +41,6 @@ import (
 var (
 	//go:embed config/policy.json
 	policyJSON []byte
-	//go:embed config/registries.conf
-	registriesConf []byte
 )
 
 // Config configures a Builder.
@@ -62,6 +63,15 @@ type Config struct {
 	// plain HTTP or without TLS verification, as registry.Access has them
 	// (loopback registries always are).
 	InsecureRegistries []string
+
+	// Registries are the cluster's registry configuration, as
+	// build-controller generates it for placement and builds (see
+	// registry.ParseConf): mirrors (each for digest references, tag
+	// references or both), blocked and insecure registries. Builds pull
+	// through the mirrors as a node's CRI-O does, and refuse an image on a
+	// blocked registry that no mirror serves (a *BlockedError). Empty:
+	// every image from its own registry.
+	Registries []sysregistriesv2.Registry
 
 	// SignaturePolicyPath is a signature policy to use instead of the
 	// embedded one, which accepts every image.
@@ -314,11 +324,11 @@ func (b *Builder) StorageDriver() string { return b.store.GraphDriverName() }
 
 // systemContext returns the containers/image settings for an operation that
 // touches the registries of refs, with the credentials of auth. The
-// insecure registries go in a registries.conf, since a build pulls from and
-// pushes to several registries at once.
+// cluster's registries and the insecure ones go in a registries.conf,
+// since a build pulls from and pushes to several registries at once.
 func (b *Builder) systemContext(refs []string, auth registry.AuthFile) (*types.SystemContext, error) {
 	access := registry.Access{AuthFile: auth, InsecureRegistries: b.cfg.InsecureRegistries, UserAgent: "archway-builder"}
-	conf, err := b.registriesConf(access.InsecureHosts(refs...))
+	conf, err := b.registriesConf(access.InsecureHosts(slices.Concat(refs, b.mirrorHosts())...))
 	if err != nil {
 		return nil, err
 	}
@@ -333,17 +343,49 @@ func (b *Builder) systemContext(refs []string, auth registry.AuthFile) (*types.S
 	return sys, nil
 }
 
-// registriesConf returns a registries.conf naming insecure as insecure.
-// Each set of insecure registries gets a file of its own: containers/image
-// caches a registries.conf by path for the life of the process.
-func (b *Builder) registriesConf(insecure []string) (string, error) {
-	var sb strings.Builder
-	sb.Write(registriesConf)
-	for _, host := range insecure {
-		fmt.Fprintf(&sb, "\n[[registry]]\nlocation = %s\ninsecure = true\n", strconv.Quote(host))
+// mirrorHosts are the registries the cluster's configuration sends pulls
+// to besides the images' own (mirrors, and locations a prefix is
+// rewritten to), as "host/x" references: the insecure ones among them
+// (loopback ones, as any registry the builder reaches) are marked so.
+func (b *Builder) mirrorHosts() []string {
+	var hosts []string
+	add := func(location string) {
+		if host, _, _ := strings.Cut(location, "/"); host != "" {
+			hosts = append(hosts, host+"/x")
+		}
 	}
-	content := sb.String()
-	sum := sha256.Sum256([]byte(content))
+	for _, r := range b.cfg.Registries {
+		add(r.Location)
+		for _, m := range r.Mirrors {
+			add(m.Location)
+		}
+	}
+	return hosts
+}
+
+// registriesConf returns a registries.conf of the cluster's registries
+// with insecure marked insecure (and what lies within them, as
+// registry.InheritScopes does), unqualified names resolved on Docker Hub as
+// docker and OpenShift's builder resolve them. Each set of insecure
+// registries gets a file of its own: containers/image caches a
+// registries.conf by path for the life of the process.
+func (b *Builder) registriesConf(insecure []string) (string, error) {
+	conf := sysregistriesv2.V2RegistriesConf{
+		UnqualifiedSearchRegistries: []string{"docker.io"},
+		ShortNameMode:               "permissive",
+	}
+	for _, r := range b.cfg.Registries {
+		registry.MergeRegistry(&conf, r)
+	}
+	for _, host := range insecure {
+		registry.MergeRegistry(&conf, sysregistriesv2.Registry{Prefix: host, Endpoint: sysregistriesv2.Endpoint{Location: host, Insecure: true}})
+	}
+	registry.InheritScopes(&conf)
+	content, err := registry.EncodeConf(conf)
+	if err != nil {
+		return "", fmt.Errorf("imagebuild: writing registries.conf: %w", err)
+	}
+	sum := sha256.Sum256(content)
 	path := filepath.Join(b.confDir, "registries-"+hex.EncodeToString(sum[:6])+".conf")
 
 	b.mu.Lock()
@@ -351,7 +393,7 @@ func (b *Builder) registriesConf(insecure []string) (string, error) {
 	if b.confFiles[path] {
 		return path, nil
 	}
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+	if err := os.WriteFile(path, content, 0o600); err != nil {
 		return "", fmt.Errorf("imagebuild: %w", err)
 	}
 	b.confFiles[path] = true
@@ -375,4 +417,41 @@ func registryRepository(ref string) string {
 		return ""
 	}
 	return named.Name()
+}
+
+// checkNotBlocked fails with a *BlockedError when ref is on a registry
+// sys's registries.conf blocks and, for a pull, no mirror serves it (a push
+// goes to the registry itself, mirrors or not): containers/image would
+// refuse it too, in words that name a temporary file.
+func checkNotBlocked(sys *types.SystemContext, ref string, push bool) error {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return nil // the pull says what is wrong with it
+	}
+	named = reference.TagNameOnly(named)
+	reg, err := sysregistriesv2.FindRegistry(sys, named.Name())
+	if err != nil {
+		return fmt.Errorf("imagebuild: the registries.conf: %w", err)
+	}
+	if reg == nil || !reg.Blocked {
+		return nil
+	}
+	blocked := &BlockedError{Image: ref, Registry: reg.Prefix, Push: push}
+	if push {
+		return blocked
+	}
+	sources, err := reg.PullSourcesFromReference(named)
+	if err != nil || len(sources) > 1 {
+		return nil // a mirror serves it; the source itself is not contacted
+	}
+	_, byDigest := named.(reference.Canonical)
+	for _, m := range reg.Mirrors {
+		switch {
+		case !byDigest && (reg.MirrorByDigestOnly || m.PullFromMirror == sysregistriesv2.MirrorByDigestOnly):
+			blocked.DigestMirrors = true
+		case byDigest && m.PullFromMirror == sysregistriesv2.MirrorByTagOnly:
+			blocked.TagMirrors = true
+		}
+	}
+	return blocked
 }

@@ -46,6 +46,15 @@ func (e *PlatformMismatchError) Error() string {
 func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pushAuth registry.AuthFile) (Output, error) {
 	start := time.Now()
 	var out Output
+	if dest != "" {
+		sys, err := b.systemContext([]string{dest}, pushAuth)
+		if err == nil {
+			err = checkNotBlocked(sys, dest, true)
+		}
+		if err != nil {
+			return out, &StageError{Stage: StagePush, Err: err}
+		}
+	}
 	var err error
 	if out.Build, err = b.build(ctx, req, dest != "" && req.PostCommit == nil); err != nil {
 		return out, err
