@@ -164,6 +164,11 @@ func TestImageCacheThroughMetrics(t *testing.T) {
 	opts := suiteOptions()
 	opts.InsecureRegistries = append(opts.InsecureRegistries, proxy.host)
 	opts.TagCacheTTL = tagTTL
+	// The proxy holds the first registry request until every pod has
+	// missed; the suite's 5s inspection timeout can end it before then on
+	// a loaded machine, and a retry is a second inspection. The request
+	// must outlive the hold: the test releases it, never the clock.
+	opts.InspectionTimeout = 5 * time.Minute
 	suiteController.stop()
 	var err error
 	if suiteController, err = startController(opts); err != nil {
