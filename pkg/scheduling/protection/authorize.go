@@ -1,6 +1,7 @@
 package protection
 
 import (
+	"slices"
 	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -40,4 +41,10 @@ func namespaceAuthorized(namespace string, authorized []string) bool {
 		}
 	}
 	return false
+}
+
+// groupAuthorized says whether the requester is in one of the authorized
+// groups (matched exactly).
+func groupAuthorized(groups, authorized []string) bool {
+	return slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(authorized, g) })
 }

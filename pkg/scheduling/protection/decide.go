@@ -30,6 +30,9 @@ type Request struct {
 	Operation Operation
 	// User is the requester's user name as the apiserver authenticated it.
 	User string
+	// Groups are the requester's groups as the apiserver authenticated
+	// them.
+	Groups []string
 	// Namespace and Name are the pod's.
 	Namespace, Name string
 	// Pod is the pod as it would be stored (create, update); nil for a
@@ -99,8 +102,11 @@ func Decide(cfg *schedulingv1alpha1.ControlPlaneProtection, nodes []Node, req Re
 		case len(d.Paths) == 0:
 			d.Result = ResultNoPath
 		default:
-			d.ActorAuthorized = actorAuthorized(req.User, g.AuthorizedUsers)
-			d.NamespaceAuthorized = namespaceAuthorized(req.Namespace, g.AuthorizedUsers)
+			// A member of an authorized group administers the cluster:
+			// its requests are authorized in any namespace.
+			admin := groupAuthorized(req.Groups, g.AuthorizedGroups)
+			d.ActorAuthorized = admin || actorAuthorized(req.User, g.AuthorizedUsers)
+			d.NamespaceAuthorized = admin || namespaceAuthorized(req.Namespace, g.AuthorizedUsers)
 			switch {
 			case d.ActorAuthorized && d.NamespaceAuthorized:
 				d.Result = ResultAuthorized

@@ -60,6 +60,16 @@ func create(user string, pod *corev1.Pod) Request {
 	return Request{Operation: OpCreate, User: user, Namespace: pod.Namespace, Name: pod.Name, Pod: pod}
 }
 
+func withGroups(cfg *schedulingv1alpha1.ControlPlaneProtection, groups ...string) *schedulingv1alpha1.ControlPlaneProtection {
+	cfg.Spec.Groups[0].AuthorizedGroups = groups
+	return cfg
+}
+
+func inGroups(r Request, groups ...string) Request {
+	r.Groups = groups
+	return r
+}
+
 func TestDecide(t *testing.T) {
 	const alice = "alice"
 	scheduler := "system:kube-scheduler"
@@ -134,6 +144,16 @@ func TestDecide(t *testing.T) {
 			req: create("system:serviceaccount:kube-system:daemon-set-controller", makePod("kube-system", "ds-y").tolerate("", corev1.TolerationOpExists, "").
 				terms(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"control-plane-1"}}}}).obj()),
 			want: ResultAuthorized, wantPaths: []PathKind{PathToleration, PathNodeSelection},
+		},
+		{
+			name: "a member of an authorized group names the node, in any namespace (kubectl debug node)", cfg: withGroups(config(schedulingv1alpha1.ModeEnable, authorized...), "system:masters"),
+			req:  inGroups(create("root-admin", makePod("team", "node-debugger").nodeName("control-plane-1").tolerate("", corev1.TolerationOpExists, "").obj()), "system:authenticated", "system:masters"),
+			want: ResultAuthorized, wantPaths: []PathKind{PathNodeName},
+		},
+		{
+			name: "a group matches exactly: no member of system:masters", cfg: withGroups(config(schedulingv1alpha1.ModeEnable, authorized...), "system:masters"),
+			req:  inGroups(create(alice, makePod("team", "p").nodeName("control-plane-1").obj()), "system:authenticated", "system:master", "system:masters-x"),
+			want: ResultDenied, wantPaths: []PathKind{PathNodeName},
 		},
 		{
 			name: "nodeSelector for control-plane nodes only, no toleration", cfg: config(schedulingv1alpha1.ModeEnable),

@@ -92,7 +92,7 @@ func (w *webhook) Handle(ctx context.Context, req admission.Request) admission.R
 // request turns an admission request into a decision's Request; ok is
 // false for what the webhook does not judge (other subresources, deletes).
 func (w *webhook) request(req admission.Request) (in Request, ok bool, err error) {
-	in = Request{User: req.UserInfo.Username, Namespace: req.Namespace, Name: req.Name}
+	in = Request{User: req.UserInfo.Username, Groups: req.UserInfo.Groups, Namespace: req.Namespace, Name: req.Name}
 	switch {
 	case req.SubResource == "binding" && req.Operation == admissionv1.Create:
 		binding := &corev1.Binding{}

@@ -103,6 +103,23 @@ type ProtectionGroup struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(u, !u.contains('/') || u.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'))",message="an authorizedUsers entry with a '/' must be namespace/serviceaccount: a DNS label, one '/', a DNS subdomain (e.g. kube-system/default)"
 	// +kubebuilder:validation:XValidation:rule="self.all(u, !u.contains('*') || (u.indexOf('*') == size(u) - 1 && size(u) > 1 && !u.contains('/')))",message="a '*' in authorizedUsers may only end a user name prefix (e.g. system:node:*); a lone '*' would authorize everybody: use mode Disable instead"
 	AuthorizedUsers []string `json:"authorizedUsers,omitempty"`
+
+	// authorizedGroups are groups whose members administer the cluster
+	// (e.g. system:masters, or the group bound to the cluster-admin
+	// ClusterRole): a requester in one of them is authorized, and so are
+	// its requests whatever the pod's namespace (it could add any namespace
+	// to authorizedUsers anyway), which is what `kubectl debug node/...`
+	// needs. A pod it creates for a scheduler to bind still needs its
+	// namespace authorized for the scheduler's binding. Default:
+	// none. At most 32 entries, each unique, non-empty and at most 253
+	// characters, without "*" (list each group).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(g, !g.contains('*'))",message="authorizedGroups entries are group names, matched exactly: a '*' would authorize unknown groups"
+	AuthorizedGroups []string `json:"authorizedGroups,omitempty"`
 }
 
 // ControlPlaneProtectionList is a list of ControlPlaneProtections.

@@ -90,14 +90,15 @@ leaderElection:
 	return []string{"--config=" + config, "--secure-port=0", "--v=2"}, nil
 }
 
-// controllerManagerArgs run the controllers that create pods (DaemonSet,
-// Deployment, ReplicaSet, Job) and the garbage collector, each under its
-// own service account (--use-service-account-credentials), as a cluster
-// runs them.
+// controllerManagerArgs run every controller of kube-controller-manager
+// that creates pods or the objects that do (DaemonSet, Deployment,
+// ReplicaSet, StatefulSet, Job, CronJob, ReplicationController) and the
+// garbage collector, each under its own service account
+// (--use-service-account-credentials), as a cluster runs them.
 func controllerManagerArgs(kubeconfig, _ string) ([]string, error) {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=daemonset,deployment,replicaset,job,garbagecollector",
+		"--controllers=daemonset,deployment,replicaset,statefulset,job,cronjob,replicationcontroller,garbagecollector",
 		"--use-service-account-credentials=true",
 		"--leader-elect=false",
 		"--secure-port=0",

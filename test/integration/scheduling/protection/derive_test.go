@@ -2,6 +2,7 @@ package protection
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"slices"
 	"sort"
@@ -34,12 +35,19 @@ var policyEntries = []string{
 	// Every kubelet, for the mirror pods of its static pods; derived here
 	// as system:node:control-plane-1.
 	"system:node:*",
+	// The namespaces of widely used network add-ons outside kube-system,
+	// each exercised by TestNetworkAddOnDaemonSets.
+	"kube-flannel/flannel",
+	"calico-system/calico-node",
+	"tigera-operator/tigera-operator",
 }
 
 // TestDeriveAuthorizedList runs the control-plane components that put pods
-// on control-plane nodes (kube-scheduler, kube-controller-manager's
-// DaemonSet, Deployment/ReplicaSet and Job controllers under their own
-// service accounts, a kubelet's mirror pod) with mode Inform and an empty
+// on control-plane nodes (kube-scheduler, every kube-controller-manager
+// controller that creates pods or their owners: DaemonSet,
+// Deployment/ReplicaSet, StatefulSet, Job, CronJob, ReplicationController,
+// under their own service accounts, a kubelet's mirror pod) with mode
+// Inform and an empty
 // authorized list, in a namespace of an add-on (as a CNI or a log agent
 // outside kube-system has), records every identity the webhook reported as
 // unauthorized, and checks the shipped list has exactly those requesters
@@ -65,7 +73,7 @@ func TestDeriveAuthorizedList(t *testing.T) {
 		t.Fatal(err)
 	}
 	since := time.Now().Add(-time.Second)
-	exerciseControlPlane(ctx, t, "derive", addons)
+	exerciseControlPlane(ctx, t, "derive", addons, true)
 	derived := unauthorizedIdentities(ctx, t, addons, "derive", since)
 	t.Logf("identities that needed an exception: %s", strings.Join(derived, ", "))
 	addonsEntry := addons + "/default"
@@ -95,16 +103,18 @@ func TestDeriveAuthorizedList(t *testing.T) {
 	// add-on's namespace once the cluster has authorized it, in
 	// kube-system as shipped.
 	useConfig(t, schedulingv1alpha1.ModeEnable, addonsEntry)
-	exerciseControlPlane(ctx, t, "enforced", addons)
+	exerciseControlPlane(ctx, t, "enforced", addons, true)
 	useConfig(t, schedulingv1alpha1.ModeEnable)
-	exerciseControlPlane(ctx, t, "system", metav1.NamespaceSystem)
+	exerciseControlPlane(ctx, t, "system", metav1.NamespaceSystem, false)
 }
 
 // exerciseControlPlane creates, in namespace ns, a DaemonSet tolerating
-// every taint (as kube-proxy or a CNI does), a Deployment and a Job for
-// control-plane nodes, and a kubelet's mirror pod, and waits until each
-// has a pod on control-plane-1.
-func exerciseControlPlane(ctx context.Context, t *testing.T, prefix, ns string) {
+// every taint (as kube-proxy or a CNI does), a Deployment, a StatefulSet, a
+// Job, a ReplicationController and (with cron) a CronJob for control-plane
+// nodes, and a kubelet's mirror pod, and waits until each has a pod on
+// control-plane-1. A controller's FailedCreate event naming the webhook
+// fails it at once. The CronJob's first Job starts at the next minute.
+func exerciseControlPlane(ctx context.Context, t *testing.T, prefix, ns string, cron bool) {
 	t.Helper()
 	labels := func(app string) map[string]string { return map[string]string{"app": prefix + "-" + app} }
 	template := func(app string, controlPlaneOnly bool) corev1.PodTemplateSpec {
@@ -117,6 +127,12 @@ func exerciseControlPlane(ctx context.Context, t *testing.T, prefix, ns string) 
 		}
 		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels(app)}, Spec: spec}
 	}
+	runOnce := func(app string) corev1.PodTemplateSpec {
+		tmpl := template(app, true)
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+		return tmpl
+	}
+	apps := []string{"ds", "deploy", "sts", "job", "rc"}
 	objs := []client.Object{
 		&appsv1.DaemonSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-ds"},
@@ -126,14 +142,30 @@ func exerciseControlPlane(ctx context.Context, t *testing.T, prefix, ns string) 
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-deploy"},
 			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels("deploy")}, Template: template("deploy", true)},
 		},
+		&appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-sts"},
+			Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels("sts")}, Template: template("sts", true)},
+		},
 		&batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-job"},
-			Spec: batchv1.JobSpec{Template: func() corev1.PodTemplateSpec {
-				tmpl := template("job", true)
-				tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
-				return tmpl
+			Spec:       batchv1.JobSpec{Template: runOnce("job")},
+		},
+		&corev1.ReplicationController{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-rc"},
+			Spec: corev1.ReplicationControllerSpec{Replicas: ptr.To[int32](1), Selector: labels("rc"), Template: func() *corev1.PodTemplateSpec {
+				tmpl := template("rc", true)
+				return &tmpl
 			}()},
 		},
+	}
+	if cron {
+		apps = append(apps, "cron")
+		objs = append(objs, &batchv1.CronJob{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-cron"},
+			Spec: batchv1.CronJobSpec{Schedule: "* * * * *", ConcurrencyPolicy: batchv1.ForbidConcurrent, JobTemplate: batchv1.JobTemplateSpec{
+				Spec: batchv1.JobSpec{Template: runOnce("cron")},
+			}},
+		})
 	}
 	for _, o := range objs {
 		if err := k8s.Create(ctx, o); err != nil {
@@ -154,8 +186,11 @@ func exerciseControlPlane(ctx context.Context, t *testing.T, prefix, ns string) 
 	if err := as(t, "system:node:"+controlPlaneNode).Create(ctx, mirror); err != nil {
 		t.Fatalf("mirror pod: %v", err)
 	}
-	for _, app := range []string{"ds", "deploy", "job"} {
-		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	for _, app := range apps {
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			if denial := webhookDenial(ctx, ns, prefix+"-"+app); denial != "" {
+				return false, fmt.Errorf("%s", denial)
+			}
 			pods := &corev1.PodList{}
 			if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels(app))); err != nil {
 				return false, nil
@@ -166,6 +201,22 @@ func exerciseControlPlane(ctx context.Context, t *testing.T, prefix, ns string) 
 			t.Fatalf("%s-%s has no pod bound to %s: %v", prefix, app, controlPlaneNode, err)
 		}
 	}
+}
+
+// webhookDenial is the message of a controller's event in ns about an
+// object whose name starts with prefix saying the protection webhook
+// denied a pod it created ("" when there is none).
+func webhookDenial(ctx context.Context, ns, prefix string) string {
+	list := &corev1.EventList{}
+	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return ""
+	}
+	for _, e := range list.Items {
+		if strings.HasPrefix(e.InvolvedObject.Name, prefix) && strings.Contains(e.Message, protection.PodsWebhookName) {
+			return fmt.Sprintf("%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+		}
+	}
+	return ""
 }
 
 var (

@@ -32,13 +32,17 @@ type actor struct {
 	warnings []string
 }
 
-// as makes a client for user. The user is put in system:masters so RBAC
-// never gets in the way: what is tested is the webhook's authorization.
-func as(t testing.TB, user string) *actor {
+// testUsersGroup is bound to cluster-admin (TestMain) so RBAC never gets in
+// the way of the suite's users: what is tested is the webhook's
+// authorization. It is no group the shipped list authorizes.
+const testUsersGroup = "protection-test:users"
+
+// as makes a client for user, in testUsersGroup and any further groups.
+func as(t testing.TB, user string, groups ...string) *actor {
 	t.Helper()
 	a := &actor{user: user}
 	cfg := rest.CopyConfig(testBed.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append([]string{testUsersGroup, "system:authenticated"}, groups...)}
 	cfg.WarningHandler = a
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -188,14 +192,19 @@ func (h *harness) waitEvent(pod, reason string) string {
 }
 
 // setConfig makes the ControlPlaneProtection's ControlPlane group have mode
-// and authorizedUsers, and waits until the webhook's cache has it.
+// and authorizedUsers (and no authorizedGroups), and waits until the
+// webhook's cache has it.
 func setConfig(ctx context.Context, mode schedulingv1alpha1.GroupMode, authorized []string) error {
+	return setGroup(ctx, schedulingv1alpha1.ProtectionGroup{Name: schedulingv1alpha1.ControlPlane, Mode: mode, AuthorizedUsers: authorized})
+}
+
+// setGroup makes the ControlPlaneProtection's only group g, with no
+// override, and waits until the webhook's cache has it.
+func setGroup(ctx context.Context, g schedulingv1alpha1.ProtectionGroup) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	key := types.NamespacedName{Name: schedulingv1alpha1.ControlPlaneProtectionName}
-	spec := schedulingv1alpha1.ControlPlaneProtectionSpec{Groups: []schedulingv1alpha1.ProtectionGroup{{
-		Name: schedulingv1alpha1.ControlPlane, Mode: mode, AuthorizedUsers: authorized,
-	}}}
+	spec := schedulingv1alpha1.ControlPlaneProtectionSpec{Groups: []schedulingv1alpha1.ProtectionGroup{g}}
 	cfg := &schedulingv1alpha1.ControlPlaneProtection{}
 	switch err := k8s.Get(ctx, key, cfg); {
 	case apierrors.IsNotFound(err):
@@ -219,16 +228,18 @@ func setConfig(ctx context.Context, mode schedulingv1alpha1.GroupMode, authorize
 	})
 }
 
-// useConfig sets the config for a case: the shipped authorized list plus
-// extra entries.
+// useConfig sets the config for a case: the shipped authorized users and
+// groups, plus extra authorized users.
 func useConfig(t testing.TB, mode schedulingv1alpha1.GroupMode, extra ...string) {
 	t.Helper()
 	shipped, err := shippedConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	authorized := slices.Concat(shipped.Spec.Groups[0].AuthorizedUsers, extra)
-	if err := setConfig(context.Background(), mode, authorized); err != nil {
+	g := shipped.Spec.Groups[0]
+	g.Mode = mode
+	g.AuthorizedUsers = slices.Concat(g.AuthorizedUsers, extra)
+	if err := setGroup(context.Background(), g); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -69,6 +71,14 @@ func run(m *testing.M) int {
 	utilruntime.Must(schedulingv1alpha1.AddToScheme(scheme))
 	if k8s, err = client.New(testBed.Config, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "protection-test-users"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: testUsersGroup}},
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "protection suite: binding the test users:", err)
 		return 1
 	}
 	stopWebhook, err := startWebhook(ctx)
