@@ -55,6 +55,7 @@ type dockerBuildOptions struct {
 	sourceSecretDir    string
 	buildSecretsDir    string
 	buildConfigMapsDir string
+	trustedCADir       string
 	binaryArchive      string
 	format             string
 	storageDriver      string
@@ -99,6 +100,7 @@ The exit code is 0 when the image was built (and pushed), else 1.`,
 	f.StringVar(&opts.sourceSecretDir, "source-secret-dir", source.DefaultSecretDir, "directory the source secret is mounted in, if it exists (default: $"+sourceSecretPathEnv+" when set)")
 	f.StringVar(&opts.buildSecretsDir, "build-secrets-dir", source.DefaultBuildSecretsDir, "directory holding the mounts of spec.source.secrets, one per Secret name")
 	f.StringVar(&opts.buildConfigMapsDir, "build-configmaps-dir", source.DefaultBuildConfigMapsDir, "directory holding the mounts of spec.source.configMaps, one per ConfigMap name")
+	f.StringVar(&opts.trustedCADir, "trusted-ca-dir", docker.TrustedCAMountDir, "directory holding the cluster's trusted CA bundle ("+docker.TrustedCABundleFile+"), given to the RUN steps of a Build with mountTrustedCA")
 	f.StringVar(&opts.binaryArchive, "binary-archive", "", "file holding a Binary source's archive (default: standard input)")
 	f.StringVar(&opts.format, "format", string(image.FormatDocker), "manifest format of the image: docker (as OpenShift's builder) or oci")
 	f.StringVar(&opts.storageDriver, "storage-driver", "", "container store driver: overlay or vfs (default: overlay when it works, else vfs)")
@@ -159,6 +161,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 			BuildSecretsDir:      opts.buildSecretsDir,
 			BuildConfigMapsDir:   opts.buildConfigMapsDir,
 			BinaryArchive:        opts.binaryArchive,
+			TrustedCADir:         opts.trustedCADir,
 			PushAuthDir:          os.Getenv(buildv1.PushDockerConfigPathEnv),
 			PullAuthDir:          os.Getenv(buildv1.PullDockerConfigPathEnv),
 			AccountAuthDir:       os.Getenv(buildv1.AccountDockerConfigPathEnv),

@@ -26,6 +26,7 @@ import (
 
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/builder/image"
@@ -67,6 +68,10 @@ type Options struct {
 	// BuildSecretsDir and BuildConfigMapsDir hold the mounts of
 	// spec.source.secrets and spec.source.configMaps.
 	BuildSecretsDir, BuildConfigMapsDir string
+	// TrustedCADir holds the cluster's trusted CA bundle
+	// (TrustedCABundleFile) when the Build sets mountTrustedCA ("":
+	// TrustedCAMountDir).
+	TrustedCADir string
 	// BinaryArchive is a Binary source's archive ("": Stdin).
 	BinaryArchive string
 	// PushAuthDir and PullAuthDir are the mounted docker configs of the
@@ -245,6 +250,19 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	if err != nil {
 		return report.Result{}, err
 	}
+	mounts := runMounts(strategy.Volumes, buildVolumeMountDir)
+	if ptr.Deref(spec.MountTrustedCA, false) {
+		dir := d.Options.TrustedCADir
+		if dir == "" {
+			dir = TrustedCAMountDir
+		}
+		ca, err := trustedCAMounts(dir)
+		if err != nil {
+			return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
+		}
+		// A build volume mounted at a trust path wins.
+		mounts = append(withoutDestinations(ca, mounts), mounts...)
+	}
 	workDir := d.Options.WorkDir
 	if workDir == "" {
 		if workDir, err = os.MkdirTemp("", "archway-docker-build-"); err != nil {
@@ -364,7 +382,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		Args:       args,
 		Labels:     imageLabels(d.Build, fetched.Revision),
 		Env:        env,
-		RunMounts:  runMounts(strategy.Volumes, buildVolumeMountDir),
+		RunMounts:  mounts,
 		NoCache:    strategy.NoCache,
 		ForcePull:  strategy.ForcePull,
 		Squash:     strategy.ImageOptimizationPolicy.SkipsLayers(),

@@ -2,7 +2,10 @@ package docker
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -125,6 +128,66 @@ func runMounts(volumes []buildv1.BuildVolume, dir string) []string {
 	for _, v := range volumes {
 		for _, m := range v.Mounts {
 			out = append(out, filepath.Join(dir, v.Name)+":"+m.DestinationPath+":ro")
+		}
+	}
+	return out
+}
+
+// TrustedCABundleFile is the file of the cluster's trusted CA bundle in
+// the directory the build controller mounts it in
+// (pkg/build/controller's TrustedCAMountDir), and TrustedCAMountDir that
+// directory.
+const (
+	TrustedCABundleFile = "tls-ca-bundle.pem"
+	TrustedCAMountDir   = "/var/run/configs/openshift.io/pki"
+)
+
+// trustedCAPaths are where RUN steps of a Build with mountTrustedCA find
+// the cluster's trusted CA bundle: the system trust paths of the Red Hat
+// family (what OpenShift's builder gives them, /etc/pki/ca-trust) and of
+// the Debian and Alpine families.
+var trustedCAPaths = []string{
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+	"/etc/ssl/certs/ca-certificates.crt",
+}
+
+// trustedCAMounts returns the bind mounts that give RUN steps the bundle
+// in dir, read-only, at every trustedCAPaths; the bundle must be there.
+func trustedCAMounts(dir string) ([]string, error) {
+	// A ConfigMap volume's file is a symbolic link into the volume's
+	// current data: the step gets the file it names.
+	bundle, err := filepath.EvalSymlinks(filepath.Join(dir, TrustedCABundleFile))
+	if err != nil {
+		return nil, fmt.Errorf("spec.mountTrustedCA is true, but the trusted CA bundle is not mounted in the build pod: %w", err)
+	}
+	info, err := os.Stat(bundle)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("spec.mountTrustedCA is true, but %s is not a file", bundle)
+	}
+	out := make([]string, 0, len(trustedCAPaths))
+	for _, p := range trustedCAPaths {
+		out = append(out, bundle+":"+p+":ro")
+	}
+	return out, nil
+}
+
+// withoutDestinations returns the mounts of add ("source:destination:opts")
+// whose destination none of have mounts.
+func withoutDestinations(add, have []string) []string {
+	dest := func(m string) string {
+		parts := strings.SplitN(m, ":", 3)
+		if len(parts) < 2 {
+			return ""
+		}
+		return filepath.Clean(parts[1])
+	}
+	var out []string
+	for _, m := range add {
+		if !slices.ContainsFunc(have, func(h string) bool { return dest(h) == dest(m) }) {
+			out = append(out, m)
 		}
 	}
 	return out

@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -180,5 +182,34 @@ func TestLayerCacheRepository(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.want)
 		}
+	}
+}
+
+// TestTrustedCAMounts: the bundle reaches both trust paths read-only, a
+// build volume at one of them wins, and a missing bundle is an error that
+// names mountTrustedCA.
+func TestTrustedCAMounts(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trustedCAMounts(dir); err == nil || !strings.Contains(err.Error(), "mountTrustedCA") {
+		t.Fatalf("no bundle: got %v, want an error naming mountTrustedCA", err)
+	}
+	bundle := filepath.Join(dir, TrustedCABundleFile)
+	if err := os.WriteFile(bundle, []byte("pem"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := trustedCAMounts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{bundle + ":/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem:ro", bundle + ":/etc/ssl/certs/ca-certificates.crt:ro"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	kept := withoutDestinations(got, []string{"/v/certs:/etc/ssl/certs/ca-certificates.crt/:ro"})
+	if !reflect.DeepEqual(kept, want[:1]) {
+		t.Fatalf("with a volume at the Debian path: got %q, want %q", kept, want[:1])
 	}
 }
