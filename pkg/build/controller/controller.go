@@ -181,6 +181,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	platforms, resolved := resolvedPlatforms(b)
 	if !resolved && !b.Status.Cancelled {
+		// Before any pod: a pod mounting a missing ConfigMap would wait
+		// for it without a word.
+		f, err := r.trustedCAFailure(ctx, b)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if f != nil {
+			return r.write(ctx, b, nil, FailurePlan(f), now)
+		}
 		queued, err := r.waitForTurn(ctx, b)
 		if err != nil {
 			return ctrl.Result{}, err

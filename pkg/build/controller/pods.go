@@ -50,6 +50,12 @@ const (
 	// entry, named after the volume; the builder mounts it into RUN steps
 	// at the volume's destinationPath.
 	BuildVolumeMountDir = "/var/run/openshift.io/volumes"
+	// TrustedCAMountDir holds the cluster's trusted CA bundle, as the file
+	// TrustedCABundleFile, in the pods of a Build with mountTrustedCA; the
+	// builder mounts it into RUN steps at the system trust paths.
+	TrustedCAMountDir = "/var/run/configs/openshift.io/pki"
+	// TrustedCABundleFile is the bundle's file in TrustedCAMountDir.
+	TrustedCABundleFile = "tls-ca-bundle.pem"
 	// BuildWorkDir is the builder's scratch directory (an emptyDir).
 	BuildWorkDir = "/tmp/build"
 	// ContainerStorageDir is the builder's image store (an emptyDir).
@@ -452,6 +458,14 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: src})
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: BuildVolumeMountDir + "/" + v.Name, ReadOnly: true})
 		}
+	}
+	if ca := cfg.TrustedCA; ca != nil && ptr.Deref(b.Spec.MountTrustedCA, false) {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "trusted-ca", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ca.ConfigMapName},
+				Items:                []corev1.KeyToPath{{Key: ca.Key, Path: TrustedCABundleFile}},
+			}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "trusted-ca", MountPath: TrustedCAMountDir, ReadOnly: true})
 	}
 	for _, d := range []struct {
 		name, path string

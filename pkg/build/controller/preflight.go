@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/build/dockerfile"
 	"github.com/archway-build/archway/pkg/platform"
 )
@@ -241,4 +242,53 @@ func applyPreflight(plan *Plan, pf Preflight, now metav1.Time) {
 		plan.Events = append(plan.Events, PlanEvent{Type: corev1.EventTypeWarning, Reason: buildv1.EventReasonBaseImageCheckSkipped,
 			Message: u + "; each platform's pod checks its base image instead"})
 	}
+}
+
+// TrustedCAFailure says why a Build with mountTrustedCA cannot run: no
+// trusted CA bundle is configured (build.trustedCA), or its ConfigMap
+// (cm, nil when it does not exist) lacks the configured key. It returns
+// nil when the Build does not set mountTrustedCA or the bundle is there.
+func TrustedCAFailure(b *buildv1.Build, ca *configv1alpha1.TrustedCAConfig, cm *corev1.ConfigMap) *Failure {
+	if b.Spec.MountTrustedCA == nil || !*b.Spec.MountTrustedCA {
+		return nil
+	}
+	fail := func(msg string) *Failure {
+		return &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonMissingTrustedCABundle, Message: msg}
+	}
+	switch {
+	case ca == nil:
+		return fail("spec.mountTrustedCA is true, but build-controller's configuration names no trusted CA bundle " +
+			"(build.trustedCA): ask the cluster's administrator to set it, or remove mountTrustedCA")
+	case cm == nil:
+		return fail(fmt.Sprintf("spec.mountTrustedCA is true, but the trusted CA bundle's ConfigMap %q (build.trustedCA) "+
+			"does not exist in namespace %s: create it with the key %s holding the PEM bundle "+
+			"(on OpenShift, label it config.openshift.io/inject-trusted-cabundle=true), or remove mountTrustedCA",
+			ca.ConfigMapName, b.Namespace, ca.Key))
+	}
+	if _, ok := cm.Data[ca.Key]; !ok {
+		if _, ok := cm.BinaryData[ca.Key]; !ok {
+			return fail(fmt.Sprintf("spec.mountTrustedCA is true, but ConfigMap %s/%s has no key %s (build.trustedCA.key) "+
+				"holding the PEM bundle", b.Namespace, ca.ConfigMapName, ca.Key))
+		}
+	}
+	return nil
+}
+
+// trustedCAFailure reads the trusted CA bundle's ConfigMap of a Build with
+// mountTrustedCA from the apiserver (the controller caches no ConfigMap)
+// and returns TrustedCAFailure's verdict.
+func (r *Reconciler) trustedCAFailure(ctx context.Context, b *buildv1.Build) (*Failure, error) {
+	ca := r.Config.TrustedCA
+	if b.Spec.MountTrustedCA == nil || !*b.Spec.MountTrustedCA || ca == nil {
+		return TrustedCAFailure(b, ca, nil), nil
+	}
+	cm := &corev1.ConfigMap{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ca.ConfigMapName}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the trusted CA bundle's ConfigMap: %w", err)
+	}
+	return TrustedCAFailure(b, ca, cm), nil
 }

@@ -261,11 +261,6 @@ func TestAdmissionRejects(t *testing.T) {
 			want:   []string{`spec.postCommit: Invalid value: set command or script, not both`},
 		},
 		{
-			name:   "mountTrustedCA (not implemented yet)",
-			mutate: func(s map[string]any) { s["mountTrustedCA"] = true },
-			want:   []string{`spec.mountTrustedCA: Invalid value: true: mountTrustedCA true is not implemented by archway yet: remove it`},
-		},
-		{
 			name: "imageOptimizationPolicy SkipLayers with a registry layer cache",
 			mutate: func(s map[string]any) {
 				set(s, "SkipLayers", "strategy", "dockerStrategy", "imageOptimizationPolicy")
@@ -452,6 +447,7 @@ func TestAdmissionAccepts(t *testing.T) {
 			set(s, "None", "strategy", "dockerStrategy", "imageOptimizationPolicy")
 			set(s, map[string]any{"mode": "Registry"}, "strategy", "dockerStrategy", "layerCache")
 		}},
+		{name: "mountTrustedCA", mutate: func(s map[string]any) { s["mountTrustedCA"] = true }},
 		{name: "post-commit command", mutate: func(s map[string]any) { s["postCommit"] = map[string]any{"command": []any{"make", "test"}} }},
 		{name: "git with an inline Dockerfile", mutate: func(s map[string]any) {
 			s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"}, "dockerfile": "FROM x\n"}

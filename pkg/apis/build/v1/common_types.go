@@ -81,10 +81,16 @@ type CommonSpec struct {
 	// +nullable
 	NodeSelector OptionalNodeSelector `json:"nodeSelector"`
 
-	// mountTrustedCA mounts the cluster's trusted certificate authorities
-	// into the build pods. Default: false.
+	// mountTrustedCA gives the build's RUN steps the cluster's trusted
+	// certificate authorities: the bundle the build controller's
+	// configuration names (build.trustedCA, a ConfigMap in the Build's
+	// namespace) is mounted read-only at the system trust paths
+	// (/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem and
+	// /etc/ssl/certs/ca-certificates.crt) for each step, and never
+	// written into the image. A Build that sets it while the bundle is
+	// not there fails with the reason MissingTrustedCABundle. Default:
+	// false.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule=`!self`,message="mountTrustedCA true is not implemented by archway yet: remove it"
 	MountTrustedCA *bool `json:"mountTrustedCA,omitempty"`
 
 	// The duplicate rule normalizes each entry once and compares the count of

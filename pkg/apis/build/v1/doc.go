@@ -30,9 +30,9 @@
 // does not ask for strict field validation). The strategy type enum only
 // allows Docker and Source. The Source strategy is kept in the types so
 // OpenShift objects round-trip; the controller rejects it with the reason
-// UnsupportedBuildStrategy until it is implemented. Fields archway does not
-// implement yet (mountTrustedCA: true, ImageChange triggers) are refused by
-// rules of their own, each naming the field.
+// UnsupportedBuildStrategy until it is implemented. What archway does not
+// implement yet (ImageChange triggers) is refused by rules of its own,
+// naming the field.
 //
 // # Extensions
 //

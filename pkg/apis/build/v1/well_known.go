@@ -248,6 +248,11 @@ const (
 	// StatusReasonUnsupportedBuildStrategy: the strategy is one archway
 	// does not run yet (Source).
 	StatusReasonUnsupportedBuildStrategy StatusReason = "UnsupportedBuildStrategy"
+	// StatusReasonMissingTrustedCABundle: the Build sets mountTrustedCA,
+	// and the trusted CA bundle the build controller's configuration
+	// names (build.trustedCA) is not configured, or its ConfigMap or key
+	// is missing in the Build's namespace.
+	StatusReasonMissingTrustedCABundle StatusReason = "MissingTrustedCABundle"
 	// StatusReasonUserNamespaceIgnored: an unprivileged build pod found
 	// itself in the node's user namespace: the node's container runtime
 	// ignored hostUsers: false, so the builder refused to build.

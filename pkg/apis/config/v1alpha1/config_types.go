@@ -124,6 +124,28 @@ type BuildControllerConfig struct {
 	// to a node, and fails its platform. Default: none.
 	// +optional
 	UnfitNodes *UnfitNodesConfig `json:"unfitNodes,omitempty"`
+
+	// trustedCA is the cluster's trusted CA bundle, which the RUN steps of
+	// a Build with spec.mountTrustedCA: true read at the system trust
+	// paths (never written into the image): a ConfigMap of this name in
+	// the Build's namespace, as OpenShift's ConfigMaps labelled
+	// config.openshift.io/inject-trusted-cabundle=true hold it. Default:
+	// unset; a Build with mountTrustedCA: true then fails with the reason
+	// MissingTrustedCABundle.
+	// +optional
+	TrustedCA *TrustedCAConfig `json:"trustedCA,omitempty"`
+}
+
+// TrustedCAConfig names the ConfigMap holding the cluster's trusted CA
+// bundle in every namespace that runs builds with mountTrustedCA.
+type TrustedCAConfig struct {
+	// configMapName is the ConfigMap's name. Required.
+	ConfigMapName string `json:"configMapName"`
+
+	// key is the ConfigMap's key holding the PEM bundle. Default:
+	// ca-bundle.crt (the key OpenShift injects).
+	// +optional
+	Key string `json:"key,omitempty"`
 }
 
 // UnfitNodesConfig names the node label that marks nodes unfit for builds.

@@ -25,6 +25,12 @@ import (
 // build-controller creates it in every namespace that runs builds.
 const DefaultBuilderServiceAccount = "builder"
 
+// DefaultTrustedCAKey is the key of the trusted CA bundle in the
+// build.trustedCA ConfigMap when the configuration names none: the key
+// OpenShift injects into ConfigMaps labelled
+// config.openshift.io/inject-trusted-cabundle=true.
+const DefaultTrustedCAKey = "ca-bundle.crt"
+
 // Defaults of the build pods' bounds.
 const (
 	DefaultActiveDeadlineSeconds int64 = 4 * 60 * 60
@@ -78,6 +84,9 @@ func SetDefaults(cfg *BuildControllerConfiguration) {
 	}
 	if b.StorageSizeLimit == nil {
 		b.StorageSizeLimit = ptr.To(resource.MustParse(DefaultStorageSizeLimit))
+	}
+	if b.TrustedCA != nil && b.TrustedCA.Key == "" {
+		b.TrustedCA.Key = DefaultTrustedCAKey
 	}
 	if b.BuildOverrides.ArchNodeSelector == nil {
 		b.BuildOverrides.ArchNodeSelector = ptr.To(true)
@@ -172,6 +181,19 @@ func validateBuild(b *BuildControllerConfig, path *field.Path) field.ErrorList {
 			for _, msg := range validation.IsValidLabelValue(v) {
 				errs = append(errs, field.Invalid(p.Child("values").Index(i), v, msg))
 			}
+		}
+	}
+	if ca := b.TrustedCA; ca != nil {
+		p := path.Child("trustedCA")
+		if ca.ConfigMapName == "" {
+			errs = append(errs, field.Required(p.Child("configMapName"), "the ConfigMap holding the trusted CA bundle in each build's namespace"))
+		} else {
+			for _, msg := range validation.IsDNS1123Subdomain(ca.ConfigMapName) {
+				errs = append(errs, field.Invalid(p.Child("configMapName"), ca.ConfigMapName, msg))
+			}
+		}
+		for _, msg := range validation.IsConfigMapKey(ca.Key) {
+			errs = append(errs, field.Invalid(p.Child("key"), ca.Key, msg))
 		}
 	}
 	errs = append(errs, validateEmulation(&b.Emulation, path.Child("emulation"))...)

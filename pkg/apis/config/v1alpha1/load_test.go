@@ -30,6 +30,25 @@ func TestParse(t *testing.T) {
 			},
 		},
 		{
+			name: "trustedCA takes OpenShift's key by default",
+			file: header + "build:\n  builderImage: registry.example.com/archway/builder:v1\n  trustedCA: {configMapName: trusted-ca}\n",
+			check: func(t *testing.T, cfg *BuildControllerConfiguration) {
+				if ca := cfg.Build.TrustedCA; ca == nil || ca.ConfigMapName != "trusted-ca" || ca.Key != "ca-bundle.crt" {
+					t.Errorf("trustedCA = %+v", ca)
+				}
+			},
+		},
+		{
+			name:    "trustedCA without a ConfigMap",
+			file:    header + "build:\n  builderImage: registry.example.com/archway/builder:v1\n  trustedCA: {key: ca.crt}\n",
+			wantErr: []string{"build.trustedCA.configMapName: Required value"},
+		},
+		{
+			name:    "trustedCA with a bad key",
+			file:    header + "build:\n  builderImage: registry.example.com/archway/builder:v1\n  trustedCA: {configMapName: ca, key: a/b}\n",
+			wantErr: []string{"build.trustedCA.key: Invalid value"},
+		},
+		{
 			name: "every field",
 			file: header + `build:
   builderImage: registry.example.com/archway/builder:v1

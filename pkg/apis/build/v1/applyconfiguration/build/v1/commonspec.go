@@ -59,8 +59,15 @@ type CommonSpecApplyConfiguration struct {
 	// naming another architecture fails the build with the reason
 	// NodeSelectorPlatformConflict.
 	NodeSelector *buildv1.OptionalNodeSelector `json:"nodeSelector,omitempty"`
-	// mountTrustedCA mounts the cluster's trusted certificate authorities
-	// into the build pods. Default: false.
+	// mountTrustedCA gives the build's RUN steps the cluster's trusted
+	// certificate authorities: the bundle the build controller's
+	// configuration names (build.trustedCA, a ConfigMap in the Build's
+	// namespace) is mounted read-only at the system trust paths
+	// (/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem and
+	// /etc/ssl/certs/ca-certificates.crt) for each step, and never
+	// written into the image. A Build that sets it while the bundle is
+	// not there fails with the reason MissingTrustedCABundle. Default:
+	// false.
 	MountTrustedCA *bool `json:"mountTrustedCA,omitempty"`
 	// platforms are the target platforms of the build, each "os/arch" or
 	// "os/arch/variant" in lowercase (linux/amd64, linux/arm64,
