@@ -162,7 +162,12 @@ func TestInstall(t *testing.T) {
 		kept := []client.Object{&builds.Items[0], &configs.Items[0], policy}
 		crds := crdNames(t)
 
-		out, err := kubectl("delete", "-k", overlay, "--timeout=3m")
+		// As docs/admin-guide/install.md says: the config first, so that the
+		// placement controller releases the pods while its credentials
+		// still work, then the components.
+		out, err := kubectl("delete", "clusterpodplacementconfig", "cluster", "--ignore-not-found", "--timeout=3m")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		out, err = kubectl("delete", "-k", overlay, "--timeout=3m")
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		got := &corev1.Pod{}
 		g.Expect(b.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)).To(Succeed())

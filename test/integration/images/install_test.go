@@ -1,6 +1,7 @@
 package images
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ktypes "sigs.k8s.io/kustomize/api/types"
@@ -22,6 +24,7 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+	"github.com/archway-build/archway/pkg/build/plugin"
 	"github.com/archway-build/archway/pkg/emulation"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/test/bed"
@@ -214,6 +217,14 @@ func fourPlatformBuild(ctx context.Context, t *testing.T, release string) {
 	if err := testBed.Client.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
+	// `kubectl archway logs -f` from the Build's creation: it streams every
+	// platform's log from the real kubelet as the pods run, and ends by
+	// itself when the Build does.
+	var followed bytes.Buffer
+	follow := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &followed, ErrOut: &followed})
+	follow.SetArgs([]string{"logs", "-f", "build/" + b.Name, "--kubeconfig", testBed.Kubeconfig, "-n", ns})
+	followErr := make(chan error, 1)
+	go func() { followErr <- follow.ExecuteContext(ctx) }()
 	var done buildv1.Build
 	if err := bed.WaitFor(ctx, testBed.Client, client.ObjectKeyFromObject(b), &done, func(b *buildv1.Build) bool { return b.Status.Phase.IsTerminal() }); err != nil {
 		t.Fatal(err)
@@ -222,6 +233,30 @@ func fourPlatformBuild(ctx context.Context, t *testing.T, release string) {
 		t.Fatalf("build %s: %s; platforms %+v", done.Status.Phase, done.Status.Message, done.Status.Platforms)
 	}
 	t.Logf("four-platform build on the real node (three under qemu): %s", time.Since(start).Round(100*time.Millisecond))
+	select {
+	case err := <-followErr:
+		if err != nil {
+			t.Errorf("kubectl archway logs -f: %v\n%s", err, followed.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("kubectl archway logs -f did not end with the build:\n%s", followed.String())
+	}
+	for _, p := range b.Spec.Platforms {
+		var lines []string
+		for line := range strings.SplitSeq(followed.String(), "\n") {
+			if strings.HasPrefix(line, "["+p+"] ") {
+				lines = append(lines, line)
+			}
+		}
+		if !strings.Contains(strings.Join(lines, "\n"), "uname -m > /machine") {
+			t.Errorf("kubectl archway logs -f shows no RUN step of %s:\n%s", p, followed.String())
+		}
+	}
+	// kubectl logs reads the same log from the kubelet.
+	amd64Pod := buildv1.PlatformPodName(b.Name, "linux/amd64")
+	if out, err := framework.BedKubectl(ctx, testBed, "logs", "-n", ns, amd64Pod); err != nil || !strings.Contains(out, "uname -m > /machine") {
+		t.Errorf("kubectl logs %s: %v\n%s", amd64Pod, err, out)
+	}
 	var pods corev1.PodList
 	if err := testBed.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
@@ -346,14 +381,16 @@ func dumpRestarts(t *testing.T) {
 	}
 }
 
-// uninstall runs kubectl delete -k of the overlay on the real node (the
-// components stop, the ClusterPodPlacementConfig releases gated pods
-// while they still run, the namespace and CRDs go) and installs the CRDs
-// again, as the bed started with them.
+// uninstall uninstalls as docs/admin-guide/install.md says, on the real
+// node: the ClusterPodPlacementConfig first (the placement controller,
+// still running, releases gated pods and lets it go), then kubectl delete
+// -k of the overlay (the components stop, the namespace and CRDs go); then
+// it installs the CRDs again, as the bed started with them.
 func uninstall(t *testing.T, overlay string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
 	for _, args := range [][]string{
+		{"delete", "clusterpodplacementconfig", "cluster", "--ignore-not-found", "--timeout=180s"},
 		{"delete", "-k", overlay, "--wait", "--timeout=180s"},
 		{"apply", "--server-side", "-k", filepath.Join(bed.RepoRoot(), "manifests", "crd")},
 		{"wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"},
