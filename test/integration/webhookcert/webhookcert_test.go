@@ -28,6 +28,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -45,6 +46,8 @@ import (
 const (
 	namespace = "archway-system"
 	tenant    = "tenant"
+	// tenantUser creates the pods the webhook judges.
+	tenantUser = "tenant-user"
 	// protectedNode is a node object only: admission needs no kubelet.
 	protectedNode = "control-plane-1"
 )
@@ -182,13 +185,25 @@ func fingerprint(der []byte) string {
 // ship, the protection's webhook configuration of the manifests pointed
 // at port on localhost without a CA, the shipped ControlPlaneProtection
 // (mode Inform, so an admission through the webhook comes back with a
-// warning), a protected node and a tenant namespace.
+// warning), a protected node and a tenant namespace where tenantUser may
+// create pods.
 func setUp(t *testing.T, port int) {
 	t.Helper()
 	ctx := t.Context()
 	k := k8s
 	for _, ns := range []string{namespace, tenant} {
 		if err := k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range []client.Object{
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "pods"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "pods"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pods"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: tenantUser}}},
+	} {
+		if err := k.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
 			t.Fatal(err)
 		}
 	}
@@ -293,6 +308,8 @@ func admitThroughWebhook(t *testing.T, name string) error {
 	cfg := rest.CopyConfig(testBed.Config)
 	cfg.WarningHandlerWithContext = nil
 	cfg.WarningHandler = w
+	// Not the bed's admin: system:masters is an authorized group.
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser, Groups: []string{"system:authenticated"}}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
