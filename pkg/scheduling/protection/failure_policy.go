@@ -3,6 +3,7 @@ package protection
 import (
 	"context"
 	"fmt"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,8 +28,9 @@ import (
 const PodsWebhookName = "pods.control-plane-protection.scheduling.archway.dev"
 
 // FailurePolicy is the failurePolicy the pods webhook should have for cfg
-// (nil when no ControlPlaneProtection exists): Fail while some group is in
-// mode Enable, Ignore otherwise. Only a group that denies needs the
+// (nil when no ControlPlaneProtection exists; pass it through Effective
+// for the override): Fail while some group is in mode Enable, Ignore
+// otherwise. Only a group that denies needs the
 // apiserver to refuse what the webhook cannot judge; in Inform and Disable
 // an outage of the webhook must not refuse anything, since the webhook
 // would have admitted it.
@@ -67,7 +69,7 @@ func failurePolicyNote(p admissionregistrationv1.FailurePolicyType) string {
 	if p == admissionregistrationv1.Fail {
 		return fmt.Sprintf("A group is in mode Enable: webhook %s of %s now fails closed (failurePolicy Fail). While no replica of the webhook answers, "+
 			"pods outside the excluded system namespaces that name a node, select nodes or tolerate a control-plane taint are refused; "+
-			"setting every group to Inform or Disable makes it fail open again", PodsWebhookName, WebhookConfigurationName)
+			"setting every group to Inform or Disable, or an override (spec.override), makes it fail open again", PodsWebhookName, WebhookConfigurationName)
 	}
 	return fmt.Sprintf("No group is in mode Enable: webhook %s of %s fails open (failurePolicy Ignore); an outage of the webhook refuses no pod",
 		PodsWebhookName, WebhookConfigurationName)
@@ -114,25 +116,32 @@ func (r *failurePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if cfg != nil && cfg.DeletionTimestamp != nil {
 		cfg = nil
 	}
-	want := FailurePolicy(cfg)
+	// An override in effect relaxes the modes until it lapses: look again
+	// then.
+	now := time.Now()
+	want := FailurePolicy(Effective(cfg, now))
+	var res ctrl.Result
+	if next := nextChange(cfg, now); !next.IsZero() {
+		res.RequeueAfter = next.Sub(now) + time.Millisecond
+	}
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := r.client.Get(ctx, types.NamespacedName{Name: WebhookConfigurationName}, vwc); err != nil {
 		// Not installed (yet): its creation is watched.
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return res, client.IgnoreNotFound(err)
 	}
 	found, changed := setFailurePolicy(vwc, want)
 	if !found {
 		log.FromContext(ctx).Info("the webhook configuration has no pods webhook; nothing to keep", "webhookConfiguration", WebhookConfigurationName, "webhook", PodsWebhookName)
-		return ctrl.Result{}, nil
+		return res, nil
 	}
 	if !changed {
-		return ctrl.Result{}, nil
+		return res, nil
 	}
 	if err := r.client.Update(ctx, vwc); err != nil {
 		if apierrors.IsConflict(err) {
 			// Another replica or the certificate injection wrote first:
 			// the newer version arrives through the watch.
-			return ctrl.Result{}, nil
+			return res, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("setting failurePolicy %s on %s: %w", want, WebhookConfigurationName, err)
 	}
@@ -141,5 +150,5 @@ func (r *failurePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if cfg != nil {
 		r.recorder.Eventf(cfg, nil, corev1.EventTypeNormal, EventFailurePolicySet, "SetFailurePolicy", "%s", note)
 	}
-	return ctrl.Result{}, nil
+	return res, nil
 }

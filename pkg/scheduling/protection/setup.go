@@ -41,7 +41,10 @@ func ConfigureCache(o *cache.Options) {
 // for one and a config change is seen as soon as the watch delivers it. A
 // readiness check named "control-plane-protection-cache" fails until they
 // have synced. Every replica also keeps the pods webhook's failurePolicy
-// in step with the groups' modes (failure_policy.go). The scheme must hold
+// in step with the groups' modes (failure_policy.go), writes the status
+// with the denials it counted (status.go), and serves ConfigWebhookPath,
+// which refuses an override that would not lapse within MaxOverride
+// (override.go). The scheme must hold
 // schedulingv1alpha1. Metrics are registered with reg.
 func Setup(mgr ctrl.Manager, reg prometheus.Registerer) error {
 	m, err := newMetrics(reg)
@@ -59,12 +62,21 @@ func Setup(mgr ctrl.Manager, reg prometheus.Registerer) error {
 	if err := setupFailurePolicy(mgr, recorder); err != nil {
 		return fmt.Errorf("control-plane protection: failure policy controller: %w", err)
 	}
+	denials := newDenialCounter()
+	if err := setupStatus(mgr, denials); err != nil {
+		return fmt.Errorf("control-plane protection: status controller: %w", err)
+	}
 	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: &webhook{
 		decoder:  admission.NewDecoder(mgr.GetScheme()),
 		cache:    mgr.GetCache(),
 		recorder: recorder,
 		metrics:  m,
 		log:      mgr.GetLogger().WithName("control-plane-protection"),
+		denials:  denials,
+	}})
+	mgr.GetWebhookServer().Register(ConfigWebhookPath, &admission.Webhook{Handler: &configWebhook{
+		decoder: admission.NewDecoder(mgr.GetScheme()),
+		now:     time.Now,
 	}})
 	return mgr.AddReadyzCheck("control-plane-protection-cache", func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)

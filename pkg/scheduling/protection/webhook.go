@@ -31,6 +31,8 @@ type webhook struct {
 	recorder events.EventRecorder
 	metrics  *metrics
 	log      logr.Logger
+	// denials counts denied requests for the status (nil: not counted).
+	denials *denialCounter
 }
 
 var _ admission.Handler = (*webhook)(nil)
@@ -57,6 +59,9 @@ func (w *webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		// through (the apiserver's failurePolicy says the same).
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading ControlPlaneProtection: %w", err))
 	}
+	// The override lapses by the clock alone: nothing has to run for it.
+	now := time.Now()
+	cfg = Effective(cfg, now)
 	var nodes []Node
 	if enforcing(cfg) && mayReach(in) {
 		if nodes, err = w.nodes(ctx, in); err != nil {
@@ -73,6 +78,12 @@ func (w *webhook) Handle(ctx context.Context, req admission.Request) admission.R
 			w.log.V(1).Info("denied", "user", in.User, "namespace", in.Namespace, "pod", in.Name, "message", d.Message)
 			denied := admission.Denied(d.Message)
 			denied.AuditAnnotations = map[string]string{key + "-decision": string(d.Result), key + "-reason": d.Message}
+			if w.denials != nil && (req.DryRun == nil || !*req.DryRun) {
+				w.denials.record(schedulingv1alpha1.Denial{
+					Time: metav1.NewTime(now), Group: d.Group, Operation: string(in.Operation),
+					User: in.User, Namespace: in.Namespace, Pod: in.Name,
+				})
+			}
 			return denied
 		case ResultWarned:
 			w.log.V(1).Info("warned", "user", in.User, "namespace", in.Namespace, "pod", in.Name, "message", d.Message)

@@ -53,7 +53,7 @@ var (
 	}{
 		{"MutatingWebhookConfiguration", "archway-pod-placement", 1},
 		{"ValidatingWebhookConfiguration", "archway-pod-placement-validation", 2},
-		{"ValidatingWebhookConfiguration", "archway-control-plane-protection", 2},
+		{"ValidatingWebhookConfiguration", "archway-control-plane-protection", 3},
 		{"MutatingWebhookConfiguration", "archway-scheduling-policy", 2},
 		{"ValidatingWebhookConfiguration", "archway-scheduling-policy-validation", 4},
 	}

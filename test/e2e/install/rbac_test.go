@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -46,6 +48,7 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/placement/execformat"
 	"github.com/archway-build/archway/pkg/scheduling/policy"
@@ -1565,10 +1568,55 @@ func protectionCase(ctx context.Context, e *rbacEnv, _ []string) error {
 				return ev.Reason == protection.EventUnauthorizedPlacement && ev.Regarding.Name == pod.Name
 			}), nil
 		})
-		if err == nil || ctx.Err() != nil {
+		if err != nil && ctx.Err() == nil {
+			continue
+		}
+		if err != nil {
 			return err
 		}
+		return protectionStatusWritten(ctx, c, ns)
 	}
+}
+
+// protectionStatusWritten changes the ControlPlaneProtection's spec (an
+// authorized user named after the case, taken out again after) and waits
+// for the status of that generation: the component writes it.
+func protectionStatusWritten(ctx context.Context, c client.Client, probe string) error {
+	cpp := &unstructured.Unstructured{}
+	cpp.SetGroupVersionKind(schedulingv1alpha1.GroupVersion.WithKind("ControlPlaneProtection"))
+	key := client.ObjectKey{Name: schedulingv1alpha1.ControlPlaneProtectionName}
+	users := func(add bool) error {
+		if err := c.Get(ctx, key, cpp); err != nil {
+			return err
+		}
+		groups, _, _ := unstructured.NestedSlice(cpp.Object, "spec", "groups")
+		g := groups[0].(map[string]any)
+		list, _, _ := unstructured.NestedStringSlice(g, "authorizedUsers")
+		list = slices.DeleteFunc(list, func(u string) bool { return u == "rbac-probe:"+probe })
+		if add {
+			list = append(list, "rbac-probe:"+probe)
+		}
+		if err := unstructured.SetNestedStringSlice(g, list, "authorizedUsers"); err != nil {
+			return err
+		}
+		groups[0] = g
+		if err := unstructured.SetNestedSlice(cpp.Object, groups, "spec", "groups"); err != nil {
+			return err
+		}
+		return c.Update(ctx, cpp)
+	}
+	if err := users(true); err != nil {
+		return err
+	}
+	generation := cpp.GetGeneration()
+	defer func() { _ = users(false) }()
+	return poll(ctx, "the ControlPlaneProtection's status of generation "+strconv.FormatInt(generation, 10), func() (bool, error) {
+		if err := c.Get(ctx, key, cpp); err != nil {
+			return false, err
+		}
+		observed, _, _ := unstructured.NestedInt64(cpp.Object, "status", "observedGeneration")
+		return observed >= generation, nil
+	})
 }
 
 // warningCatcher keeps the apiserver's warnings (rest.WarningHandler).

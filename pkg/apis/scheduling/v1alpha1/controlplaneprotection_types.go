@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -18,8 +20,13 @@ const ControlPlaneProtectionName = "cluster"
 // pod's namespace are on the group's authorizedUsers.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:path=controlplaneprotections,singular=controlplaneprotection,scope=Cluster,shortName=cpp
-// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.groups[?(@.name=="ControlPlane")].mode`,description="The ControlPlane group's mode."
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.groups[?(@.name=="ControlPlane")].mode`,description="The ControlPlane group's mode in effect (the override's while it lasts)."
+// +kubebuilder:printcolumn:name="Enforcing",type=string,JSONPath=`.status.conditions[?(@.type=="Enforcing")].status`,description="Whether some group denies unauthorized requests now."
+// +kubebuilder:printcolumn:name="Override Until",type=string,JSONPath=`.spec.override.until`,description="When the emergency override lapses."
+// +kubebuilder:printcolumn:name="Denied",type=integer,JSONPath=`.status.denials.count`,description="Requests denied since the webhook's replicas started counting."
+// +kubebuilder:printcolumn:name="Last Denial",type=date,JSONPath=`.status.denials.last.time`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == 'cluster'",message="ControlPlaneProtection is a singleton: metadata.name must be 'cluster'"
 type ControlPlaneProtection struct {
@@ -31,6 +38,11 @@ type ControlPlaneProtection struct {
 	// spec is the protected node groups. Required.
 	// +required
 	Spec ControlPlaneProtectionSpec `json:"spec"`
+
+	// status is what the webhook enforces now and what it denied
+	// recently, written by its replicas.
+	// +optional
+	Status ControlPlaneProtectionStatus `json:"status,omitempty"`
 }
 
 // ControlPlaneProtectionSpec lists the protected node groups.
@@ -42,6 +54,152 @@ type ControlPlaneProtectionSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=1
 	Groups []ProtectionGroup `json:"groups,omitempty"`
+
+	// override relaxes every group for a while, as an emergency switch
+	// that lapses by itself at override.until (the webhook reads the
+	// clock; nothing needs to run for it to lapse). Default: none.
+	// +optional
+	Override *ProtectionOverride `json:"override,omitempty"`
+}
+
+// MaxOverride is how far ahead of the time it is written an override's
+// until may be.
+const MaxOverride = 24 * time.Hour
+
+// ProtectionOverride is an emergency override of every group's mode.
+//
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Enable'",message="override.mode must be Disable or Inform: an override only relaxes; set a group's mode to Enable instead"
+type ProtectionOverride struct {
+	// mode is what every group in a stricter mode follows until the
+	// override lapses: Disable or Inform. Required.
+	// +required
+	Mode GroupMode `json:"mode"`
+
+	// until is when the override lapses (RFC 3339, e.g.
+	// 2026-01-02T15:04:05Z). Required. When written it must be in the
+	// future and at most 24 hours ahead; renew it to keep it.
+	// +required
+	Until metav1.Time `json:"until"`
+
+	// reason says why, for whoever reads the ControlPlaneProtection.
+	// Optional, at most 256 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
+}
+
+// ControlPlaneProtectionStatus is what the webhook enforces now and what it
+// denied recently.
+type ControlPlaneProtectionStatus struct {
+	// observedGeneration is the generation of the spec this status
+	// describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready (every group protects some node and its
+	// selector is valid), Enforcing (some group denies unauthorized
+	// requests now) and Overridden (an override is in effect).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// groups are what each group enforces now.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1
+	Groups []GroupStatus `json:"groups,omitempty"`
+
+	// denials are the requests denied, counted by every replica of the
+	// webhook since it started, and the last one.
+	// +optional
+	Denials *DenialStatus `json:"denials,omitempty"`
+}
+
+// Condition types of a ControlPlaneProtection.
+const (
+	// ConditionReady is true when every group's label selector is valid
+	// and selects some node.
+	ConditionReady = "Ready"
+	// ConditionEnforcing is true when some group is in mode Enable now,
+	// override considered.
+	ConditionEnforcing = "Enforcing"
+	// ConditionOverridden is true while spec.override is in effect.
+	ConditionOverridden = "Overridden"
+)
+
+// GroupStatus is what one group enforces now.
+type GroupStatus struct {
+	// name is the group's name.
+	// +required
+	Name ProtectionGroupName `json:"name"`
+
+	// mode is the mode in effect: the group's, or the override's while it
+	// is in effect and less strict.
+	// +required
+	Mode GroupMode `json:"mode"`
+
+	// protectedNodes is how many nodes the group's selector selects.
+	// +optional
+	ProtectedNodes int32 `json:"protectedNodes"`
+
+	// authorizedUsers in effect (the group's).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	AuthorizedUsers []string `json:"authorizedUsers,omitempty"`
+
+	// authorizedGroups in effect (the group's).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	AuthorizedGroups []string `json:"authorizedGroups,omitempty"`
+}
+
+// DenialStatus counts denied requests and keeps the last one.
+type DenialStatus struct {
+	// count is how many requests were denied.
+	// +optional
+	Count int64 `json:"count"`
+
+	// last is the most recent denied request.
+	// +optional
+	Last *Denial `json:"last,omitempty"`
+}
+
+// Denial is one denied request.
+type Denial struct {
+	// time is when it was denied.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// group is the group that denied it.
+	// +required
+	Group ProtectionGroupName `json:"group"`
+
+	// operation is create, update or bind.
+	// +required
+	// +kubebuilder:validation:MaxLength=16
+	Operation string `json:"operation"`
+
+	// user is the requester (cut to 253 characters).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	User string `json:"user"`
+
+	// namespace is the pod's.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// pod is the pod's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod"`
 }
 
 // ProtectionGroupName names a protected node group.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +48,17 @@ func TestConfigValidation(t *testing.T) {
 		{name: "duplicate entry", obj: withSpec(group(func(g *schedulingv1alpha1.ProtectionGroup) {
 			g.AuthorizedUsers = append(g.AuthorizedUsers, g.AuthorizedUsers[0])
 		})), want: "Duplicate value"},
+		{name: "group wildcard", obj: withSpec(group(func(g *schedulingv1alpha1.ProtectionGroup) { g.AuthorizedGroups = []string{"system:*"} })),
+			want: "authorizedGroups entries are group names, matched exactly"},
+		{name: "override for an hour", obj: withOverrideSpec(shipped.Spec, schedulingv1alpha1.ModeDisable, time.Hour)},
+		{name: "override without until", obj: withOverrideSpec(shipped.Spec, schedulingv1alpha1.ModeDisable, 0),
+			want: "spec.override.until: Required value"},
+		{name: "override to Enable", obj: withOverrideSpec(shipped.Spec, schedulingv1alpha1.ModeEnable, time.Hour),
+			want: "override.mode must be Disable or Inform: an override only relaxes"},
+		{name: "override for 48 hours", obj: withOverrideSpec(shipped.Spec, schedulingv1alpha1.ModeDisable, 48*time.Hour),
+			want: "ahead: an emergency override may last at most 24h0m0s; set "},
+		{name: "override in the past", obj: withOverrideSpec(shipped.Spec, schedulingv1alpha1.ModeInform, -time.Minute),
+			want: "is not in the future"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,4 +89,15 @@ func TestConfigValidation(t *testing.T) {
 
 func withSpec(spec schedulingv1alpha1.ControlPlaneProtectionSpec) *schedulingv1alpha1.ControlPlaneProtection {
 	return &schedulingv1alpha1.ControlPlaneProtection{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}, Spec: spec}
+}
+
+// withOverrideSpec is spec with an override to mode lasting d from now (no
+// until when d is 0).
+func withOverrideSpec(spec schedulingv1alpha1.ControlPlaneProtectionSpec, mode schedulingv1alpha1.GroupMode, d time.Duration) *schedulingv1alpha1.ControlPlaneProtection {
+	spec = *spec.DeepCopy()
+	spec.Override = &schedulingv1alpha1.ProtectionOverride{Mode: mode, Reason: "test"}
+	if d != 0 {
+		spec.Override.Until = metav1.NewTime(time.Now().Add(d))
+	}
+	return withSpec(spec)
 }
