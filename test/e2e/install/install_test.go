@@ -167,7 +167,7 @@ func TestInstall(t *testing.T) {
 		// still work, then the components.
 		out, err := kubectl("delete", "clusterpodplacementconfig", "cluster", "--ignore-not-found", "--timeout=3m")
 		g.Expect(err).NotTo(HaveOccurred(), out)
-		out, err = kubectl("delete", "-k", overlay, "--timeout=3m")
+		out, err = kubectl("delete", "-k", overlay, "--ignore-not-found", "--timeout=3m")
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		got := &corev1.Pod{}
 		g.Expect(b.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)).To(Succeed())

@@ -391,7 +391,7 @@ func uninstall(t *testing.T, overlay string) {
 	defer cancel()
 	for _, args := range [][]string{
 		{"delete", "clusterpodplacementconfig", "cluster", "--ignore-not-found", "--timeout=180s"},
-		{"delete", "-k", overlay, "--wait", "--timeout=180s"},
+		{"delete", "-k", overlay, "--ignore-not-found", "--wait", "--timeout=180s"},
 		{"apply", "--server-side", "-k", filepath.Join(bed.RepoRoot(), "manifests", "crd")},
 		{"wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"},
 	} {
