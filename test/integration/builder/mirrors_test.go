@@ -73,6 +73,7 @@ func TestDockerBuildPullsThroughMirrors(t *testing.T) {
 		g.Expect(code).To(Equal(1), log)
 		g.Expect(log).To(ContainSubstring("registry " + origin + " is blocked by the cluster's registry configuration"))
 		g.Expect(log).To(ContainSubstring("name the image by digest"))
+		g.Expect(log).To(ContainSubstring("PullBuilderImageFailed"))
 		// The digest is served by the mirror, blocked source or not.
 		log, code = build(t, byDigest, conf("digest-only", true))
 		g.Expect(code).To(Equal(0), log)

@@ -252,7 +252,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 			own.OSChoice, own.ArchitectureChoice, own.VariantChoice = lplatform.Normalize(want.OS, want.Architecture, want.Variant)
 			sysFor = &own
 		}
-		rb, err := resolvedBase{}, checkNotBlocked(sysFor, base.Ref, false)
+		rb, err := resolvedBase{}, registry.CheckBlocked(sysFor, base.Ref, false)
 		if err == nil {
 			rb, err = checkBaseImage(ctx, sysFor, base.Ref, want, keying)
 		}

@@ -75,34 +75,3 @@ func (e *BaseImagePlatformError) Error() string {
 		"use a base image that has %s, or leave %s out of the build's platforms",
 		e.Image, e.Platform, strings.Join(e.Available, ", "), e.Platform, e.Platform)
 }
-
-// BlockedError says that an image is on a registry the cluster's registry
-// configuration blocks (blocked = true in the registries ConfigMap, or a
-// mirror set's mirrorSourcePolicy NeverContactSource), and that no mirror
-// serves the reference: the build neither pulls nor pushes it.
-type BlockedError struct {
-	// Image is the image as the build names it.
-	Image string
-	// Registry is the blocked prefix that matched.
-	Registry string
-	// DigestMirrors is set when the registry has mirrors for digest
-	// references only and Image names a tag (an ImageDigestMirrorSet's
-	// mirrors); TagMirrors when it has mirrors for tags only and Image
-	// names a digest.
-	DigestMirrors, TagMirrors bool
-	// Push is set when the build pushes Image rather than pulls it.
-	Push bool
-}
-
-func (e *BlockedError) Error() string {
-	msg := fmt.Sprintf("image %s: registry %s is blocked by the cluster's registry configuration (blocked = true, or a mirror set's mirrorSourcePolicy NeverContactSource)", e.Image, e.Registry)
-	switch {
-	case e.Push:
-		return msg + ": nothing is pushed to it; push to another registry"
-	case e.DigestMirrors:
-		return msg + ", and its mirrors serve digest references only: name the image by digest (image@sha256:...), or ask an administrator for an ImageTagMirrorSet"
-	case e.TagMirrors:
-		return msg + ", and its mirrors serve tag references only: name the image by tag, or ask an administrator for an ImageDigestMirrorSet"
-	}
-	return msg + ", and no mirror serves it: use an image from another registry, or ask an administrator for a mirror"
-}

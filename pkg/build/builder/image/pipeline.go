@@ -49,7 +49,7 @@ func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pu
 	if dest != "" {
 		sys, err := b.systemContext([]string{dest}, pushAuth)
 		if err == nil {
-			err = checkNotBlocked(sys, dest, true)
+			err = registry.CheckBlocked(sys, dest, true)
 		}
 		if err != nil {
 			return out, &StageError{Stage: StagePush, Err: err}

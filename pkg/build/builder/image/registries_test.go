@@ -98,7 +98,7 @@ pull-from-mirror = "digest-only"
 // TestCheckNotBlocked: an image on a blocked registry is refused unless a
 // mirror serves its kind of reference; a push to one is always refused,
 // and each message says what to do.
-func TestCheckNotBlocked(t *testing.T) {
+func TestCheckBlocked(t *testing.T) {
 	b := confBuilder(t, `
 [[registry]]
 location = "blocked.example.com"
@@ -127,8 +127,8 @@ pull-from-mirror = "digest-only"
 		{"quay.io/other/a:1", false, ""},
 		{"busybox", false, ""},
 	} {
-		err := checkNotBlocked(sys, tt.ref, tt.push)
-		var blocked *BlockedError
+		err := registry.CheckBlocked(sys, tt.ref, tt.push)
+		var blocked *registry.BlockedError
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%s (push %v): %v, want no error", tt.ref, tt.push, err)

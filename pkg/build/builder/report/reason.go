@@ -6,11 +6,13 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/builder/image"
 	"github.com/archway-build/archway/pkg/build/builder/source"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 // Reason returns the status reason a Build records for err, a failure of
 // a platform's build: the reason a *source.Error carries (FetchSourceFailed,
-// InvalidContextDirectory, ManageDockerfileFailed), else the one of the
+// InvalidContextDirectory, ManageDockerfileFailed), PullBuilderImageFailed
+// for a base image on a registry the cluster blocks, else the one of the
 // failed imagebuild stage (a broken Dockerfile: ManageDockerfileFailed; the
 // build, including a base image without the platform: DockerBuildFailed;
 // the post-commit hook: PostCommitHookFailed; the push:
@@ -24,6 +26,10 @@ func Reason(err error) buildv1.StatusReason {
 	var srcErr *source.Error
 	if errors.As(err, &srcErr) {
 		return srcErr.Reason
+	}
+	var blocked *registry.BlockedError
+	if errors.As(err, &blocked) && !blocked.Push {
+		return buildv1.StatusReasonPullBuilderImageFailed
 	}
 	var stageErr *image.StageError
 	if errors.As(err, &stageErr) {

@@ -15,6 +15,7 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/builder/image"
 	"github.com/archway-build/archway/pkg/build/builder/source"
+	"github.com/archway-build/archway/pkg/registry"
 )
 
 func TestReason(t *testing.T) {
@@ -29,6 +30,8 @@ func TestReason(t *testing.T) {
 		{&image.StageError{Stage: image.StageBuild, Err: errors.New("exit status 1")}, buildv1.StatusReasonDockerBuildFailed},
 		{&image.StageError{Stage: image.StageBuild, Err: &image.BaseImagePlatformError{}}, buildv1.StatusReasonDockerBuildFailed},
 		{&image.StageError{Stage: image.StagePush, Err: errors.New("401")}, buildv1.StatusReasonPushImageToRegistryFailed},
+		{&image.StageError{Stage: image.StageBuild, Err: &registry.BlockedError{}}, buildv1.StatusReasonPullBuilderImageFailed},
+		{&image.StageError{Stage: image.StagePush, Err: &registry.BlockedError{Push: true}}, buildv1.StatusReasonPushImageToRegistryFailed},
 		{&image.StageError{Stage: image.StageInspect, Err: &image.PlatformMismatchError{}}, buildv1.StatusReasonGenericBuildFailed},
 		{errors.New("something else"), buildv1.StatusReasonGenericBuildFailed},
 	}

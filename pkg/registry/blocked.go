@@ -1,0 +1,77 @@
+package registry
+
+import (
+	"fmt"
+
+	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
+	"go.podman.io/image/v5/types"
+)
+
+// BlockedError says that an image is on a registry the cluster's registry
+// configuration blocks (blocked = true in the registries ConfigMap, or a
+// mirror set's mirrorSourcePolicy NeverContactSource), and that no mirror
+// serves the reference: neither pulled nor pushed.
+type BlockedError struct {
+	// Image is the image as the build names it.
+	Image string
+	// Registry is the blocked prefix that matched.
+	Registry string
+	// DigestMirrors is set when the registry has mirrors for digest
+	// references only and Image names a tag (an ImageDigestMirrorSet's
+	// mirrors); TagMirrors when it has mirrors for tags only and Image
+	// names a digest.
+	DigestMirrors, TagMirrors bool
+	// Push is set when Image is pushed rather than pulled.
+	Push bool
+}
+
+func (e *BlockedError) Error() string {
+	msg := fmt.Sprintf("image %s: registry %s is blocked by the cluster's registry configuration (blocked = true, or a mirror set's mirrorSourcePolicy NeverContactSource)", e.Image, e.Registry)
+	switch {
+	case e.Push:
+		return msg + ": nothing is pushed to it; push to another registry"
+	case e.DigestMirrors:
+		return msg + ", and its mirrors serve digest references only: name the image by digest (image@sha256:...), or ask an administrator for an ImageTagMirrorSet"
+	case e.TagMirrors:
+		return msg + ", and its mirrors serve tag references only: name the image by tag, or ask an administrator for an ImageDigestMirrorSet"
+	}
+	return msg + ", and no mirror serves it: use an image from another registry, or ask an administrator for a mirror"
+}
+
+// CheckBlocked fails with a *BlockedError when ref is on a registry sys's
+// registries.conf blocks and, for a pull, no mirror serves its kind of
+// reference (a push goes to the registry itself, mirrors or not):
+// containers/image refuses it too, in words that name its files.
+func CheckBlocked(sys *types.SystemContext, ref string, push bool) error {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return nil // the pull says what is wrong with it
+	}
+	named = reference.TagNameOnly(named)
+	reg, err := sysregistriesv2.FindRegistry(sys, named.Name())
+	if err != nil {
+		return fmt.Errorf("the registries.conf: %w", err)
+	}
+	if reg == nil || !reg.Blocked {
+		return nil
+	}
+	blocked := &BlockedError{Image: ref, Registry: reg.Prefix, Push: push}
+	if push {
+		return blocked
+	}
+	sources, err := reg.PullSourcesFromReference(named)
+	if err != nil || len(sources) > 1 {
+		return nil // a mirror serves it; the source itself is not contacted
+	}
+	_, byDigest := named.(reference.Canonical)
+	for _, m := range reg.Mirrors {
+		switch {
+		case !byDigest && (reg.MirrorByDigestOnly || m.PullFromMirror == sysregistriesv2.MirrorByDigestOnly):
+			blocked.DigestMirrors = true
+		case byDigest && m.PullFromMirror == sysregistriesv2.MirrorByTagOnly:
+			blocked.TagMirrors = true
+		}
+	}
+	return blocked
+}
