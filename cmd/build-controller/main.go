@@ -21,6 +21,7 @@ import (
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/pkg/placement/registries"
 	"github.com/archway-build/archway/pkg/scheduling/policy"
 	"github.com/archway-build/archway/pkg/scheduling/protection"
 	"github.com/archway-build/archway/pkg/version"
@@ -92,6 +93,9 @@ type options struct {
 	// logLevel is the process's log level, which a component may raise at
 	// run time (placement follows ClusterPodPlacementConfig.spec.logVerbosity).
 	logLevel *logLevel
+	// registries is the registry configuration's watch, shared by the
+	// components (registryStore).
+	registries *registries.Store
 	// afterStop are what components do once the manager has stopped (its
 	// election lease freed), before the process exits.
 	afterStop []func(context.Context) error

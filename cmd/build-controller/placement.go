@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/archway-build/archway/pkg/placement/config"
 	"github.com/archway-build/archway/pkg/placement/execformat"
 	"github.com/archway-build/archway/pkg/placement/podcontroller"
+	"github.com/archway-build/archway/pkg/placement/registries"
 	"github.com/archway-build/archway/pkg/placement/webhook"
 )
 
@@ -75,6 +77,10 @@ func setupPodPlacement(mgr ctrl.Manager, opts *options) error {
 	o.SetLogVerbosity = opts.logLevel.setVerbosity
 	o.HandoverTimeout = opts.leaderElection.handoverTimeout()
 	o.HeartbeatTTL = opts.leaderElection.heartbeatTTL()
+	var err error
+	if o.Registries, err = opts.registryStore(mgr); err != nil {
+		return err
+	}
 	pods, err := podcontroller.Setup(mgr, o, metrics.Registry)
 	if err != nil {
 		return err
@@ -143,4 +149,20 @@ func duration(d *metav1.Duration) time.Duration {
 		return 0
 	}
 	return d.Duration
+}
+
+// registryStore is the process's one watch of the registry configuration
+// (the placement section's registries, registriesConfPath and
+// insecureRegistries), started by the first component that needs it:
+// placement inspects images with it, the Build controller hands it to
+// build pods.
+func (o *options) registryStore(mgr ctrl.Manager) (*registries.Store, error) {
+	if o.registries == nil {
+		store, err := placement.SetupRegistries(mgr, placementOptions(&o.config.Placement))
+		if err != nil {
+			return nil, fmt.Errorf("the registry configuration: %w", err)
+		}
+		o.registries = store
+	}
+	return o.registries, nil
 }

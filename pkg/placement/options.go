@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/archway-build/archway/pkg/placement/registries"
 )
 
 // Options configure the placement components. Zero fields take the
@@ -66,6 +68,10 @@ type Options struct {
 	// RegistriesDir is where the generated registry configuration is
 	// written; default a new temporary directory.
 	RegistriesDir string
+	// Registries, when set, is the process's watch of the registry
+	// configuration (SetupRegistries), shared with the Build controller;
+	// nil: placement starts its own.
+	Registries *registries.Store
 
 	// DigestCacheTTL keeps an image digest's architectures; default 24h.
 	DigestCacheTTL time.Duration

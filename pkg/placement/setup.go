@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/archway-build/archway/pkg/placement/registries"
 )
 
 // The permissions of the two components, each with the reason for every
@@ -88,4 +90,18 @@ func Register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 		errs = append(errs, reg.Register(c))
 	}
 	return errors.Join(errs...)
+}
+
+// SetupRegistries starts the watch of the registry configuration opts
+// names (the registries ConfigMap, the CA ConfigMaps in opts.Namespace, the
+// mirror sets, registriesConfPath, insecureRegistries): one configuration
+// for placement's inspection and for builds, whose pods are handed it.
+func SetupRegistries(mgr manager.Manager, opts Options) (*registries.Store, error) {
+	opts = opts.WithDefaults()
+	return registries.Setup(mgr, registries.WatchOptions{
+		Namespace: HeartbeatKey(opts).Namespace, ConfigMap: opts.RegistriesConfigMap,
+		RegistryCAConfigMap: opts.RegistryCAConfigMap, TrustedCAConfigMap: opts.TrustedCAConfigMap,
+		BaseFile: opts.RegistriesConfPath, InsecureRegistries: opts.InsecureRegistries, Dir: opts.RegistriesDir,
+		Recorder: mgr.GetEventRecorder("registry-configuration"),
+	})
 }

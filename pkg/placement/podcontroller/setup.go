@@ -156,14 +156,12 @@ func newCaches(mgr ctrl.Manager) (placementCache, legacySecrets cache.Cache, err
 // registry configuration placement watches, behind a cache of digests and
 // tags that a new registry configuration empties.
 func newInspector(mgr ctrl.Manager, opts placement.Options, metrics *ControllerMetrics) (*image.Cache, error) {
-	registryConfig, err := registries.Setup(mgr, registries.WatchOptions{
-		Namespace: placement.HeartbeatKey(opts).Namespace, ConfigMap: opts.RegistriesConfigMap,
-		RegistryCAConfigMap: opts.RegistryCAConfigMap, TrustedCAConfigMap: opts.TrustedCAConfigMap,
-		BaseFile: opts.RegistriesConfPath, InsecureRegistries: opts.InsecureRegistries, Dir: opts.RegistriesDir,
-		Recorder: mgr.GetEventRecorder("pod-placement-controller"),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("placement controller: registry configuration: %w", err)
+	registryConfig := opts.Registries
+	if registryConfig == nil {
+		var err error
+		if registryConfig, err = placement.SetupRegistries(mgr, opts); err != nil {
+			return nil, fmt.Errorf("placement controller: registry configuration: %w", err)
+		}
 	}
 	remote := image.NewRemote(image.RemoteOptions{
 		InsecureRegistries: opts.InsecureRegistries,

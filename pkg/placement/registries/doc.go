@@ -1,6 +1,9 @@
-// Package registries gives image inspection for placement the registry
-// configuration the nodes pull with: mirrors, blocked and insecure
-// registries, and the CAs registries are trusted with.
+// Package registries gives image inspection for placement, and builds,
+// the registry configuration the nodes pull with: mirrors, blocked and
+// insecure registries, and the CAs registries are trusted with.
+// build-controller watches it once and hands its registries.conf to every
+// build pod, so that a build pulls through the mirrors placement inspects
+// with.
 //
 // Its sources are a registries.conf (v2) ConfigMap in archway's namespace,
 // OpenShift's ImageDigestMirrorSets and ImageTagMirrorSets when the cluster

@@ -260,7 +260,7 @@ func (w *watcher) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 		}
 		w.applied[key] = o.GetResourceVersion()
 		w.event(o, corev1.EventTypeNormal, EventConfigurationApplied,
-			"Registry configuration generation %d applied (resourceVersion %s): the next image inspection uses it", w.store.generation(), o.GetResourceVersion())
+			"Registry configuration generation %d applied (resourceVersion %s): the next image inspection and the next build pods use it", w.store.generation(), o.GetResourceVersion())
 	}
 	logger.Info("applied the registry configuration", "generation", w.store.generation(), "sources", len(sources))
 	return reconcile.Result{}, nil
