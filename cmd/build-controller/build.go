@@ -22,9 +22,16 @@ func setupBuild(mgr ctrl.Manager, opts *options) error {
 			"and whoever may create a Build may run code as root on a node; every such pod carries the annotation "+controller.PodSecurityAnnotation+": Privileged",
 			"podSecurity", cfg.PodSecurity)
 	}
+	store, err := opts.registryStore(mgr)
+	if err != nil {
+		return err
+	}
 	return controller.Setup(context.Background(), mgr, cfg, controller.Options{
 		BaseInspector: newBaseInspector(),
-		// One list of plain-HTTP registries for placement and builds.
+		// One registry configuration for placement and builds: the
+		// plain-HTTP registries, and the mirrors and blocked registries
+		// of the registries ConfigMap and the mirror sets.
 		InsecureRegistries: opts.config.Placement.InsecureRegistries,
+		Registries:         store,
 	})
 }

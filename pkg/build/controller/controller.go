@@ -65,6 +65,12 @@ type Options struct {
 	// are told (the placement section's insecureRegistries: one list for
 	// placement and builds).
 	InsecureRegistries []string
+	// Registries, when set, is the cluster's registry configuration, one
+	// for placement and builds: build pods are handed its registries.conf
+	// and pull through its mirrors, and a Build whose output or known base
+	// is on a blocked registry fails before any pod. Nil: build pods pull
+	// every image from its own registry.
+	Registries RegistryConfig
 }
 
 // Reconciler runs Builds: it resolves their platforms, creates their pods
@@ -94,6 +100,8 @@ type Reconciler struct {
 	Bases BaseInspector
 	// InsecureRegistries are told to the build pods (PodPlan).
 	InsecureRegistries []string
+	// Registries is the cluster's registry configuration (nil: none).
+	Registries RegistryConfig
 }
 
 // Setup adds the Build controller to mgr.
@@ -132,6 +140,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		progress:           newProgressWrites(opts.ProgressInterval),
 		Bases:              opts.BaseInspector,
 		InsecureRegistries: opts.InsecureRegistries,
+		Registries:         opts.Registries,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("build").
@@ -188,6 +197,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		if f != nil {
+			return r.write(ctx, b, nil, FailurePlan(f), now)
+		}
+		// No pod yet: a blocked output or base fails the Build now.
+		settings, err := r.registrySettings(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if f, err := BlockedFailure(b, settings); err != nil || f != nil {
+			if err != nil {
+				return ctrl.Result{}, err
+			}
 			return r.write(ctx, b, nil, FailurePlan(f), now)
 		}
 		queued, err := r.waitForTurn(ctx, b)
@@ -599,6 +619,15 @@ func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPla
 	if usesAccountSecrets(b) {
 		if pl.AccountPullSecrets, err = r.accountPullSecrets(ctx, b); err != nil {
 			return nil, nil, err
+		}
+	}
+	if len(plan.CreatePods) > 0 {
+		settings, err := r.registrySettings(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if pl.RegistriesConf, err = RegistriesConf(settings); err != nil {
+			return nil, nil, fmt.Errorf("the registry configuration: %w", err)
 		}
 	}
 	var specs []*corev1.Pod

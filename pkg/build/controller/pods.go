@@ -107,6 +107,10 @@ type PodPlan struct {
 	// (--insecure-registry): plain-HTTP registries the build pulls from
 	// or pushes to.
 	InsecureRegistries []string
+	// RegistriesConf is the cluster's registry configuration (a
+	// registries.conf: mirrors, blocked and insecure registries), handed to
+	// each build pod in $ARCHWAY_REGISTRIES_CONF. Default: none.
+	RegistriesConf string
 	// AccountPullSecrets are the image pull secrets of the Build's service
 	// account, mounted into its pods when it names no push or no pull
 	// secret (AccountPullSecretsMountDir). Default: none.
@@ -433,6 +437,9 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 	c.Command = append(c.Command, pl.insecureRegistryArgs()...)
 	c.Resources = resources(b.Spec.Resources, cfg.BuildDefaults.Resources)
 	c.Env = append(c.Env, ValueFromEnv(podBuild.Spec.Strategy.DockerStrategy)...)
+	if pl.RegistriesConf != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.RegistriesConfEnv, Value: pl.RegistriesConf})
+	}
 	pl.secureBuildPod(pod)
 	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.PullSecret != nil {
 		mountSecret(pod, "pull-secret", ds.PullSecret.Name, PullSecretMountPath)
