@@ -27,7 +27,7 @@ func setupBuild(mgr ctrl.Manager, opts *options) error {
 		return err
 	}
 	return controller.Setup(context.Background(), mgr, cfg, controller.Options{
-		BaseInspector: newBaseInspector(),
+		BaseInspector: newBaseInspector(store, &opts.config.Placement),
 		// One registry configuration for placement and builds: the
 		// plain-HTTP registries, and the mirrors and blocked registries
 		// of the registries ConfigMap and the mirror sets.

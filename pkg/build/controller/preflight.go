@@ -170,8 +170,19 @@ func listOrNone(ss []string) string {
 }
 
 // baseInspectionTimeout bounds the inspection of a Build's base images
-// before the fan-out: a registry slower than this decides nothing.
+// before the fan-out: a registry slower than this decides nothing. Each
+// image's own inspection is bounded by the inspector (placement's
+// inspection.timeout).
 const baseInspectionTimeout = 15 * time.Second
+
+// maxBaseImages bounds the base images inspected before the fan-out, as
+// placement's inspection.maxImagesPerPod bounds a pod's: a Build with more
+// is left to its pods' own checks. baseImageParallelism are inspected at
+// once, as placement inspects a pod's.
+const (
+	maxBaseImages        = 64
+	baseImageParallelism = 8
+)
 
 // preflight inspects the base images a multi-platform Build's platforms
 // pull, when they are known before any pod, with the Build's pull secret
@@ -185,6 +196,9 @@ func (r *Reconciler) preflight(ctx context.Context, b *buildv1.Build, res Resolu
 	refs, known := BaseImages(b)
 	if !known {
 		return Preflight{}, nil
+	}
+	if len(refs) > maxBaseImages {
+		return Preflight{Unchecked: []string{fmt.Sprintf("the build names %d base images, more than the %d checked before the pods", len(refs), maxBaseImages)}}, nil
 	}
 	var secretType string
 	var secretData []byte
@@ -210,8 +224,11 @@ func (r *Reconciler) preflight(ctx context.Context, b *buildv1.Build, res Resolu
 	defer cancel()
 	checks := make([]BaseCheck, len(refs))
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, baseImageParallelism)
 	for i, ref := range refs {
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			ps, err := r.Bases.BasePlatforms(ctx, ref, secretType, secretData)
 			checks[i] = BaseCheck{Image: ref, Platforms: ps, Err: err}
 		})

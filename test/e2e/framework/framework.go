@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -165,6 +166,18 @@ build:
 	return cfg + buildExtra
 }
 
+// insecureRegistries is the config's placement section naming the bed's
+// registries, which serve plain HTTP on loopback, insecure: the Build
+// controller's base-image check reaches registries as placement and nodes
+// do, a loopback one verified unless listed.
+func (e *Env) insecureRegistries() string {
+	hosts := []string{e.Bed.Registry.Host}
+	if e.Bed.AuthRegistry != nil {
+		hosts = append(hosts, e.Bed.AuthRegistry.Host)
+	}
+	return "placement:\n  insecureRegistries: [" + strings.Join(hosts, ", ") + "]\n"
+}
+
 // RestartControllerWithBuildConfig stops build-controller and starts it
 // again with buildExtra (YAML, each line indented by two spaces) added to
 // its config's build section; "" goes back to the suite's config.
@@ -190,7 +203,7 @@ func (e *Env) RestartController(ctx context.Context, podSecurity string) error {
 // listens.
 func (e *Env) StartController(ctx context.Context) error {
 	cfg := filepath.Join(e.Bed.Dir, "build-controller.yaml")
-	if err := os.WriteFile(cfg, []byte(controllerConfig(e.podSecurity, e.buildExtra)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(controllerConfig(e.podSecurity, e.buildExtra)+e.insecureRegistries()), 0o644); err != nil {
 		return err
 	}
 	metrics, err := freePort()
