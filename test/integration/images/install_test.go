@@ -41,9 +41,11 @@ import (
 // the placement controller (which inspected its image in the registry),
 // bound to the real node and started by the kubelet.
 func TestInstallOnRealNode(t *testing.T) {
+	// make images, shared by the suite, may compile for many minutes on a
+	// cold or busy machine; the install's own budget starts after it.
+	registry := makeImages(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	registry := makeImages(t)
 	release := filepath.Join(t.TempDir(), "release")
 	if msg, err := runRelease(ctx, releaseManifestsProgram(t), registry, "test", release); err != nil {
 		t.Fatalf("release-manifests: %v\n%s", err, msg)
