@@ -16,7 +16,9 @@ import (
 	"github.com/archway-build/archway/pkg/build/buildconfig"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/pkg/build/trigger/binary"
+	"github.com/archway-build/archway/pkg/build/trigger/imagechange"
 	"github.com/archway-build/archway/pkg/build/trigger/scm"
+	"github.com/archway-build/archway/pkg/placement/image"
 	"github.com/archway-build/archway/pkg/registry"
 )
 
@@ -31,13 +33,36 @@ func newStarter(mgr ctrl.Manager) (*instantiate.Starter, error) {
 	return starter, nil
 }
 
-// setupBuildConfig adds the BuildConfig controller (leader only).
-func setupBuildConfig(mgr ctrl.Manager, _ *options) error {
+// setupBuildConfig adds the BuildConfig controller and the ImageChange
+// trigger controller (leader only).
+func setupBuildConfig(mgr ctrl.Manager, opts *options) error {
 	starter, err := newStarter(mgr)
 	if err != nil {
 		return err
 	}
-	return buildconfig.Setup(mgr, starter, buildconfig.Options{})
+	if err := buildconfig.Setup(mgr, starter, buildconfig.Options{}); err != nil {
+		return err
+	}
+	cfg := opts.config
+	store, err := opts.registryStore(mgr)
+	if err != nil {
+		return err
+	}
+	// The registries as placement and the builds reach them: the watched
+	// registry configuration (mirrors, blocked and insecure registries,
+	// CAs) and placement's time limit per image.
+	po := placementOptions(&cfg.Placement).WithDefaults()
+	resolver := image.NewRemote(image.RemoteOptions{
+		InsecureRegistries: po.InsecureRegistries,
+		Registries:         store,
+		Timeout:            po.InspectionTimeout,
+		UserAgent:          "archway-build-controller",
+	})
+	return imagechange.Setup(mgr, starter, resolver, imagechange.Options{
+		Interval:              cfg.Build.ImageChangeTrigger.PollInterval.Duration,
+		BuilderServiceAccount: cfg.Build.BuilderServiceAccount,
+		Registry:              crmetrics.Registry,
+	})
 }
 
 // setupBuildConfigWebhooks serves the SCM webhook triggers and the

@@ -25,6 +25,7 @@ const (
 	CauseGitLab       = "GitLab WebHook"
 	CauseBitbucket    = "Bitbucket WebHook"
 	CauseGeneric      = "Generic WebHook"
+	CauseImageChange  = "Image change"
 )
 
 // Request is what a start adds to the BuildConfig's template, the shape of
@@ -58,6 +59,11 @@ type Request struct {
 	// archive's artifact and asFile): it replaces the BuildConfig's
 	// spec.source.binary and makes the source type Binary.
 	Binary *buildv1.BinaryBuildSource
+	// ImageChangeTriggers, when set, replace the BuildConfig's
+	// status.imageChangeTriggers in the same write that takes the Build's
+	// number: an image change trigger's record and its Build's number are
+	// one step, so a restart never starts the same image's build twice.
+	ImageChangeTriggers []buildv1.ImageChangeTriggerStatus
 	// LastVersion, when set, makes the start happen only while the
 	// BuildConfig's status.lastVersion is this value (else
 	// ErrLastVersionMismatch), as OpenShift's BuildRequest.lastVersion:

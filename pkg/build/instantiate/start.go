@@ -145,6 +145,9 @@ func (s *Starter) start(ctx context.Context, namespace, name string, req Request
 			dryRunDone = true
 		}
 		bc.Status.LastVersion = n
+		if req.ImageChangeTriggers != nil {
+			bc.Status.ImageChangeTriggers = req.ImageChangeTriggers
+		}
 		if err := s.Client.Status().Update(ctx, bc); err != nil {
 			if apierrors.IsConflict(err) {
 				return false, nil // another start took n: read again

@@ -309,13 +309,25 @@ func TestAdmissionRejects(t *testing.T) {
 			want: []string{`spec.triggers[1]: Invalid value: type GitHub needs the github field`},
 		},
 		{
-			name:  "image change trigger (not implemented yet)",
+			name:  "image change trigger of an image stream tag",
 			kinds: []string{"BuildConfig"},
 			mutate: func(s map[string]any) {
+				s["triggers"] = []any{map[string]any{"type": "ImageChange", "imageChange": map[string]any{
+					"from": map[string]any{"kind": "ImageStreamTag", "name": "base:latest"}}}}
+			},
+			want: []string{`spec.triggers[0].imageChange.from: Invalid value: kind ImageStreamTag is not supported: archway has no image streams; ` +
+				`watch an image in its registry with kind DockerImage and its reference, e.g. registry.example.com/team/base:1.0`},
+		},
+		{
+			name:  "image change trigger with no image to watch",
+			kinds: []string{"BuildConfig"},
+			mutate: func(s map[string]any) {
+				s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"}}
 				s["triggers"] = []any{map[string]any{"type": "ImageChange", "imageChange": map[string]any{}}}
 			},
-			want: []string{`spec.triggers[0]: Invalid value: ImageChange triggers are not implemented by archway yet: ` +
-				`remove the trigger, and start builds when the base image changes by hand or with a Generic webhook`},
+			want: []string{`spec.triggers: Invalid value: an ImageChange trigger without imageChange.from watches the strategy's from, ` +
+				`or the last FROM of an inline Dockerfile (source.dockerfile): set one of them, or imageChange.from ` +
+				`(a Dockerfile read from the Git repository or a binary input is known only inside the build pod)`},
 		},
 		{
 			name:  "webhook without secret",
@@ -460,7 +472,15 @@ func TestAdmissionAccepts(t *testing.T) {
 				map[string]any{"type": "Bitbucket", "bitbucket": ref},
 				map[string]any{"type": "Generic", "generic": map[string]any{"secret": "s3cr3t", "allowEnv": true}},
 				map[string]any{"type": "ConfigChange"},
+				map[string]any{"type": "ImageChange", "imageChange": map[string]any{}},
+				map[string]any{"type": "ImageChange", "imageChange": map[string]any{
+					"from": map[string]any{"kind": "DockerImage", "name": "registry.example.com/team/tools:1"}, "paused": true}},
 			}
+		}},
+		{name: "image change trigger of the strategy's from", kinds: []string{"BuildConfig"}, mutate: func(s map[string]any) {
+			s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"}}
+			set(s, map[string]any{"kind": "DockerImage", "name": "registry.example.com/team/base:1"}, "strategy", "dockerStrategy", "from")
+			s["triggers"] = []any{map[string]any{"type": "ImageChange", "imageChange": map[string]any{}}}
 		}},
 	}
 	ns := newNamespace(t)

@@ -34,6 +34,8 @@ type BuildConfig struct {
 
 // BuildConfigSpec is the template of a BuildConfig's builds and their
 // triggers.
+//
+// +kubebuilder:validation:XValidation:rule=`!has(self.triggers) || !self.triggers.exists(t, t.type == 'ImageChange' && has(t.imageChange) && !has(t.imageChange.from)) || has(self.strategy.sourceStrategy) || (has(self.strategy.dockerStrategy) && has(self.strategy.dockerStrategy.from)) || has(self.source.dockerfile)`,message="an ImageChange trigger without imageChange.from watches the strategy's from, or the last FROM of an inline Dockerfile (source.dockerfile): set one of them, or imageChange.from (a Dockerfile read from the Git repository or a binary input is known only inside the build pod)",fieldPath=`.triggers`
 type BuildConfigSpec struct {
 	// triggers start builds: on a webhook call (GitHub, GitLab, Bitbucket,
 	// Generic), on a new base image (ImageChange), or when the BuildConfig
@@ -125,7 +127,6 @@ const (
 // BuildTriggerPolicy is one trigger of a BuildConfig.
 //
 // +kubebuilder:validation:XValidation:rule=`self.type == 'GitHub' ? has(self.github) : self.type == 'GitLab' ? has(self.gitlab) : self.type == 'Bitbucket' ? has(self.bitbucket) : self.type == 'Generic' ? has(self.generic) : self.type == 'ImageChange' ? has(self.imageChange) : true`,messageExpression=`'type ' + self.type + ' needs the ' + {'GitHub': 'github', 'GitLab': 'gitlab', 'Bitbucket': 'bitbucket', 'Generic': 'generic', 'ImageChange': 'imageChange'}[self.type] + ' field'`
-// +kubebuilder:validation:XValidation:rule=`self.type != 'ImageChange'`,message="ImageChange triggers are not implemented by archway yet: remove the trigger, and start builds when the base image changes by hand or with a Generic webhook"
 type BuildTriggerPolicy struct {
 	// type is the trigger: GitHub, GitLab, Bitbucket, Generic, ImageChange
 	// or ConfigChange. Required; the field of the same name (github,
@@ -190,8 +191,14 @@ type ImageChangeTrigger struct {
 	// +optional
 	LastTriggeredImageID string `json:"lastTriggeredImageID,omitempty"`
 
-	// from is the image to watch. Default: the strategy's from.
+	// from is the image to watch, a DockerImage reference (archway has no
+	// image streams): build-controller polls its registry and starts a
+	// build when the digest the reference resolves to changes. Default:
+	// the strategy's from, else the last FROM of an inline Dockerfile
+	// (source.dockerfile).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule=`has(self.kind) && self.kind == 'DockerImage'`,messageExpression=`has(self.kind) ? 'kind ' + self.kind + ' is not supported: archway has no image streams; watch an image in its registry with kind DockerImage and its reference, e.g. registry.example.com/team/base:1.0' : 'kind must be DockerImage'`
+	// +kubebuilder:validation:XValidation:rule=`has(self.name) && self.name != ""`,message="name must be an image reference, e.g. registry.example.com/team/base:1.0",fieldPath=`.name`,reason=FieldValueRequired
 	From *corev1.ObjectReference `json:"from,omitempty"`
 
 	// paused stops the trigger from starting builds. Default: false.

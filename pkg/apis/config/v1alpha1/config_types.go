@@ -134,6 +134,22 @@ type BuildControllerConfig struct {
 	// MissingTrustedCABundle.
 	// +optional
 	TrustedCA *TrustedCAConfig `json:"trustedCA,omitempty"`
+
+	// imageChangeTrigger configures the ImageChange triggers of
+	// BuildConfigs. Default: see ImageChangeTriggerConfig.
+	// +optional
+	ImageChangeTrigger ImageChangeTriggerConfig `json:"imageChangeTrigger,omitempty"`
+}
+
+// ImageChangeTriggerConfig configures the ImageChange triggers, which poll
+// the registries of the images they watch.
+type ImageChangeTriggerConfig struct {
+	// pollInterval is the time between two resolutions of a BuildConfig's
+	// watched images (one manifest HEAD per image, with the build's
+	// credentials). A new digest is seen at most this long after it is
+	// pushed. Default: 5m; at least 1s.
+	// +optional
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
 }
 
 // TrustedCAConfig names the ConfigMap holding the cluster's trusted CA

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -30,6 +32,10 @@ const DefaultBuilderServiceAccount = "builder"
 // OpenShift injects into ConfigMaps labelled
 // config.openshift.io/inject-trusted-cabundle=true.
 const DefaultTrustedCAKey = "ca-bundle.crt"
+
+// DefaultImageChangePollInterval is build.imageChangeTrigger.pollInterval's
+// default.
+const DefaultImageChangePollInterval = 5 * time.Minute
 
 // Defaults of the build pods' bounds.
 const (
@@ -84,6 +90,9 @@ func SetDefaults(cfg *BuildControllerConfiguration) {
 	}
 	if b.StorageSizeLimit == nil {
 		b.StorageSizeLimit = ptr.To(resource.MustParse(DefaultStorageSizeLimit))
+	}
+	if b.ImageChangeTrigger.PollInterval == nil {
+		b.ImageChangeTrigger.PollInterval = &metav1.Duration{Duration: DefaultImageChangePollInterval}
 	}
 	if b.TrustedCA != nil && b.TrustedCA.Key == "" {
 		b.TrustedCA.Key = DefaultTrustedCAKey
@@ -182,6 +191,9 @@ func validateBuild(b *BuildControllerConfig, path *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(p.Child("values").Index(i), v, msg))
 			}
 		}
+	}
+	if d := b.ImageChangeTrigger.PollInterval; d != nil && d.Duration < time.Second {
+		errs = append(errs, field.Invalid(path.Child("imageChangeTrigger", "pollInterval"), d.Duration.String(), "must be at least 1s"))
 	}
 	if ca := b.TrustedCA; ca != nil {
 		p := path.Child("trustedCA")

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/ptr"
 )
@@ -28,6 +29,20 @@ func TestParse(t *testing.T) {
 					t.Errorf("defaults not applied: %+v", b)
 				}
 			},
+		},
+		{
+			name: "imageChangeTrigger polls every 5m by default",
+			file: header + "build:\n  builderImage: registry.example.com/archway/builder:v1\n",
+			check: func(t *testing.T, cfg *BuildControllerConfiguration) {
+				if d := cfg.Build.ImageChangeTrigger.PollInterval; d == nil || d.Duration != 5*time.Minute {
+					t.Errorf("pollInterval = %v", d)
+				}
+			},
+		},
+		{
+			name:    "imageChangeTrigger polling too often",
+			file:    header + "build:\n  builderImage: registry.example.com/archway/builder:v1\n  imageChangeTrigger: {pollInterval: 100ms}\n",
+			wantErr: []string{"build.imageChangeTrigger.pollInterval: Invalid value: \"100ms\": must be at least 1s"},
 		},
 		{
 			name: "trustedCA takes OpenShift's key by default",

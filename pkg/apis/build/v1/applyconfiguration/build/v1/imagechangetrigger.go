@@ -15,7 +15,11 @@ type ImageChangeTriggerApplyConfiguration struct {
 	// Deprecated in OpenShift in favour of status.imageChangeTriggers.
 	// Default: empty.
 	LastTriggeredImageID *string `json:"lastTriggeredImageID,omitempty"`
-	// from is the image to watch. Default: the strategy's from.
+	// from is the image to watch, a DockerImage reference (archway has no
+	// image streams): build-controller polls its registry and starts a
+	// build when the digest the reference resolves to changes. Default:
+	// the strategy's from, else the last FROM of an inline Dockerfile
+	// (source.dockerfile).
 	From *corev1.ObjectReference `json:"from,omitempty"`
 	// paused stops the trigger from starting builds. Default: false.
 	Paused *bool `json:"paused,omitempty"`

@@ -1,0 +1,253 @@
+// Package imagetrigger holds the bed tests of BuildConfigs' ImageChange
+// triggers (package imagechange): a real kube-apiserver, the bed's real
+// CNCF Distribution registries (one open, one with basic auth), and the
+// trigger controller polling them, with the BuildConfig controller where a
+// case needs its ConfigChange build.
+package imagetrigger
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/buildconfig"
+	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/pkg/build/trigger/imagechange"
+	"github.com/archway-build/archway/pkg/placement/image"
+	"github.com/archway-build/archway/test/bed"
+)
+
+var (
+	testBed *bed.Bed
+	k8s     client.Client
+	scheme  *runtime.Scheme
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	bed.SetTestLogger()
+	ctx := context.Background()
+	var err error
+	testBed, err = bed.Start(ctx, bed.Options{WithoutNodes: true, AuthRegistry: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = testBed.Stop() }()
+	scheme = bed.NewScheme()
+	utilruntime.Must(buildv1.AddToScheme(scheme))
+	if k8s, err = client.New(testBed.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// pollInterval is the trigger's poll interval in these tests.
+const pollInterval = 500 * time.Millisecond
+
+// trigger is a running trigger controller (and, optionally, the
+// BuildConfig controller) watching one namespace, counting its polls into
+// a registry of its own.
+type trigger struct {
+	cancel  context.CancelFunc
+	done    chan error
+	metrics *prometheus.Registry
+}
+
+func startTrigger(t testing.TB, ns string, withBuildConfig bool) *trigger {
+	t.Helper()
+	tr := &trigger{done: make(chan error, 1), metrics: prometheus.NewRegistry()}
+	mgr, err := ctrl.NewManager(testBed.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starter := instantiate.NewStarter(mgr.GetClient(), mgr.GetAPIReader())
+	if withBuildConfig {
+		if err := buildconfig.Setup(mgr, starter, buildconfig.Options{SkipNameValidation: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resolver := image.NewRemote(image.RemoteOptions{Timeout: 10 * time.Second, UserAgent: "archway-test"})
+	err = imagechange.Setup(mgr, starter, resolver, imagechange.Options{
+		Interval: pollInterval, BuilderServiceAccount: "builder", Registry: tr.metrics, SkipNameValidation: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tr.cancel = cancel
+	go func() { tr.done <- mgr.Start(ctx) }()
+	t.Cleanup(tr.stop)
+	return tr
+}
+
+func (tr *trigger) stop() {
+	if tr.cancel == nil {
+		return
+	}
+	tr.cancel()
+	if err := <-tr.done; err != nil {
+		fmt.Fprintln(os.Stderr, "trigger stopped:", err)
+	}
+	tr.cancel = nil
+}
+
+// polls is how many polls ended with result.
+func (tr *trigger) polls(t testing.TB, result string) int {
+	t.Helper()
+	families, err := tr.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "archway_imagechange_trigger_polls_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// waitPolls waits for n more polls ending with result than there were: the
+// positive signal a check that nothing happened waits for.
+func (tr *trigger) waitPolls(t testing.TB, ctx context.Context, result string, n int) {
+	t.Helper()
+	want := tr.polls(t, result) + n
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return tr.polls(t, result) >= want, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %d %q polls (have %d): %v", want, result, tr.polls(t, result), err)
+	}
+}
+
+// harness is one case's namespace.
+type harness struct {
+	t   testing.TB
+	ctx context.Context
+	ns  string
+}
+
+func newHarness(t testing.TB, prefix string) *harness {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	ns, err := testBed.CreateNamespace(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	return &harness{t: t, ctx: ctx, ns: ns}
+}
+
+// bcObj is a Docker BuildConfig built on base (the strategy's from) with
+// an ImageChange trigger and the triggers given.
+func (h *harness) bcObj(name, base string, triggers ...buildv1.BuildTriggerPolicy) *buildv1.BuildConfig {
+	return &buildv1.BuildConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns},
+		Spec: buildv1.BuildConfigSpec{
+			Triggers: append([]buildv1.BuildTriggerPolicy{{Type: buildv1.ImageChangeBuildTriggerType, ImageChange: &buildv1.ImageChangeTrigger{}}}, triggers...),
+			CommonSpec: buildv1.CommonSpec{
+				Source: buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: "https://git.example.com/team/app.git"}},
+				Strategy: buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{
+					From: &corev1.ObjectReference{Kind: "DockerImage", Name: base}}},
+				Output: buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "DockerImage", Name: testBed.Registry.Host + "/team/app:latest"}},
+			},
+		},
+	}
+}
+
+func (h *harness) create(obj client.Object) {
+	h.t.Helper()
+	if err := k8s.Create(h.ctx, obj); err != nil {
+		h.t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+func (h *harness) bc(name string) *buildv1.BuildConfig {
+	h.t.Helper()
+	bc := &buildv1.BuildConfig{}
+	if err := k8s.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: name}, bc); err != nil {
+		h.t.Fatal(err)
+	}
+	return bc
+}
+
+// builds lists the namespace's Builds.
+func (h *harness) builds() []buildv1.Build {
+	h.t.Helper()
+	var list buildv1.BuildList
+	if err := k8s.List(h.ctx, &list, client.InNamespace(h.ns)); err != nil {
+		h.t.Fatal(err)
+	}
+	// By name: one BuildConfig's builds in the order of their numbers
+	// (fewer than ten here).
+	slices.SortFunc(list.Items, func(a, b buildv1.Build) int { return strings.Compare(a.Name, b.Name) })
+	return list.Items
+}
+
+// waitBuilds waits until the namespace has n Builds and returns them.
+func (h *harness) waitBuilds(n int) []buildv1.Build {
+	h.t.Helper()
+	var got []buildv1.Build
+	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		got = h.builds()
+		return len(got) >= n, nil
+	})
+	if err != nil {
+		h.t.Fatalf("waiting for %d builds (have %d): %v", n, len(got), err)
+	}
+	return got
+}
+
+// events returns the messages of the events with reason recorded on
+// BuildConfig name.
+func (h *harness) events(name, reason string) []string {
+	h.t.Helper()
+	var list corev1.EventList
+	if err := k8s.List(h.ctx, &list, client.InNamespace(h.ns)); err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "BuildConfig" && e.InvolvedObject.Name == name && e.Reason == reason {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
