@@ -54,11 +54,14 @@ require (
 	github.com/MakeNowJust/heredoc v1.0.0 // indirect
 	github.com/chai2010/gettext-go v1.0.2 // indirect
 	github.com/dennwc/varint v1.0.0 // indirect
+	github.com/docker/docker v28.5.2+incompatible // indirect
 	github.com/edsrzf/mmap-go v1.2.1-0.20241212181136-fad1cd13edbd // indirect
 	github.com/exponent-io/jsonpath v0.0.0-20210407135951-1de76d718b3f // indirect
 	github.com/facette/natsort v0.0.0-20181210072756-2cd4dd1e2dcb // indirect
 	github.com/grafana/regexp v0.0.0-20250905093917-f7b3be9d1853 // indirect
 	github.com/mitchellh/go-wordwrap v1.0.1 // indirect
+	github.com/morikuni/aec v1.1.0 // indirect
+	github.com/openshift/source-to-image v1.6.0 // indirect
 	github.com/prometheus/prometheus v0.314.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 )

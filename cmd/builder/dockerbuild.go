@@ -72,7 +72,8 @@ func newDockerBuildCommand() *cobra.Command {
 		Use:   "docker-build",
 		Short: "Build the Build in $BUILD for its target platform, push it and record the outcome",
 		Long: `docker-build runs in a build pod. It reads the Build from $BUILD (JSON, as OpenShift's builder
-does), fetches its source, builds its Dockerfile with buildah and pushes the image to
+does), fetches its source, builds its Dockerfile with buildah (a Source strategy's Dockerfile is
+generated from its builder image and S2I scripts, as OpenShift's builder does) and pushes the image to
 spec.output.to with the credentials in $PUSH_DOCKERCFG_PATH (base images are pulled with those in
 $PULL_DOCKERCFG_PATH). Images are pulled through the mirrors of the cluster's registry
 configuration in $ARCHWAY_REGISTRIES_CONF (a registries.conf, version 2, as build-controller

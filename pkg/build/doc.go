@@ -16,6 +16,8 @@
 //
 //   - builder/docker: `builder docker-build`, one platform's build.
 //   - builder/image: the build itself with the buildah library.
+//   - builder/s2i: a Source (source-to-image) build made a Dockerfile
+//     build, which builder/image builds like a Docker strategy's.
 //   - builder/source: fetching the source (Git, binary input, secrets).
 //   - builder/manifestlist: `builder manifest-list`, the index of the
 //     platforms' images.

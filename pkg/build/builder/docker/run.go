@@ -116,6 +116,8 @@ type Revisions interface {
 // ImageBuilder builds and pushes one image; *image.Builder is one.
 type ImageBuilder interface {
 	BuildAndPush(ctx context.Context, req image.Request, dest string, pushAuth registry.AuthFile) (image.Output, error)
+	// PlatformConfig reads a Source build's builder image for a platform.
+	PlatformConfig(ctx context.Context, role, ref string, target platform.Platform, auth registry.AuthFile) (image.PlatformImage, error)
 	TempDir() string
 	Close() error
 }
@@ -226,14 +228,11 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		}
 	}
 	spec := d.Build.Spec
-	if spec.Strategy.Type != buildv1.DockerBuildStrategyType {
-		return report.Result{}, &statusError{reason: buildv1.StatusReasonUnsupportedBuildStrategy,
-			err: fmt.Errorf("strategy %q is not supported by docker-build: use Docker", spec.Strategy.Type)}
+	strategy, err := buildOptions(spec.Strategy)
+	if err != nil {
+		return report.Result{}, err
 	}
-	strategy := spec.Strategy.DockerStrategy
-	if strategy == nil {
-		strategy = &buildv1.DockerBuildStrategy{}
-	}
+	isSource := spec.Strategy.Type == buildv1.SourceBuildStrategyType
 	dest, err := outputReference(spec.Output)
 	if err != nil {
 		return report.Result{}, err
@@ -329,6 +328,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		Source:         spec.Source,
 		Revision:       spec.Revision,
 		DockerfilePath: strategy.DockerfilePath,
+		NoDockerfile:   isSource,
 		SecretsDir:     d.Options.BuildSecretsDir,
 		ConfigMapsDir:  d.Options.BuildConfigMapsDir,
 		Out:            d.log,
@@ -373,12 +373,22 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	if err := os.Setenv("TMPDIR", b.TempDir()); err != nil {
 		return report.Result{}, err
 	}
+	target := d.Target
+	if target == (platform.Platform{}) {
+		target = image.HostPlatform()
+	}
+	if isSource {
+		if fetched, err = d.prepareSource(ctx, b, fetched, target, env, pullAuth, workDir); err != nil {
+			return report.Result{}, err
+		}
+		env = nil // in the Dockerfile, after the source's .s2i/environment
+	}
 
 	// Build, push, read back.
 	req := image.Request{
 		ContextDir: fetched.ContextDir,
 		Dockerfile: fetched.Dockerfile,
-		Platform:   d.Target,
+		Platform:   target,
 		Args:       args,
 		Labels:     imageLabels(d.Build, fetched.Revision),
 		Env:        env,
@@ -397,9 +407,6 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	}
 	if p := strategy.ImageOptimizationPolicy; p != nil && *p == buildv1.ImageOptimizationSkipLayersAndWarn {
 		printf(d.log, "Warning: imageOptimizationPolicy %s: the layers this build adds are squashed into one layer on top of the base image's layers\n", *p)
-	}
-	if d.Target == (platform.Platform{}) {
-		req.Platform = image.HostPlatform()
 	}
 	cacheRepo, err := layerCacheRepository(strategy.LayerCache, dest, req.Platform)
 	if err != nil {

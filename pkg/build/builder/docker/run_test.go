@@ -111,6 +111,10 @@ func (b *builder) BuildAndPush(ctx context.Context, req image.Request, dest stri
 	}, nil
 }
 
+func (b *builder) PlatformConfig(_ context.Context, _, ref string, _ platform.Platform, _ registry.AuthFile) (image.PlatformImage, error) {
+	return image.PlatformImage{Reference: ref, Config: ocispec.ImageConfig{Labels: map[string]string{"io.openshift.s2i.scripts-url": "image:///usr/libexec/s2i"}}}, nil
+}
+
 func (b *builder) TempDir() string { return os.TempDir() }
 
 func (b *builder) Close() error { b.closed = true; return nil }
@@ -207,9 +211,9 @@ func TestRunFails(t *testing.T) {
 	}{
 		{
 			name:       "a strategy docker-build does not run",
-			build:      func(b *buildv1.Build) { b.Spec.Strategy.Type = buildv1.SourceBuildStrategyType },
+			build:      func(b *buildv1.Build) { b.Spec.Strategy.Type = "Custom" },
 			wantReason: buildv1.StatusReasonUnsupportedBuildStrategy,
-			wantMsg:    `strategy "Source"`,
+			wantMsg:    `strategy "Custom"`,
 		},
 		{
 			name:       "an output that is not an image",
@@ -511,5 +515,47 @@ func TestRunSlowStartReportsRunning(t *testing.T) {
 	}
 	if strings.Join(rep.calls, ",") != "Running,Complete" {
 		t.Fatalf("reported %v, want Running then Complete", rep.calls)
+	}
+}
+
+// TestRunSourceStrategy runs a Source build: the image builder gets the
+// Dockerfile source-to-image wrote FROM the builder image, with the
+// strategy's env in it rather than in the request, and the build pulls
+// with the strategy's forcePull.
+func TestRunSourceStrategy(t *testing.T) {
+	b := dockerfileBuild()
+	b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceNone}
+	b.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From: corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/s2i/builder@sha256:" + strings.Repeat("a", 64)},
+		Env:  []corev1.EnvVar{{Name: "GREETING", Value: "hi"}}, ForcePull: true,
+	}}
+	ib := &builder{}
+	run, rep, out := newRun(t, b, ib)
+	run.Fetch = func(_ context.Context, opts source.Options, dir string) (source.Fetched, error) {
+		if !opts.NoDockerfile {
+			t.Error("a Source build's fetch looks for a Dockerfile")
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return source.Fetched{}, err
+		}
+		return source.Fetched{Root: dir, ContextDir: dir}, os.WriteFile(filepath.Join(dir, "main.txt"), []byte("x"), 0o644)
+	}
+	if err := run.Do(t.Context()); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.complete == nil {
+		t.Fatalf("not complete: %v", rep.calls)
+	}
+	df, err := os.ReadFile(ib.req.Dockerfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"FROM " + b.Spec.Strategy.SourceStrategy.From.Name + "\n", `ENV GREETING="hi"`, "RUN /usr/libexec/s2i/assemble\n"} {
+		if !strings.Contains(string(df), want) {
+			t.Errorf("the Dockerfile has no %q:\n%s", want, df)
+		}
+	}
+	if len(ib.req.Env) != 0 || !ib.req.ForcePull || ib.req.ContextDir != filepath.Dir(ib.req.Dockerfile) {
+		t.Errorf("request env %v, forcePull %v, context %s, Dockerfile %s", ib.req.Env, ib.req.ForcePull, ib.req.ContextDir, ib.req.Dockerfile)
 	}
 }

@@ -59,19 +59,26 @@ type BaseImagePlatformError struct {
 	Available []string
 	// Single is true when Image is a single image rather than an index.
 	Single bool
+	// Role is what the image is to the build, as the message names it.
+	// Default: base image.
+	Role string
 }
 
 func (e *BaseImagePlatformError) Error() string {
+	role := e.Role
+	if role == "" {
+		role = "base image"
+	}
 	if e.Single {
 		have := "no platform"
 		if len(e.Available) > 0 {
 			have = e.Available[0]
 		}
-		return fmt.Sprintf("base image %s is a single-platform image for %s, not for %s: "+
-			"use a multi-platform base image, or leave %s out of the build's platforms",
-			e.Image, have, e.Platform, e.Platform)
+		return fmt.Sprintf("%s %s is a single-platform image for %s, not for %s: "+
+			"use a multi-platform %s, or leave %s out of the build's platforms",
+			role, e.Image, have, e.Platform, role, e.Platform)
 	}
-	return fmt.Sprintf("base image %s has no image for %s; it has %s: "+
-		"use a base image that has %s, or leave %s out of the build's platforms",
-		e.Image, e.Platform, strings.Join(e.Available, ", "), e.Platform, e.Platform)
+	return fmt.Sprintf("%s %s has no image for %s; it has %s: "+
+		"use a %s that has %s, or leave %s out of the build's platforms",
+		role, e.Image, e.Platform, strings.Join(e.Available, ", "), role, e.Platform, e.Platform)
 }

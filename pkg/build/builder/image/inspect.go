@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/docker"
@@ -142,20 +141,7 @@ func checkBaseImage(ctx context.Context, sys *types.SystemContext, ref string, t
 		}
 		return withOnBuild(ctx, img, found), nil
 	}
-	var available []string
-	for _, d := range list.Instances() {
-		inst, err := list.Instance(d)
-		if err != nil || inst.ReadOnly.Platform == nil {
-			continue
-		}
-		p := platform.FromOCI(*inst.ReadOnly.Platform)
-		if p.OS == "unknown" || p.Architecture == "unknown" {
-			continue // attestation manifests, as buildkit pushes them
-		}
-		available = append(available, p.String())
-	}
-	slices.Sort(available)
-	return none, &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: slices.Compact(available)}
+	return none, &BaseImagePlatformError{Image: ref, Platform: target.String(), Available: indexPlatforms(list)}
 }
 
 // withOnBuild returns base with OnBuild set when img's config has ONBUILD

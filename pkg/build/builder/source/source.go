@@ -51,6 +51,9 @@ type Options struct {
 	// DockerfilePath is the Docker strategy's dockerfilePath, relative to
 	// the context directory. Default: Dockerfile.
 	DockerfilePath string
+	// NoDockerfile fetches a source that has no Dockerfile to find (a
+	// Source strategy's): Fetched.Dockerfile is "".
+	NoDockerfile bool
 	// SecretDir is the directory the source secret is mounted in (keys
 	// username, password, ssh-privatekey, known_hosts, ca.crt,
 	// .gitconfig). Empty means no secret.
@@ -154,6 +157,9 @@ func Fetch(ctx context.Context, opts Options, dir string) (Fetched, error) {
 	}
 	if err := copyInputs(fetched.ContextDir, opts.Source, secretsDir, configMapsDir); err != nil {
 		return Fetched{}, err
+	}
+	if opts.NoDockerfile {
+		return fetched, nil
 	}
 	if fetched.Dockerfile, err = dockerfile(fetched.ContextDir, root, opts); err != nil {
 		return Fetched{}, err

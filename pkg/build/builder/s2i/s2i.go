@@ -1,0 +1,268 @@
+// Package s2i turns one platform's Source (source-to-image) build into a
+// Dockerfile build, as OpenShift's builder runs S2I without a daemon: from
+// the builder image of the pod's platform (its labels and config), the
+// scripts (the strategy's scripts URL, else the image's
+// io.openshift.s2i.scripts-url label; .s2i/bin in the source overrides
+// either), the source's .s2i/environment and the strategy's env, it writes
+// a build context and a Dockerfile that the Docker strategy's buildah path
+// builds. source-to-image's own Dockerfile strategy
+// (github.com/openshift/source-to-image) does the S2I part: script
+// resolution, labels, environment files, .s2iignore and the Dockerfile;
+// this package chooses its inputs, guards them, and makes its output
+// deterministic, so the layer cache and result keys see the same
+// Dockerfile for the same inputs.
+package s2i
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	s2iapi "github.com/openshift/source-to-image/pkg/api"
+	s2iconstants "github.com/openshift/source-to-image/pkg/api/constants"
+	s2idockerfile "github.com/openshift/source-to-image/pkg/build/strategies/dockerfile"
+	s2ifs "github.com/openshift/source-to-image/pkg/util/fs"
+
+	"github.com/archway-build/archway/pkg/build/builder/image"
+)
+
+// The builder image labels a Source build reads (OpenShift's names).
+const (
+	ScriptsURLLabel   = s2iconstants.ScriptsURLLabel
+	DestinationLabel  = s2iconstants.DestinationLabel
+	AssembleUserLabel = s2iconstants.AssembleUserLabel
+)
+
+// Inputs are one platform's Source build.
+type Inputs struct {
+	// SourceDir is the fetched source's context directory. Prepare moves
+	// it into the build context.
+	SourceDir string
+	// Dir is where the build context is made; it must not exist or be
+	// empty, and must be on SourceDir's file system.
+	Dir string
+	// Builder is the builder image of the platform: the Dockerfile starts
+	// FROM its Reference, and its labels and config choose the scripts,
+	// their destination and the assemble user.
+	Builder image.PlatformImage
+	// ScriptsURL is the strategy's scripts: image:///path (a directory in
+	// the builder image) or an http(s) URL of a directory holding
+	// assemble, run and save-artifacts. Default: the builder image's
+	// io.openshift.s2i.scripts-url label.
+	ScriptsURL string
+	// Env are the strategy's environment variables, KEY=VALUE, which win
+	// over the source's .s2i/environment. Both are set for assemble and
+	// in the image.
+	Env []string
+}
+
+// Prepared is a Source build ready for the Docker strategy's build.
+type Prepared struct {
+	// ContextDir is the build context: upload/src (the source),
+	// upload/scripts (the scripts from a URL or .s2i/bin) and the
+	// Dockerfile.
+	ContextDir string
+	// Dockerfile is the generated Dockerfile's path.
+	Dockerfile string
+	// AssembleUser is the user assemble runs as.
+	AssembleUser string
+}
+
+// Error is a Source build that cannot be prepared: a bad scripts URL, a
+// source whose S2I files are not plain files, scripts that cannot be
+// fetched.
+type Error struct{ Err error }
+
+func (e *Error) Error() string { return e.Err.Error() }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Prepare writes in.Dir's build context and Dockerfile.
+func Prepare(in Inputs) (Prepared, error) {
+	if err := CheckScriptsURL(in.ScriptsURL); err != nil {
+		return Prepared{}, &Error{err}
+	}
+	if err := checkS2IFiles(in.SourceDir); err != nil {
+		return Prepared{}, &Error{err}
+	}
+	dir, err := filepath.Abs(in.Dir)
+	if err != nil {
+		return Prepared{}, err
+	}
+	// The source goes where source-to-image's Dockerfile strategy finds it
+	// after its own download (upload/src): moved, not copied, and not
+	// downloaded again by source-to-image (which would follow symbolic
+	// links out of the source).
+	upload := filepath.Join(dir, filepath.Dir(s2iconstants.Source))
+	if err := os.MkdirAll(upload, 0o755); err != nil {
+		return Prepared{}, err
+	}
+	if err := os.Rename(in.SourceDir, filepath.Join(dir, s2iconstants.Source)); err != nil {
+		return Prepared{}, fmt.Errorf("moving the source into the build context: %w", err)
+	}
+	labels := in.Builder.Config.Labels
+	if labels == nil {
+		// Non-nil: the scripts are the image's, never fetched by the
+		// image's label.
+		labels = map[string]string{}
+	}
+	assembleUser := labels[AssembleUserLabel]
+	if assembleUser == "" {
+		assembleUser = in.Builder.Config.User
+	}
+	cfg := &s2iapi.Config{
+		BuilderImage:       in.Builder.Reference,
+		BuilderImageLabels: labels,
+		ScriptsURL:         in.ScriptsURL,
+		Destination:        labels[DestinationLabel],
+		AssembleUser:       assembleUser,
+		ImageWorkDir:       in.Builder.Config.WorkingDir,
+		AsDockerfile:       filepath.Join(dir, "Dockerfile"),
+		KeepSymlinks:       true,
+	}
+	for _, kv := range in.Env {
+		if err := cfg.Environment.Set(kv); err != nil {
+			return Prepared{}, &Error{fmt.Errorf("environment variable: %w", err)}
+		}
+	}
+	builder, err := s2idockerfile.New(cfg, s2ifs.NewFileSystem())
+	if err != nil {
+		return Prepared{}, err
+	}
+	result, err := builder.Build(cfg)
+	if err != nil {
+		return Prepared{}, &Error{fmt.Errorf("source-to-image: %w", err)}
+	}
+	if result != nil && !result.Success {
+		return Prepared{}, &Error{fmt.Errorf("source-to-image: %s", result.BuildInfo.FailureReason.Message)}
+	}
+	if err := sortLabels(cfg.AsDockerfile); err != nil {
+		return Prepared{}, err
+	}
+	return Prepared{ContextDir: dir, Dockerfile: cfg.AsDockerfile, AssembleUser: cfg.AssembleUser}, nil
+}
+
+// CheckScriptsURL refuses a strategy's scripts URL the build pod must not
+// read: only a directory of the builder image (image://) or of a web
+// server (http, https) may hold the scripts. A file:// URL would copy
+// files of the build pod (its mounted secrets among them) into the image.
+func CheckScriptsURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("sourceStrategy.scripts %q is not a URL: %w", raw, err)
+	}
+	switch u.Scheme {
+	case "image":
+		// source-to-image takes what follows image:// as the directory.
+		if !strings.HasPrefix(raw, "image:///") {
+			return fmt.Errorf("sourceStrategy.scripts %q names no absolute directory: use image:///usr/libexec/s2i", raw)
+		}
+		return nil
+	case "http", "https":
+		if u.Host == "" {
+			return fmt.Errorf("sourceStrategy.scripts %q names no host", raw)
+		}
+		return nil
+	}
+	return fmt.Errorf("sourceStrategy.scripts %q: scheme %q is not supported: use image:///directory/in/the/builder/image or an http(s) URL", raw, u.Scheme)
+}
+
+// checkS2IFiles refuses a source whose S2I files (.s2i, .s2i/bin and its
+// scripts, .s2i/environment, .s2iignore, and their .sti predecessors) are
+// symbolic links or other non-regular files: source-to-image reads them
+// in the build pod, where a link could lead to the pod's secrets (an
+// environment file's values go into the image).
+func checkS2IFiles(src string) error {
+	for _, dir := range []string{".s2i", ".sti"} {
+		for _, name := range []string{dir, filepath.Join(dir, "bin")} {
+			info, err := os.Lstat(filepath.Join(src, name))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !info.IsDir() {
+				return fmt.Errorf("the source's %s is not a directory (a symbolic link or a file): make it a directory", name)
+			}
+		}
+		entries, err := os.ReadDir(filepath.Join(src, dir, "bin"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		names := []string{filepath.Join(dir, s2iconstants.Environment)}
+		for _, e := range entries {
+			names = append(names, filepath.Join(dir, "bin", e.Name()))
+		}
+		for _, name := range names {
+			if err := regularOrMissing(src, name); err != nil {
+				return err
+			}
+		}
+	}
+	return regularOrMissing(src, s2iconstants.IgnoreFile)
+}
+
+func regularOrMissing(src, name string) error {
+	info, err := os.Lstat(filepath.Join(src, name))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !info.Mode().IsRegular():
+		return fmt.Errorf("the source's %s is not a regular file (%s): S2I files must be plain files", name, info.Mode().Type())
+	}
+	return nil
+}
+
+// sortLabels rewrites the Dockerfile's LABEL instruction with its labels
+// sorted by name: source-to-image writes them in map order, and the same
+// inputs must give the same Dockerfile (the layer cache and result keys
+// digest it).
+func sortLabels(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	start := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "LABEL ") })
+	if start < 0 {
+		return nil
+	}
+	end := start
+	for end < len(lines) && strings.HasSuffix(lines[end], "\\\n") {
+		end++
+	}
+	if end == len(lines) {
+		return fmt.Errorf("the generated Dockerfile's LABEL instruction does not end")
+	}
+	var pairs []string
+	for _, l := range lines[start : end+1] {
+		l = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(l, "LABEL "), "\n"), "\\"))
+		if l == "" {
+			continue
+		}
+		key, err := strconv.QuotedPrefix(l)
+		if err != nil || !strings.HasPrefix(l[len(key):], "=") {
+			return fmt.Errorf("the generated Dockerfile's label %q is not \"name\"=\"value\"", l)
+		}
+		if _, err := strconv.Unquote(l[len(key)+1:]); err != nil {
+			return fmt.Errorf("the generated Dockerfile's label %q is not \"name\"=\"value\"", l)
+		}
+		pairs = append(pairs, l)
+	}
+	slices.Sort(pairs)
+	label := "LABEL " + strings.Join(pairs, " \\\n      ") + "\n"
+	out := strings.Join(lines[:start], "") + label + strings.Join(lines[end+1:], "")
+	return os.WriteFile(path, []byte(out), 0o644) //nolint:gosec // the Dockerfile Prepare wrote in its own build context
+}

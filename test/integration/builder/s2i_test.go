@@ -1,0 +1,200 @@
+package builder_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/test/bed"
+)
+
+var (
+	s2iBuilderOnce sync.Mutex
+	s2iBuilderRef  string
+)
+
+// s2iBuilder builds the test source-to-image builder image
+// (bed.S2IBuilderFiles) for the four platforms with `builder build`, once
+// per test binary, and returns its reference.
+func s2iBuilder(t *testing.T) string {
+	t.Helper()
+	s2iBuilderOnce.Lock()
+	defer s2iBuilderOnce.Unlock()
+	if s2iBuilderRef != "" {
+		return s2iBuilderRef
+	}
+	dir := t.TempDir()
+	for name, content := range bed.S2IBuilderFiles(theBed.BaseImage) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref := theBed.Registry.Host + "/it/s2i-builder:v1"
+	log, code := runBuilder(t, nil, "build", "--platform", strings.Join(fourPlatforms, ","), "-t", ref, dir)
+	if code != 0 {
+		t.Fatalf("building the S2I builder image:\n%s", log)
+	}
+	s2iBuilderRef = ref
+	return ref
+}
+
+// sourceBuild is a Source-strategy Build of a Git repository's app
+// directory with builder as the builder image.
+func sourceBuild(repo, builder, output string, env []corev1.EnvVar) *buildv1.Build {
+	b := newBuild("s2i-ns", "s2i-1", "", output, nil, nil)
+	b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit,
+		Git: &buildv1.GitBuildSource{URI: "file://" + repo, Ref: "feature"}, ContextDir: "app"}
+	b.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From: corev1.ObjectReference{Kind: "DockerImage", Name: builder}, Env: env}}
+	return b
+}
+
+// runSourceBuild runs `builder docker-build` as the pod of platform p
+// would, and returns its log and exit code.
+func runSourceBuild(t *testing.T, b *buildv1.Build, p string) (string, int) {
+	t.Helper()
+	return runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, b, p)}, "docker-build", "--no-report", "--allow-file-git-uris")
+}
+
+// artifactOf reads the S2I artifact from the top layer (assemble's) of the
+// image the pod of platform p pushed for output, and the image's config.
+func artifactOf(t *testing.T, g Gomega, output, p string) (string, []string, string) {
+	t.Helper()
+	tag, err := platform.Tag(output, p)
+	g.Expect(err).NotTo(HaveOccurred())
+	img, err := theBed.Registry.OpenImage(t.Context(), tag)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	repo, ref, _ := strings.Cut(strings.TrimPrefix(tag, theBed.Registry.Host+"/"), ":")
+	d, err := theBed.Registry.ManifestDigest(t.Context(), repo, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	artifact, err := img.TopLayerFile(t.Context(), digestOf(d), bed.S2IArtifact)
+	g.Expect(err).NotTo(HaveOccurred(), "%s of the %s image", bed.S2IArtifact, p)
+	cfg, err := img.Config(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	return artifact, cfg.Config.Cmd, cfg.Config.User
+}
+
+// TestSourceBuildFourPlatforms builds a Git source with the Source strategy
+// for four platforms, as four build pods would at once, from a builder
+// image made here for those four: each platform's image holds what its
+// builder image's assemble compiled on that machine, with the source's
+// .s2i/environment, runs the image's run script, and keeps the builder
+// image's labels.
+func TestSourceBuildFourPlatforms(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilder(t)
+	repo, _ := gitRepo(t, map[string]string{
+		"app/main.txt":         "hello from s2i",
+		"app/.s2i/environment": "# the source's settings\nGREETING=from-file\n",
+	})
+	output := theBed.Registry.Host + "/it/s2i-app:v1"
+	b := sourceBuild(repo, builder, output, nil)
+
+	logs := make(map[string]string)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range fourPlatforms {
+		wg.Go(func() {
+			log, code := runSourceBuild(t, b, p)
+			mu.Lock()
+			defer mu.Unlock()
+			logs[p] = log
+			if code != 0 {
+				t.Errorf("%s: exit %d\n%s", p, code, log)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, p := range fourPlatforms {
+		g.Expect(logs[p]).To(ContainSubstring("RUN /usr/libexec/s2i/assemble"), "%s runs the image's assemble", p)
+		g.Expect(logs[p]).To(ContainSubstring("assembling on "+unameOf[p]+" as 1001"), "%s assembles as the label's user", p)
+		artifact, cmd, user := artifactOf(t, g, output, p)
+		g.Expect(artifact).To(ContainSubstring("hello from s2i"), "%s: the source was compiled", p)
+		g.Expect(artifact).To(ContainSubstring("machine="+unameOf[p]+"\n"), "%s: compiled on its own machine", p)
+		g.Expect(artifact).To(ContainSubstring("greeting=from-file\n"), "%s: .s2i/environment reaches assemble", p)
+		g.Expect(artifact).To(ContainSubstring("assembler=image\n"), p)
+		g.Expect(cmd).To(Equal([]string{"/bin/sh", "-c", bed.S2IScriptsDir + "/run"}), "%s: the image runs the run script", p)
+		g.Expect(user).To(Equal("1001"), p)
+	}
+	tag, _ := platform.Tag(output, "linux/arm64")
+	img, err := theBed.Registry.OpenImage(t.Context(), tag)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	labels, err := img.Labels(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(labels).To(HaveKeyWithValue("io.openshift.expose-services", "8080:http"), "the builder image's labels are kept")
+	g.Expect(labels).To(HaveKeyWithValue("io.openshift.s2i.scripts-url", "image://"+bed.S2IScriptsDir))
+	g.Expect(labels).To(HaveKeyWithValue("io.openshift.build.source-context-dir", "app"))
+	g.Expect(labels["io.openshift.s2i.build.image"]).To(HavePrefix(theBed.Registry.Host+"/it/s2i-builder@sha256:"),
+		"the builder image of the platform, by digest")
+}
+
+// TestSourceBuildOverrides: the strategy's env wins over the source's
+// .s2i/environment, and the source's .s2i/bin/assemble replaces the
+// builder image's (its run is still the image's).
+func TestSourceBuildOverrides(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilder(t)
+	repo, _ := gitRepo(t, map[string]string{
+		"app/main.txt":         "overridden",
+		"app/.s2i/environment": "GREETING=from-file\n",
+		"app/.s2i/bin/assemble": "#!/bin/sh\nset -e\n" +
+			"{ cat /tmp/src/main.txt; echo \"machine=$(uname -m)\"; echo \"greeting=$GREETING\"; echo assembler=source; } > " + bed.S2IArtifact + "\n",
+	})
+	output := theBed.Registry.Host + "/it/s2i-override:v1"
+	b := sourceBuild(repo, builder, output, []corev1.EnvVar{{Name: "GREETING", Value: "from-strategy"}})
+	log, code := runSourceBuild(t, b, "linux/ppc64le")
+	g.Expect(code).To(Equal(0), log)
+	g.Expect(log).To(ContainSubstring("RUN /tmp/scripts/assemble"))
+	artifact, cmd, _ := artifactOf(t, g, output, "linux/ppc64le")
+	g.Expect(artifact).To(ContainSubstring("assembler=source\n"), "the source's assemble ran")
+	g.Expect(artifact).To(ContainSubstring("machine=ppc64le\n"))
+	g.Expect(artifact).To(ContainSubstring("greeting=from-strategy\n"), "the strategy's env wins")
+	g.Expect(cmd).To(Equal([]string{"/bin/sh", "-c", bed.S2IScriptsDir + "/run"}), "run is still the image's")
+}
+
+// TestSourceBuildBuilderImageLacksPlatform: a platform the builder image
+// does not have fails before anything is built, naming the image and the
+// platforms it has.
+func TestSourceBuildBuilderImageLacksPlatform(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilder(t)
+	repo, _ := gitRepo(t, map[string]string{"app/main.txt": "x"})
+	b := sourceBuild(repo, builder, theBed.Registry.Host+"/it/s2i-riscv:v1", nil)
+	log, code := runSourceBuild(t, b, "linux/riscv64")
+	g.Expect(code).To(Equal(1), log)
+	g.Expect(log).To(ContainSubstring("PullBuilderImageFailed: builder image " + builder + " has no image for linux/riscv64; " +
+		"it has linux/amd64, linux/arm64/v8, linux/ppc64le, linux/s390x: use a builder image that has linux/riscv64"))
+	g.Expect(log).NotTo(ContainSubstring("STEP 1/"), "nothing was built")
+}
+
+// TestSourceBuildRefusesFileScripts: a scripts URL that would copy the
+// build pod's own files into the image is refused.
+func TestSourceBuildRefusesFileScripts(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilder(t)
+	repo, _ := gitRepo(t, map[string]string{"app/main.txt": "x"})
+	secrets := t.TempDir()
+	g.Expect(os.WriteFile(filepath.Join(secrets, "assemble"), []byte("#!/bin/sh\necho stolen\n"), 0o755)).To(Succeed())
+	b := sourceBuild(repo, builder, theBed.Registry.Host+"/it/s2i-file:v1", nil)
+	b.Spec.Strategy.SourceStrategy.Scripts = "file://" + secrets
+	log, code := runSourceBuild(t, b, "linux/amd64")
+	g.Expect(code).To(Equal(1), log)
+	g.Expect(log).To(ContainSubstring(`scheme "file" is not supported`))
+	g.Expect(log).NotTo(ContainSubstring("STEP 1/"))
+}
