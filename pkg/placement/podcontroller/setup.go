@@ -171,7 +171,19 @@ func newInspector(mgr ctrl.Manager, opts placement.Options, metrics *ControllerM
 	inspector := image.NewCache(instrumentedRegistry{inner: remote, metrics: metrics}, image.CacheOptions{
 		DigestTTL: opts.DigestCacheTTL, TagTTL: opts.TagCacheTTL, Size: opts.CacheSize, OnLookup: metrics.cacheLookup,
 	})
-	// A new registry configuration can change any answer: forget them all.
-	registryConfig.Subscribe(func(*registries.Settings) { inspector.Purge() })
+	registryConfig.Subscribe(purgeOnChange(inspector))
 	return inspector, nil
+}
+
+// purgeOnChange empties the cache when the registry configuration changes:
+// a new one can change any answer. The first one has nothing to forget
+// (every registry call waits for it); purging then would only keep what
+// the calls that began before it fetch out of the cache, and split them
+// from the calls after: a second registry request for the same image.
+func purgeOnChange(c *image.Cache) func(*registries.Settings) {
+	return func(s *registries.Settings) {
+		if s.Generation > 1 {
+			c.Purge()
+		}
+	}
 }
