@@ -61,6 +61,7 @@ type RealNode struct {
 	ContainerdSocket string
 
 	bridge     string
+	lock       *os.File // the machine's real-node lock, held while it runs
 	containerd *process
 	kubelet    *process
 	proxy      *process
@@ -75,9 +76,40 @@ const NoUserNamespaceRuntimeClass = "archway-bed-nouserns"
 // realNodeName is the name of the real node on this machine's architecture.
 func realNodeName() string { return "node-real-" + runtime.GOARCH }
 
-// claimNodeNetwork creates the first free bridge archway-rnN with address
-// 10.213.N.1/24: the bridge's name is the claim (creating a link of a name
-// that exists fails), so concurrent beds get different networks.
+// realNodeLock is the file a bed with a real node holds locked while it
+// runs: one real node per machine.
+const realNodeLock = "/run/archway-bed-real-node.lock"
+
+// lockRealNode takes the machine's one real-node lock, or says which
+// process holds it. Two real nodes cannot share a machine: each bed's
+// kube-proxy rewrites the host's one iptables nat table (and its cleanup
+// flushes the other's rules), and both beds' kubernetes Services have the
+// address 10.0.0.1, so one bed's pods reach the other bed's apiserver.
+// The kernel drops the lock when its process ends, however it ends.
+func lockRealNode(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another bed's real node runs on this machine (pid %s, %s): two real nodes "+
+				"share the host's iptables and Service addresses and break each other; run one suite with a "+
+				"real node at a time", strings.TrimSpace(string(holder)), path)
+		}
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// claimNodeNetwork takes the machine's real-node lock and creates the
+// first free bridge archway-rnN with address 10.213.N.1/24 (a bridge of a
+// bed killed before its cleanup may still hold a name).
 func claimNodeNetwork() (*RealNode, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the real node needs root (network namespaces, mounts, cgroups)")
@@ -85,6 +117,23 @@ func claimNodeNetwork() (*RealNode, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, errors.New("the real node needs ip (iproute2; `make tools` installs it)")
 	}
+	lock, err := lockRealNode(realNodeLock)
+	if err != nil {
+		return nil, err
+	}
+	node, err := claimBridge()
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	node.lock = lock
+	return node, nil
+}
+
+// claimBridge creates the first free bridge archway-rnN with address
+// 10.213.N.1/24: the bridge's name is the claim (creating a link of a name
+// that exists fails).
+func claimBridge() (*RealNode, error) {
 	for n := 0; n < 64; n++ {
 		bridge := fmt.Sprintf("archway-rn%d", n)
 		out, err := exec.Command("ip", "link", "add", bridge, "type", "bridge").CombinedOutput()
@@ -126,6 +175,10 @@ func claimNodeNetwork() (*RealNode, error) {
 func (n *RealNode) deleteBridge() {
 	_ = exec.Command("ip", "link", "del", n.bridge).Run()
 	_ = os.Remove(bridgeOwnerFile(n.bridge))
+	if n.lock != nil {
+		_ = n.lock.Close()
+		n.lock = nil
+	}
 }
 
 // bridgeOwnerFile records which process claimed a bridge.
