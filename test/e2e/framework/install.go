@@ -188,10 +188,10 @@ placement:
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--metrics-bind-address=$(POD_IP):8443"}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--health-probe-bind-address=$(POD_IP):8081"}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--webhook-host=$(POD_IP)"}
-- target: {kind: Deployment, name: "archway-placement-.*"}
+- target: {kind: Deployment, name: "archway-placement-.*|build-controller"}
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}}
-- target: {kind: Deployment, name: "build-controller|archway-build-triggers|archway-control-plane-protection|archway-scheduling-policy"}
+- target: {kind: Deployment, name: "archway-build-triggers|archway-control-plane-protection|archway-scheduling-policy"}
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/env, value: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]}
 `
