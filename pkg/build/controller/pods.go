@@ -78,9 +78,13 @@ const (
 // unsupported strategy or an output reference no pod can push to. It
 // returns nil when the build can run.
 func BuildFailure(b *buildv1.Build) *Failure {
-	if b.Spec.Strategy.Type != buildv1.DockerBuildStrategyType {
+	switch t := b.Spec.Strategy.Type; {
+	case t != buildv1.DockerBuildStrategyType && t != buildv1.SourceBuildStrategyType:
 		return &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonUnsupportedBuildStrategy,
-			Message: fmt.Sprintf("strategy %q is not supported: archway runs Docker builds", b.Spec.Strategy.Type)}
+			Message: fmt.Sprintf("strategy %q is not supported: archway runs Docker and Source builds", t)}
+	case t == buildv1.SourceBuildStrategyType && b.Spec.Strategy.SourceStrategy == nil:
+		return &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonUnsupportedBuildStrategy,
+			Message: "strategy Source needs sourceStrategy (its builder image)"}
 	}
 	if to := b.Spec.Output.To; to != nil {
 		if to.Kind != "DockerImage" {
@@ -136,8 +140,7 @@ const MaxAccountPullSecrets = 16
 // its credentials.
 func usesAccountSecrets(b *buildv1.Build) bool {
 	pushes := b.Spec.Output.To != nil && b.Spec.Output.PushSecret == nil
-	ds := b.Spec.Strategy.DockerStrategy
-	return pushes || ds == nil || ds.PullSecret == nil
+	return pushes || b.Spec.Strategy.StrategyPullSecret() == nil
 }
 
 // mountAccountSecrets mounts the service account's image pull secrets, the
@@ -244,7 +247,16 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 	if spec.ServiceAccount == "" {
 		spec.ServiceAccount = cfg.BuilderServiceAccount
 	}
-	if ds := spec.Strategy.DockerStrategy; ds != nil || len(cfg.BuildDefaults.Env) > 0 || cfg.BuildOverrides.ForcePull {
+	if ss := spec.Strategy.SourceStrategy; ss != nil {
+		for _, env := range cfg.BuildDefaults.Env {
+			if !slices.ContainsFunc(ss.Env, func(e corev1.EnvVar) bool { return e.Name == env.Name }) {
+				ss.Env = append(ss.Env, env)
+			}
+		}
+		if cfg.BuildOverrides.ForcePull {
+			ss.ForcePull = true
+		}
+	} else if ds := spec.Strategy.DockerStrategy; ds != nil || len(cfg.BuildDefaults.Env) > 0 || cfg.BuildOverrides.ForcePull {
 		if ds == nil {
 			ds = &buildv1.DockerBuildStrategy{}
 			spec.Strategy.DockerStrategy = ds
@@ -311,7 +323,7 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 	return out, nil
 }
 
-// ValueFromEnv is how a Docker strategy's env and buildArgs with a
+// ValueFromEnv is how a strategy's env (and a Docker strategy's buildArgs) with a
 // valueFrom (ConfigMap or Secret keys, or any other source of the
 // Kubernetes EnvVarSource) reach the builder: as the build container's own
 // environment variables with the same valueFrom, named by the entry's
@@ -319,10 +331,7 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 // resolves them and build-controller never reads a Secret's value. A
 // missing key that is not optional keeps the pod from starting, as for any
 // pod.
-func ValueFromEnv(ds *buildv1.DockerBuildStrategy) []corev1.EnvVar {
-	if ds == nil {
-		return nil
-	}
+func ValueFromEnv(s *buildv1.BuildStrategy) []corev1.EnvVar {
 	var env []corev1.EnvVar
 	add := func(prefix string, vars []corev1.EnvVar) {
 		for i, v := range vars {
@@ -331,8 +340,10 @@ func ValueFromEnv(ds *buildv1.DockerBuildStrategy) []corev1.EnvVar {
 			}
 		}
 	}
-	add(buildv1.StrategyEnvValueFromPrefix, ds.Env)
-	add(buildv1.StrategyBuildArgValueFromPrefix, ds.BuildArgs)
+	add(buildv1.StrategyEnvValueFromPrefix, s.StrategyEnv())
+	if ds := s.DockerStrategy; ds != nil {
+		add(buildv1.StrategyBuildArgValueFromPrefix, ds.BuildArgs)
+	}
 	return env
 }
 
@@ -436,13 +447,13 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 	}
 	c.Command = append(c.Command, pl.insecureRegistryArgs()...)
 	c.Resources = resources(b.Spec.Resources, cfg.BuildDefaults.Resources)
-	c.Env = append(c.Env, ValueFromEnv(podBuild.Spec.Strategy.DockerStrategy)...)
+	c.Env = append(c.Env, ValueFromEnv(&podBuild.Spec.Strategy)...)
 	if pl.RegistriesConf != "" {
 		c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.RegistriesConfEnv, Value: pl.RegistriesConf})
 	}
 	pl.secureBuildPod(pod)
-	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.PullSecret != nil {
-		mountSecret(pod, "pull-secret", ds.PullSecret.Name, PullSecretMountPath)
+	if ps := b.Spec.Strategy.StrategyPullSecret(); ps != nil {
+		mountSecret(pod, "pull-secret", ps.Name, PullSecretMountPath)
 		c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.PullDockerConfigPathEnv, Value: PullSecretMountPath})
 	}
 	if s := b.Spec.Source.SourceSecret; s != nil {
@@ -458,13 +469,11 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: cm.ConfigMap}}})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: InputConfigMapMountDir + "/" + cm.ConfigMap.Name, ReadOnly: true})
 	}
-	if ds := b.Spec.Strategy.DockerStrategy; ds != nil {
-		for i, v := range ds.Volumes {
-			vol := fmt.Sprintf("build-volume-%d", i)
-			src := corev1.VolumeSource{Secret: v.Source.Secret, ConfigMap: v.Source.ConfigMap, CSI: v.Source.CSI}
-			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: src})
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: BuildVolumeMountDir + "/" + v.Name, ReadOnly: true})
-		}
+	for i, v := range b.Spec.Strategy.StrategyVolumes() {
+		vol := fmt.Sprintf("build-volume-%d", i)
+		src := corev1.VolumeSource{Secret: v.Source.Secret, ConfigMap: v.Source.ConfigMap, CSI: v.Source.CSI}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: src})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: BuildVolumeMountDir + "/" + v.Name, ReadOnly: true})
 	}
 	if ca := cfg.TrustedCA; ca != nil && ptr.Deref(b.Spec.MountTrustedCA, false) {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "trusted-ca", VolumeSource: corev1.VolumeSource{

@@ -230,6 +230,56 @@ func TestBuildPod(t *testing.T) {
 			},
 		},
 		{
+			name: "a Source build's pod: defaults and overrides, pull secret, volumes and valueFrom env of its sourceStrategy",
+			build: func() *buildv1.Build {
+				b := makeBuild("app").platforms(four...).source("r/builder:1").obj()
+				ss := b.Spec.Strategy.SourceStrategy
+				ss.Env = []corev1.EnvVar{{Name: "A", Value: "build"}, {Name: "S", ValueFrom: &corev1.EnvVarSource{
+					SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}}
+				ss.PullSecret = &corev1.LocalObjectReference{Name: "builder-pull"}
+				ss.Volumes = []buildv1.BuildVolume{{Name: "cache", Source: buildv1.BuildVolumeSource{Type: buildv1.BuildVolumeSourceTypeConfigMap,
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}},
+					Mounts: []buildv1.BuildVolumeMount{{DestinationPath: "/opt/cache"}}}}
+				return b
+			}(),
+			platforms: four, platform: "linux/s390x",
+			cfg: testConfig(func(c *configv1alpha1.BuildControllerConfig) {
+				c.BuildDefaults.Env = []corev1.EnvVar{{Name: "A", Value: "default"}, {Name: "B", Value: "default"}}
+				c.BuildOverrides.ForcePull = true
+				c.LayerCache = configv1alpha1.LayerCacheConfig{Mode: buildv1.LayerCacheRegistry}
+			}),
+			check: func(t *testing.T, pod *corev1.Pod, _ *buildv1.Build) {
+				pb := podBuild(t, pod)
+				if pb.Spec.Strategy.DockerStrategy != nil {
+					t.Errorf("a Source build's BUILD has a dockerStrategy: %+v", pb.Spec.Strategy.DockerStrategy)
+				}
+				ss := pb.Spec.Strategy.SourceStrategy
+				if diff := cmp.Diff([]string{"A=build", "S=", "B=default"}, envNames(ss.Env)); diff != "" {
+					t.Errorf("env (-want +got):\n%s", diff)
+				}
+				if !ss.ForcePull {
+					t.Error("forcePull not forced")
+				}
+				c := pod.Spec.Containers[0]
+				var found []string
+				for _, e := range c.Env {
+					if e.Name == buildv1.PullDockerConfigPathEnv || (e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil) {
+						found = append(found, e.Name)
+					}
+				}
+				if diff := cmp.Diff([]string{buildv1.StrategyEnvValueFromPrefix + "1", buildv1.PullDockerConfigPathEnv}, found); diff != "" {
+					t.Errorf("valueFrom env and pull secret path (-want +got):\n%s", diff)
+				}
+				var vols []string
+				for _, v := range pod.Spec.Volumes {
+					vols = append(vols, v.Name)
+				}
+				if !slices.Contains(vols, "pull-secret") || !slices.Contains(vols, "build-volume-0") {
+					t.Errorf("volumes %v, want the pull secret and the build volume", vols)
+				}
+			},
+		},
+		{
 			name:  "an empty build node selector keeps the default away; only kubernetes.io/os lets it in",
 			build: makeBuild("app").nodeSelector().obj(),
 			cfg: testConfig(func(c *configv1alpha1.BuildControllerConfig) {
@@ -328,9 +378,15 @@ func TestBuildFailure(t *testing.T) {
 	}{
 		{"fine", makeBuild("a").obj(), ""},
 		{"no output is fine", makeBuild("a").noOutput().obj(), ""},
-		{"source strategy", func() *buildv1.Build {
+		{"source strategy", makeBuild("a").source("r/builder:1").obj(), ""},
+		{"source strategy without sourceStrategy", func() *buildv1.Build {
 			b := makeBuild("a").obj()
 			b.Spec.Strategy.Type = buildv1.SourceBuildStrategyType
+			return b
+		}(), buildv1.StatusReasonUnsupportedBuildStrategy},
+		{"custom strategy", func() *buildv1.Build {
+			b := makeBuild("a").obj()
+			b.Spec.Strategy.Type = "Custom"
 			return b
 		}(), buildv1.StatusReasonUnsupportedBuildStrategy},
 		{"output by digest", makeBuild("a").output("registry.example.com/a@sha256:" + strings.Repeat("0", 64)).obj(), buildv1.StatusReasonInvalidOutputReference},
@@ -514,4 +570,13 @@ func TestAccountPullSecrets(t *testing.T) {
 	if pod, err := pl.BuildPod(both, "linux/arm64"); err != nil || len(mounted(pod)) != 0 {
 		t.Errorf("push and pull secrets named: mounted %v (%v), want none", mounted(pod), err)
 	}
+}
+
+// envNames is env as NAME=value, for comparing.
+func envNames(env []corev1.EnvVar) []string {
+	out := make([]string, 0, len(env))
+	for _, e := range env {
+		out = append(out, e.Name+"="+e.Value)
+	}
+	return out
 }

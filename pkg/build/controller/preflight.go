@@ -29,7 +29,8 @@ type BaseInspector interface {
 
 // BaseImages returns the base images a Build pulls for its target
 // platforms that are known before any pod starts, and whether they are
-// known at all: dockerStrategy.from (a DockerImage), and the FROM images of
+// known at all: a Source build's builder image (sourceStrategy.from),
+// dockerStrategy.from (a DockerImage), and the FROM images of
 // an inline Dockerfile (spec.source.dockerfile) when every one of them is
 // written out (no build arg, quote or escape: the controller expands
 // nothing). The Dockerfile is read with the builder's model
@@ -40,6 +41,12 @@ type BaseInspector interface {
 // builder does. A Dockerfile from the source repository is not known here:
 // only from is.
 func BaseImages(b *buildv1.Build) ([]string, bool) {
+	if ss := b.Spec.Strategy.SourceStrategy; b.Spec.Strategy.Type == buildv1.SourceBuildStrategyType && ss != nil {
+		if ss.From.Kind != "DockerImage" || ss.From.Name == "" || strings.Contains(ss.From.Name, "$") {
+			return nil, false
+		}
+		return []string{ss.From.Name}, true
+	}
 	var from string
 	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.From != nil {
 		if ds.From.Kind != "DockerImage" || ds.From.Name == "" || strings.Contains(ds.From.Name, "$") {
@@ -202,13 +209,13 @@ func (r *Reconciler) preflight(ctx context.Context, b *buildv1.Build, res Resolu
 	}
 	var secretType string
 	var secretData []byte
-	if ds := b.Spec.Strategy.DockerStrategy; ds != nil && ds.PullSecret != nil {
+	if ps := b.Spec.Strategy.StrategyPullSecret(); ps != nil {
 		secret := &corev1.Secret{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ds.PullSecret.Name}, secret)
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ps.Name}, secret)
 		switch {
 		case apierrors.IsNotFound(err):
 			// The pods cannot start without it either; they say so.
-			return Preflight{Unchecked: []string{fmt.Sprintf("pull secret %q does not exist", ds.PullSecret.Name)}}, nil
+			return Preflight{Unchecked: []string{fmt.Sprintf("pull secret %q does not exist", ps.Name)}}, nil
 		case err != nil:
 			return Preflight{}, fmt.Errorf("reading the pull secret: %w", err)
 		}

@@ -64,6 +64,18 @@ func TestBaseImages(t *testing.T) {
 	}
 }
 
+// TestBaseImagesSource: a Source build's base is its builder image.
+func TestBaseImagesSource(t *testing.T) {
+	got, known := BaseImages(makeBuild("app").source("r/builder:1").obj())
+	if !known || !cmp.Equal(got, []string{"r/builder:1"}) {
+		t.Errorf("BaseImages = %v, %v; want the builder image", got, known)
+	}
+	b := makeBuild("app").source("r/builder:$(V)").obj()
+	if _, known := BaseImages(b); known {
+		t.Error("a builder image with a variable is known")
+	}
+}
+
 func TestDecidePreflight(t *testing.T) {
 	ps := func(ss ...string) []platform.Platform {
 		var out []platform.Platform

@@ -65,6 +65,13 @@ func (w *buildWrapper) allowFail(ps ...string) *buildWrapper {
 	w.Spec.PlatformsAllowedToFail = ps
 	return w
 }
+
+// source makes the Build a Source build with builder as its builder image.
+func (w *buildWrapper) source(builder string) *buildWrapper {
+	w.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From: corev1.ObjectReference{Kind: "DockerImage", Name: builder}}}
+	return w
+}
 func (w *buildWrapper) noOutput() *buildWrapper { w.Spec.Output.To = nil; return w }
 func (w *buildWrapper) output(ref string) *buildWrapper {
 	w.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: ref}

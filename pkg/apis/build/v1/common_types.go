@@ -21,6 +21,7 @@ const MaxPlatforms = 16
 // checks against the rules in the generated CRDs.
 //
 // +kubebuilder:validation:XValidation:rule=`!has(self.platforms) || self.platforms.size() == 0 || !has(self.platformsAllowedToFail) || self.platformsAllowedToFail.all(f, self.platforms.exists(p, (p.matches('^[^/]+/(arm64/v8([.]0)?|amd64/v1|ppc64(le)?/power8|riscv64/rva20u64)$') ? p.substring(0, p.lastIndexOf('/')) : p.matches('/arm64/v9[.]0$') ? p.substring(0, p.size() - 2) : p.matches('^[^/]+/arm$') ? p + '/v7' : p) == (f.matches('^[^/]+/(arm64/v8([.]0)?|amd64/v1|ppc64(le)?/power8|riscv64/rva20u64)$') ? f.substring(0, f.lastIndexOf('/')) : f.matches('/arm64/v9[.]0$') ? f.substring(0, f.size() - 2) : f.matches('^[^/]+/arm$') ? f + '/v7' : f)))`,messageExpression=`'"' + self.platformsAllowedToFail.filter(f, !self.platforms.exists(p, (p.matches('^[^/]+/(arm64/v8([.]0)?|amd64/v1|ppc64(le)?/power8|riscv64/rva20u64)$') ? p.substring(0, p.lastIndexOf('/')) : p.matches('/arm64/v9[.]0$') ? p.substring(0, p.size() - 2) : p.matches('^[^/]+/arm$') ? p + '/v7' : p) == (f.matches('^[^/]+/(arm64/v8([.]0)?|amd64/v1|ppc64(le)?/power8|riscv64/rva20u64)$') ? f.substring(0, f.lastIndexOf('/')) : f.matches('/arm64/v9[.]0$') ? f.substring(0, f.size() - 2) : f.matches('^[^/]+/arm$') ? f + '/v7' : f)))[0] + '" is not in platforms; platformsAllowedToFail must be a subset of platforms'`,fieldPath=`.platformsAllowedToFail`
+// +kubebuilder:validation:XValidation:rule=`self.strategy.type != 'Source' || !has(self.source) || !has(self.source.secrets) || size(self.source.secrets) == 0`,message="source.secrets are not supported with strategy Source: OpenShift gives them to assemble and empties them afterwards, archway would leave them in the image; give assemble the secrets as sourceStrategy.volumes (mounted for assemble, left out of the image) instead",fieldPath=`.source.secrets`
 type CommonSpec struct {
 	// serviceAccount is the name of the ServiceAccount the build pods run
 	// as. Default: the controller's configured builder service account
@@ -354,9 +355,9 @@ type BuildStrategyType string
 const (
 	// DockerBuildStrategyType builds a Dockerfile (Containerfile).
 	DockerBuildStrategyType BuildStrategyType = "Docker"
-	// SourceBuildStrategyType is OpenShift's source-to-image build. The
-	// controller does not run it yet and fails such builds with the reason
-	// UnsupportedBuildStrategy.
+	// SourceBuildStrategyType is OpenShift's source-to-image build: the
+	// builder image's assemble script builds the source, per platform,
+	// with the builder image of that platform.
 	SourceBuildStrategyType BuildStrategyType = "Source"
 )
 
@@ -535,21 +536,28 @@ type SourceBuildStrategy struct {
 	// +listType=atomic
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
-	// scripts is the URL of the assemble and run scripts. Default: the
-	// builder image's.
+	// scripts is the URL of the directory holding the assemble, run and
+	// save-artifacts scripts: image:///path (a directory of the builder
+	// image) or an http(s) URL. The source's .s2i/bin overrides it.
+	// Default: the builder image's io.openshift.s2i.scripts-url label.
 	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule=`self == '' || self.startsWith('image:///') || self.startsWith('http://') || self.startsWith('https://')`,message="scripts must be image:///directory/in/the/builder/image or an http(s) URL"
 	Scripts string `json:"scripts,omitempty"`
 
-	// incremental reuses artifacts of the previous image. Default: true in
-	// OpenShift.
+	// incremental reuses artifacts of the previous image (its
+	// save-artifacts script's output). archway does not run incremental
+	// builds yet: true is refused. Default: false.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule=`!self`,message="incremental builds are not implemented by archway yet: remove incremental or set it to false"
 	Incremental *bool `json:"incremental,omitempty"`
 
 	// forcePull pulls the builder image even when present. Default: false.
 	// +optional
 	ForcePull bool `json:"forcePull,omitempty"`
 
-	// volumes are mounted into the build. Default: none.
+	// volumes are mounted, read-only, into the build's steps (assemble
+	// among them) and left out of the image. Default: none.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

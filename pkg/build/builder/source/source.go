@@ -51,8 +51,10 @@ type Options struct {
 	// DockerfilePath is the Docker strategy's dockerfilePath, relative to
 	// the context directory. Default: Dockerfile.
 	DockerfilePath string
-	// NoDockerfile fetches a source that has no Dockerfile to find (a
-	// Source strategy's): Fetched.Dockerfile is "".
+	// NoDockerfile fetches a source that needs no Dockerfile (a Source
+	// strategy's): Fetched.Dockerfile is "", unless the source has an
+	// inline Dockerfile, which is written as for a Docker build (OpenShift
+	// writes it into every strategy's source).
 	NoDockerfile bool
 	// SecretDir is the directory the source secret is mounted in (keys
 	// username, password, ssh-privatekey, known_hosts, ca.crt,
@@ -158,7 +160,7 @@ func Fetch(ctx context.Context, opts Options, dir string) (Fetched, error) {
 	if err := copyInputs(fetched.ContextDir, opts.Source, secretsDir, configMapsDir); err != nil {
 		return Fetched{}, err
 	}
-	if opts.NoDockerfile {
+	if opts.NoDockerfile && opts.Source.Dockerfile == nil {
 		return fetched, nil
 	}
 	if fetched.Dockerfile, err = dockerfile(fetched.ContextDir, root, opts); err != nil {

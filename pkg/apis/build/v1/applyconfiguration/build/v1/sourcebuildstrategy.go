@@ -19,15 +19,19 @@ type SourceBuildStrategyApplyConfiguration struct {
 	PullSecret *corev1.LocalObjectReference `json:"pullSecret,omitempty"`
 	// env are environment variables set in the build. Default: none.
 	Env []corev1.EnvVar `json:"env,omitempty"`
-	// scripts is the URL of the assemble and run scripts. Default: the
-	// builder image's.
+	// scripts is the URL of the directory holding the assemble, run and
+	// save-artifacts scripts: image:///path (a directory of the builder
+	// image) or an http(s) URL. The source's .s2i/bin overrides it.
+	// Default: the builder image's io.openshift.s2i.scripts-url label.
 	Scripts *string `json:"scripts,omitempty"`
-	// incremental reuses artifacts of the previous image. Default: true in
-	// OpenShift.
+	// incremental reuses artifacts of the previous image (its
+	// save-artifacts script's output). archway does not run incremental
+	// builds yet: true is refused. Default: false.
 	Incremental *bool `json:"incremental,omitempty"`
 	// forcePull pulls the builder image even when present. Default: false.
 	ForcePull *bool `json:"forcePull,omitempty"`
-	// volumes are mounted into the build. Default: none.
+	// volumes are mounted, read-only, into the build's steps (assemble
+	// among them) and left out of the image. Default: none.
 	Volumes []BuildVolumeApplyConfiguration `json:"volumes,omitempty"`
 }
 

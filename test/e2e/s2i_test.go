@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/e2e/framework"
+)
+
+var s2iBuilder struct {
+	sync.Mutex
+	ref string
+}
+
+// s2iBuilderImage builds the test source-to-image builder image
+// (bed.S2IBuilderFiles) for the four platforms through build-controller,
+// as a Docker BuildConfig, once per test binary, and returns its
+// reference.
+func s2iBuilderImage(t *testing.T) string {
+	t.Helper()
+	s2iBuilder.Lock()
+	defer s2iBuilder.Unlock()
+	if s2iBuilder.ref != "" {
+		return s2iBuilder.ref
+	}
+	h := newHarness(t, "s2ibuilder")
+	h.create(h.buildConfigSpecFiles(bed.S2IBuilderFiles(env.Bed.BaseImage), framework.Platforms, nil))
+	h.startBuild()
+	if b := h.waitTerminal(); b.Status.Phase != buildv1.BuildPhaseComplete {
+		t.Fatalf("building the S2I builder image: %s: %s", b.Status.Phase, b.Status.Message)
+	}
+	s2iBuilder.ref = h.output()
+	return s2iBuilder.ref
+}
+
+// sourceBuildConfig creates the case's BuildConfig: a git source holding
+// files, built with the Source strategy from builder.
+func (h *harness) sourceBuildConfig(builder string, files map[string]string, platforms, allowedToFail []string) {
+	h.t.Helper()
+	bc := h.buildConfigSpecFiles(files, platforms, allowedToFail)
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From: corev1.ObjectReference{Kind: "DockerImage", Name: builder}}}
+	h.create(bc)
+}
+
+// TestFourPlatformSourceBuild builds a git source with the Source strategy
+// for four platforms through build-controller, from a builder image made
+// here for those four: the index has four children, each holding what
+// its builder image's assemble compiled on that platform's machine with
+// the source's .s2i/environment. The time it took is logged beside that
+// of a Docker build of the same app (a Dockerfile doing what the S2I
+// build does).
+func TestFourPlatformSourceBuild(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilderImage(t)
+	app := map[string]string{"main.txt": "hello from s2i\n", ".s2i/environment": "GREETING=from-file\n"}
+
+	h := newHarness(t, "s2i")
+	h.sourceBuildConfig(builder, app, framework.Platforms, nil)
+	start := time.Now()
+	h.startBuild()
+	b := h.waitTerminal()
+	sourceTook := time.Since(start)
+	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s, platforms: %+v", b.Status.Message, b.Status.Platforms)
+	for _, p := range framework.Platforms {
+		g.Expect(entries(b)[p].Phase).To(Equal(buildv1.BuildPhaseComplete), "entry of %s", p)
+	}
+	artifacts, err := indexChildren(h.ctx, h.output(), bed.S2IArtifact)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(artifacts).To(HaveLen(4))
+	for _, p := range framework.Platforms {
+		g.Expect(artifacts[p]).To(Equal("hello from s2i\nmachine="+framework.UnameOf[p]+"\ngreeting=from-file\nassembler=image"), "the %s child", p)
+	}
+	g.Expect(h.tags()).To(Equal([]string{"v1"}), "the per-platform tags are gone")
+	logs, err := env.Kubectl(h.ctx, "logs", "-n", h.ns, buildv1.PlatformPodName(b.Name, "linux/s390x"))
+	g.Expect(err).NotTo(HaveOccurred(), logs)
+	g.Expect(logs).To(ContainSubstring("RUN " + bed.S2IScriptsDir + "/assemble"))
+	g.Expect(logs).To(ContainSubstring("assembling on s390x as 1001"))
+
+	// The same app as a Docker build, for the time it takes.
+	d := newHarness(t, "s2idocker")
+	dockerApp := map[string]string{
+		"main.txt": app["main.txt"],
+		"Dockerfile": "FROM " + builder + "\nENV GREETING=from-file\nUSER root\nCOPY main.txt /tmp/src/main.txt\n" +
+			"RUN chown -R 1001:0 /tmp/src\nUSER 1001\nRUN " + bed.S2IScriptsDir + "/assemble\nCMD " + bed.S2IScriptsDir + "/run\n",
+	}
+	d.create(d.buildConfigSpecFiles(dockerApp, framework.Platforms, nil))
+	start = time.Now()
+	d.startBuild()
+	db := d.waitTerminal()
+	dockerTook := time.Since(start)
+	g.Expect(db.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s", db.Status.Message)
+	t.Logf("four-platform Source build %v, the same app as a Docker build %v (start-build to terminal phase)",
+		sourceTook.Round(100*time.Millisecond), dockerTook.Round(100*time.Millisecond))
+}
+
+// TestSourceBuilderImageMissingPlatform: the builder image is a
+// single-platform amd64 image and the Build asks for linux/amd64 and
+// linux/arm64, arm64 allowed to fail: the controller reads the builder
+// image's platforms before any pod; arm64 fails at once with the reason
+// BaseImagePlatformNotFound and never gets a pod, amd64 builds with
+// source-to-image, and the Build completes.
+func TestSourceBuilderImageMissingPlatform(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilderImage(t)
+	h := newHarness(t, "s2imissing")
+	img, err := env.Bed.Registry.OpenImage(h.ctx, builder)
+	g.Expect(err).NotTo(HaveOccurred())
+	index, _, err := img.Index(h.ctx)
+	img.Close()
+	g.Expect(err).NotTo(HaveOccurred())
+	var amd64 string
+	for _, m := range index.Manifests {
+		if m.Platform != nil && m.Platform.Architecture == "amd64" {
+			amd64 = strings.TrimSuffix(builder, ":v1") + "@" + m.Digest.String()
+		}
+	}
+	g.Expect(amd64).NotTo(BeEmpty())
+
+	h.sourceBuildConfig(amd64, map[string]string{"main.txt": "one platform\n"}, []string{"linux/amd64", "linux/arm64"}, []string{"linux/arm64"})
+	h.startBuild()
+	b := h.waitTerminal()
+	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s, platforms: %+v", b.Status.Message, b.Status.Platforms)
+	arm := entries(b)["linux/arm64"]
+	g.Expect(arm.Phase).To(Equal(buildv1.BuildPhaseFailed))
+	g.Expect(arm.Reason).To(Equal(buildv1.StatusReasonBaseImagePlatformNotFound))
+	g.Expect(arm.Message).To(ContainSubstring("has no linux/arm64 (it has linux/amd64)"))
+	g.Expect(h.tl.PodNames()).NotTo(ContainElement(buildv1.PlatformPodName(b.Name, "linux/arm64")), "arm64 never had a pod")
+	artifacts, err := indexChildren(h.ctx, h.output(), bed.S2IArtifact)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(artifacts).To(Equal(map[string]string{"linux/amd64": "one platform\nmachine=x86_64\ngreeting=none\nassembler=image"}))
+}
