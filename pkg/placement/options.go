@@ -15,7 +15,9 @@ type Options struct {
 	Namespace string
 	// GlobalPullSecret names a kubernetes.io/dockerconfigjson Secret whose
 	// credentials apply to every pod, after the pod's and its service
-	// account's, as a node's pull secret does. Empty: none.
+	// account's, as a node's pull secret does. Empty: none, or on
+	// OpenShift (the cluster serves image.config.openshift.io)
+	// openshift-config/pull-secret, the one its nodes pull with.
 	GlobalPullSecret types.NamespacedName
 	// WebhookConfigurationName is the MutatingWebhookConfiguration whose
 	// namespaceSelector the config controller keeps in sync.

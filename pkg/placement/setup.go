@@ -92,16 +92,25 @@ func Register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	return errors.Join(errs...)
 }
 
+// DefaultServiceCAConfigMap is the ConfigMap of archway's namespace that
+// OpenShift's service CA operator fills (manifests/openshift ships it
+// annotated service.beta.openshift.io/inject-cabundle): the CA the
+// internal registry's certificate is signed by.
+const DefaultServiceCAConfigMap = "archway-service-ca"
+
 // SetupRegistries starts the watch of the registry configuration opts
 // names (the registries ConfigMap, the CA ConfigMaps in opts.Namespace, the
-// mirror sets, registriesConfPath, insecureRegistries): one configuration
-// for placement's inspection and for builds, whose pods are handed it.
+// mirror sets, registriesConfPath, insecureRegistries) and, on OpenShift,
+// its ImageContentSourcePolicies, image config, additionalTrustedCA and
+// service CA: one configuration for placement's inspection and for
+// builds, whose pods are handed it.
 func SetupRegistries(mgr manager.Manager, opts Options) (*registries.Store, error) {
 	opts = opts.WithDefaults()
 	return registries.Setup(mgr, registries.WatchOptions{
 		Namespace: HeartbeatKey(opts).Namespace, ConfigMap: opts.RegistriesConfigMap,
 		RegistryCAConfigMap: opts.RegistryCAConfigMap, TrustedCAConfigMap: opts.TrustedCAConfigMap,
-		BaseFile: opts.RegistriesConfPath, InsecureRegistries: opts.InsecureRegistries, Dir: opts.RegistriesDir,
+		ServiceCAConfigMap: DefaultServiceCAConfigMap,
+		BaseFile:           opts.RegistriesConfPath, InsecureRegistries: opts.InsecureRegistries, Dir: opts.RegistriesDir,
 		Recorder: mgr.GetEventRecorder("registry-configuration"),
 	})
 }

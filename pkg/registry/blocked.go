@@ -24,9 +24,16 @@ type BlockedError struct {
 	DigestMirrors, TagMirrors bool
 	// Push is set when Image is pushed rather than pulled.
 	Push bool
+	// NotAllowed is set when Registry is blocked because it is not among
+	// the allowed registries (OpenShift's image config allowedRegistries);
+	// mirrors do not serve it then.
+	NotAllowed bool
 }
 
 func (e *BlockedError) Error() string {
+	if e.NotAllowed {
+		return fmt.Sprintf("image %s: registry %s is not among the allowed registries (image.config.openshift.io/cluster spec.registrySources.allowedRegistries): use an image from an allowed registry, or ask an administrator to allow it", e.Image, e.Registry)
+	}
 	msg := fmt.Sprintf("image %s: registry %s is blocked by the cluster's registry configuration (blocked = true, or a mirror set's mirrorSourcePolicy NeverContactSource)", e.Image, e.Registry)
 	switch {
 	case e.Push:

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"go.podman.io/image/v5/types"
-
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/placement/registries"
 	"github.com/archway-build/archway/pkg/registry"
@@ -52,10 +50,8 @@ func BlockedFailure(b *buildv1.Build, s *registries.Settings) (*Failure, error) 
 	if s == nil {
 		return nil, nil
 	}
-	sys := &types.SystemContext{}
-	s.SystemContext(sys)
 	check := func(ref string, push bool) (*registry.BlockedError, error) {
-		err := registry.CheckBlocked(sys, ref, push)
+		err := s.CheckBlocked(ref, push)
 		var blocked *registry.BlockedError
 		if errors.As(err, &blocked) {
 			return blocked, nil

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	configv1 "github.com/openshift/api/config/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -97,6 +98,46 @@ func TestBlockedFailure(t *testing.T) {
 				t.Errorf("failed with %s: %s", f.Reason, f.Message)
 			case tt.reason != "" && (f == nil || f.Reason != tt.reason || !strings.Contains(f.Message, tt.message)):
 				t.Errorf("got %+v, want %s saying %q", f, tt.reason, tt.message)
+			}
+		})
+	}
+}
+
+// TestBlockedFailureNotAllowed: with OpenShift's allowedRegistries, a
+// Build whose output or known base is on any other registry fails before
+// any pod, naming the setting.
+func TestBlockedFailureNotAllowed(t *testing.T) {
+	gen, err := registries.Build(registries.Inputs{ImageConfig: &configv1.Image{Spec: configv1.ImageSpec{
+		RegistrySources: configv1.RegistrySources{AllowedRegistries: []string{"quay.io/team"}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := registries.NewStore(t.TempDir()).Update(gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, output, from string
+		reason             buildv1.StatusReason
+	}{
+		{name: "both allowed", output: "quay.io/team/app:v1", from: "quay.io/team/base:1"},
+		{name: "output not allowed", output: "ghcr.io/team/app:v1", from: "quay.io/team/base:1", reason: buildv1.StatusReasonInvalidOutputReference},
+		{name: "base not allowed", output: "quay.io/team/app:v1", from: "docker.io/library/busybox:1", reason: buildv1.StatusReasonPullBuilderImageFailed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := makeBuild("app").obj()
+			b.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: tt.output}
+			b.Spec.Strategy.DockerStrategy = &buildv1.DockerBuildStrategy{From: &corev1.ObjectReference{Kind: "DockerImage", Name: tt.from}}
+			f, err := BlockedFailure(b, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.reason == "" && f != nil:
+				t.Errorf("failed with %s: %s", f.Reason, f.Message)
+			case tt.reason != "" && (f == nil || f.Reason != tt.reason || !strings.Contains(f.Message, "allowedRegistries")):
+				t.Errorf("got %+v, want %s naming allowedRegistries", f, tt.reason)
 			}
 		})
 	}

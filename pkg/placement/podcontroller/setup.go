@@ -39,6 +39,17 @@ type Shared struct {
 // Pass what it returns to config.Setup.
 func Setup(mgr ctrl.Manager, opts placement.Options, reg prometheus.Registerer) (*Shared, error) {
 	opts = opts.WithDefaults()
+	if opts.GlobalPullSecret.Name == "" {
+		// On OpenShift, every node pulls with openshift-config/pull-secret:
+		// so does the inspection, unless another secret is named.
+		openShift, err := registries.OnOpenShift(mgr.GetRESTMapper())
+		if err != nil {
+			return nil, err
+		}
+		if openShift {
+			opts.GlobalPullSecret = registries.OpenShiftPullSecret
+		}
+	}
 	metrics, err := newControllerMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("placement controller metrics: %w", err)

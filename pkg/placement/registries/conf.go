@@ -1,10 +1,12 @@
 package registries
 
 import (
+	"errors"
 	"sort"
 	"strings"
 
 	configv1 "github.com/openshift/api/config/v1"
+	operatorv1alpha1 "github.com/openshift/api/operator/v1alpha1"
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 
 	"github.com/archway-build/archway/pkg/registry"
@@ -24,6 +26,21 @@ type Inputs struct {
 	// DigestMirrorSets and TagMirrorSets are OpenShift's mirror sets.
 	DigestMirrorSets []configv1.ImageDigestMirrorSet
 	TagMirrorSets    []configv1.ImageTagMirrorSet
+	// ContentSourcePolicies are OpenShift's ImageContentSourcePolicies:
+	// digest mirrors, merged after the digest mirror sets.
+	ContentSourcePolicies []operatorv1alpha1.ImageContentSourcePolicy
+	// ImageConfig is OpenShift's image.config.openshift.io "cluster": its
+	// registrySources' insecure, blocked and allowed registries, and the
+	// internal registry its status names (trusted with ServiceCA); nil:
+	// none.
+	ImageConfig *configv1.Image
+	// AdditionalTrustedCAs is the data of the ConfigMap the image config's
+	// additionalTrustedCA names: per-registry CA bundles keyed as
+	// RegistryCAs.
+	AdditionalTrustedCAs map[string]string
+	// ServiceCA is OpenShift's service CA bundle, trusted for the internal
+	// registry.
+	ServiceCA string
 	// InsecureRegistries are hosts (or prefixes) marked insecure.
 	InsecureRegistries []string
 	// RegistryCAs is the per-registry CA ConfigMap's data: keys
@@ -42,6 +59,11 @@ type Generated struct {
 	RegistryCAs map[string][]byte
 	// TrustedCA is the validated global CA bundle, nil when none.
 	TrustedCA []byte
+	// Allowed are the only registry scopes images may come from (the image
+	// config's allowedRegistries): every other registry is blocked, mirrors
+	// or not, as OpenShift's nodes reject it by policy.json. Nil: every
+	// registry not blocked in Conf.
+	Allowed []string
 }
 
 // InputError is configuration that cannot be used; Source says where it
@@ -55,8 +77,9 @@ func (e *InputError) Error() string { return e.Source + ": " + e.Err.Error() }
 func (e *InputError) Unwrap() error { return e.Err }
 
 // Build merges inputs into one configuration. Registries are merged by
-// prefix in the order Base, Conf, the insecure registries, the digest
-// mirror sets, the tag mirror sets: a later source adds mirrors to an
+// prefix in the order Base, Conf, the insecure registries, the image
+// config's insecure then blocked registries, the digest mirror sets, the
+// ImageContentSourcePolicies, the tag mirror sets: a later source adds mirrors to an
 // earlier entry with the same prefix and may mark it insecure or blocked,
 // never the reverse. Credential helpers are dropped: credentials come from
 // the pods' pull secrets only. An input that cannot be used is an
@@ -81,7 +104,20 @@ func Build(in Inputs) (*Generated, error) {
 		}
 		registry.MergeRegistry(&conf, sysregistriesv2.Registry{Prefix: host, Endpoint: sysregistriesv2.Endpoint{Location: host, Insecure: true}})
 	}
+	imageConfRegs, allowed, err := imageConfigRegistries(in.ImageConfig)
+	if err != nil {
+		return nil, &InputError{Source: imageConfigSource, Err: err}
+	}
+	for _, r := range imageConfRegs {
+		registry.MergeRegistry(&conf, r)
+	}
 	for _, r := range DigestMirrorRegistries(in.DigestMirrorSets) {
+		registry.MergeRegistry(&conf, r)
+	}
+	if err := checkContentSourcePolicies(in.ContentSourcePolicies); err != nil {
+		return nil, err
+	}
+	for _, r := range ContentSourcePolicyRegistries(in.ContentSourcePolicies) {
 		registry.MergeRegistry(&conf, r)
 	}
 	for _, r := range TagMirrorRegistries(in.TagMirrorSets) {
@@ -89,11 +125,24 @@ func Build(in Inputs) (*Generated, error) {
 	}
 	registry.InheritScopes(&conf)
 	sort.SliceStable(conf.Registries, func(i, j int) bool { return conf.Registries[i].Prefix < conf.Registries[j].Prefix })
-	out := &Generated{Conf: conf}
-	var err error
+	out := &Generated{Conf: conf, Allowed: allowed}
 	if out.RegistryCAs, err = ParseRegistryCAs(in.RegistryCAs); err != nil {
 		return nil, &InputError{Source: "the registry CA ConfigMap", Err: err}
 	}
+	additional, err := ParseRegistryCAs(in.AdditionalTrustedCAs)
+	if err != nil {
+		return nil, &InputError{Source: additionalCASource, Err: err}
+	}
+	out.RegistryCAs = mergeCAs(out.RegistryCAs, additional)
+	internal, err := internalRegistryCA(in.ImageConfig, in.ServiceCA)
+	var inErr *InputError
+	switch {
+	case errors.As(err, &inErr):
+		return nil, inErr
+	case err != nil:
+		return nil, &InputError{Source: imageConfigSource, Err: err}
+	}
+	out.RegistryCAs = mergeCAs(out.RegistryCAs, internal)
 	if strings.TrimSpace(in.TrustedCA) != "" {
 		if out.TrustedCA, err = parseBundle(in.TrustedCA); err != nil {
 			return nil, &InputError{Source: "the trusted CA ConfigMap's " + TrustedCAKey, Err: err}

@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
+
+	"github.com/distribution/reference"
 
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
@@ -50,11 +53,29 @@ func (s *Settings) SystemContext(sys *types.SystemContext) {
 }
 
 // Registry returns the registries.conf entry that applies to an image
-// reference's repository, nil when none does.
+// reference's repository, nil when none does. A repository outside the
+// allowed registries (Generated.Allowed) gets a blocked entry of its host
+// without mirrors: a node rejects its image whatever mirrors it has.
 func (s *Settings) Registry(repo string) (*sysregistriesv2.Registry, error) {
+	if !allows(s.Conf.Allowed, repo) {
+		host, _, _ := strings.Cut(repo, "/")
+		return &sysregistriesv2.Registry{Prefix: host, Endpoint: sysregistriesv2.Endpoint{Location: host}, Blocked: true}, nil
+	}
 	sys := &types.SystemContext{}
 	s.SystemContext(sys)
 	return sysregistriesv2.FindRegistry(sys, repo)
+}
+
+// CheckBlocked is registry.CheckBlocked with these settings: a
+// *registry.BlockedError when ref is on a blocked registry that no mirror
+// serves for it (for a pull), or outside the allowed registries.
+func (s *Settings) CheckBlocked(ref string, push bool) error {
+	if named, err := reference.ParseNormalizedNamed(ref); err == nil && !allows(s.Conf.Allowed, named.Name()) {
+		return &registry.BlockedError{Image: ref, Registry: reference.Domain(named), NotAllowed: true, Push: push}
+	}
+	sys := &types.SystemContext{}
+	s.SystemContext(sys)
+	return registry.CheckBlocked(sys, ref, push)
 }
 
 // PrepareHosts makes sure each registry host ("host" or "host:port") has a

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	configv1 "github.com/openshift/api/config/v1"
+	operatorv1alpha1 "github.com/openshift/api/operator/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,6 +53,11 @@ type WatchOptions struct {
 	// TrustedCAConfigMap holds the CA bundle trusted for every registry
 	// under TrustedCAKey.
 	TrustedCAConfigMap string
+	// ServiceCAConfigMap holds OpenShift's service CA under ServiceCAKey
+	// (the service CA operator fills a ConfigMap annotated
+	// ServiceCAInjectAnnotation), trusted for the internal registry the
+	// image config names; read where the cluster serves the image config.
+	ServiceCAConfigMap string
 	// BaseFile is a registries.conf file merged first; empty: none.
 	BaseFile string
 	// InsecureRegistries are marked insecure.
@@ -64,9 +72,30 @@ type WatchOptions struct {
 // mirrorSetKinds are OpenShift's mirror sets, read when the cluster
 // serves them.
 var (
-	digestMirrorSetKind = schema.GroupKind{Group: configv1.GroupName, Kind: "ImageDigestMirrorSet"}
-	tagMirrorSetKind    = schema.GroupKind{Group: configv1.GroupName, Kind: "ImageTagMirrorSet"}
+	digestMirrorSetKind     = schema.GroupKind{Group: configv1.GroupName, Kind: "ImageDigestMirrorSet"}
+	tagMirrorSetKind        = schema.GroupKind{Group: configv1.GroupName, Kind: "ImageTagMirrorSet"}
+	imageConfigKind         = schema.GroupKind{Group: configv1.GroupName, Kind: "Image"}
+	contentSourcePolicyKind = schema.GroupKind{Group: operatorv1alpha1.GroupName, Kind: "ImageContentSourcePolicy"}
 )
+
+// served reports whether the cluster serves gk in version (discovery).
+func served(mapper meta.RESTMapper, gk schema.GroupKind, version string) (bool, error) {
+	_, err := mapper.RESTMapping(gk, version)
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("discovering %s: %w", gk, err)
+	}
+	return true, nil
+}
+
+// OnOpenShift reports whether the cluster serves OpenShift's image config
+// (image.config.openshift.io): an OpenShift cluster, whose nodes pull
+// with openshift-config/pull-secret.
+func OnOpenShift(mapper meta.RESTMapper) (bool, error) {
+	return served(mapper, imageConfigKind, configv1.GroupVersion.Version)
+}
 
 // Setup adds to mgr the controller that watches the sources in opts and
 // keeps the returned Store's Settings current. It reads ConfigMaps of
@@ -98,25 +127,45 @@ func Setup(mgr ctrl.Manager, opts WatchOptions) (*Store, error) {
 	if err := configv1.Install(scheme); err != nil {
 		return nil, err
 	}
-	byObject := map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+	if err := operatorv1alpha1.Install(scheme); err != nil {
+		return nil, err
 	}
 	r := &watcher{opts: opts, store: NewStore(dir), applied: map[string]string{}}
-	for _, gk := range []schema.GroupKind{digestMirrorSetKind, tagMirrorSetKind} {
-		_, err := mgr.GetRESTMapper().RESTMapping(gk, configv1.GroupVersion.Version)
-		switch {
-		case meta.IsNoMatchError(err):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("discovering %s: %w", gk, err)
+	for _, k := range []struct {
+		gk      schema.GroupKind
+		version string
+		on      *bool
+	}{
+		{digestMirrorSetKind, configv1.GroupVersion.Version, &r.digestSets},
+		{tagMirrorSetKind, configv1.GroupVersion.Version, &r.tagSets},
+		{contentSourcePolicyKind, operatorv1alpha1.GroupVersion.Version, &r.contentPolicies},
+		{imageConfigKind, configv1.GroupVersion.Version, &r.imageConfig},
+	} {
+		var err error
+		if *k.on, err = served(mgr.GetRESTMapper(), k.gk, k.version); err != nil {
+			return nil, err
 		}
-		if gk == digestMirrorSetKind {
-			r.digestSets = true
-			byObject[&configv1.ImageDigestMirrorSet{}] = cache.ByObject{}
-		} else {
-			r.tagSets = true
-			byObject[&configv1.ImageTagMirrorSet{}] = cache.ByObject{}
-		}
+	}
+	cmNamespaces := map[string]cache.Config{opts.Namespace: {}}
+	if r.imageConfig {
+		// The additionalTrustedCA ConfigMap, whose name the image config
+		// says.
+		cmNamespaces[OpenShiftConfigNamespace] = cache.Config{}
+	}
+	byObject := map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Namespaces: cmNamespaces}}
+	if r.digestSets {
+		byObject[&configv1.ImageDigestMirrorSet{}] = cache.ByObject{}
+	}
+	if r.tagSets {
+		byObject[&configv1.ImageTagMirrorSet{}] = cache.ByObject{}
+	}
+	if r.contentPolicies {
+		byObject[&operatorv1alpha1.ImageContentSourcePolicy{}] = cache.ByObject{}
+	}
+	if r.imageConfig {
+		// The one object OpenShift reads, by name, so that a role can name
+		// it.
+		byObject[&configv1.Image{}] = cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", ImageConfigName)}
 	}
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: scheme, Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject,
@@ -132,6 +181,9 @@ func Setup(mgr ctrl.Manager, opts WatchOptions) (*Store, error) {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "registries"}}}
 	})
 	names := []string{opts.ConfigMap, opts.RegistryCAConfigMap, opts.TrustedCAConfigMap}
+	if r.imageConfig {
+		names = append(names, opts.ServiceCAConfigMap)
+	}
 	// One build at start, whether or not any source exists.
 	start := make(chan event.GenericEvent, 1)
 	start <- event.GenericEvent{Object: &corev1.ConfigMap{}}
@@ -139,12 +191,20 @@ func Setup(mgr ctrl.Manager, opts WatchOptions) (*Store, error) {
 		Named("placement-registries").
 		WatchesRawSource(source.Channel(start, one)).
 		WatchesRawSource(source.Kind(c, client.Object(&corev1.ConfigMap{}), one,
-			predicate.NewPredicateFuncs(func(o client.Object) bool { return slices.Contains(names, o.GetName()) })))
+			predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetNamespace() == OpenShiftConfigNamespace || slices.Contains(names, o.GetName())
+			})))
 	if r.digestSets {
 		b = b.WatchesRawSource(source.Kind(c, client.Object(&configv1.ImageDigestMirrorSet{}), one))
 	}
 	if r.tagSets {
 		b = b.WatchesRawSource(source.Kind(c, client.Object(&configv1.ImageTagMirrorSet{}), one))
+	}
+	if r.contentPolicies {
+		b = b.WatchesRawSource(source.Kind(c, client.Object(&operatorv1alpha1.ImageContentSourcePolicy{}), one))
+	}
+	if r.imageConfig {
+		b = b.WatchesRawSource(source.Kind(c, client.Object(&configv1.Image{}), one))
 	}
 	if err := b.Complete(r); err != nil {
 		return nil, err
@@ -159,8 +219,12 @@ type watcher struct {
 	store      *Store
 	digestSets bool
 	tagSets    bool
-	mu         sync.Mutex
-	applied    map[string]string // "kind/name" -> resourceVersion last applied
+	// contentPolicies and imageConfig: the cluster serves
+	// ImageContentSourcePolicies and the image config.
+	contentPolicies bool
+	imageConfig     bool
+	mu              sync.Mutex
+	applied         map[string]string // "kind/name" -> resourceVersion last applied
 }
 
 func (w *watcher) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
@@ -174,9 +238,9 @@ func (w *watcher) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 		in.Base = string(data)
 	}
 	var sources []client.Object
-	get := func(name string) (*corev1.ConfigMap, error) {
+	getIn := func(ns, name string) (*corev1.ConfigMap, error) {
 		cm := &corev1.ConfigMap{}
-		err := w.reader.Get(ctx, types.NamespacedName{Namespace: w.opts.Namespace, Name: name}, cm)
+		err := w.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm)
 		if apierrors.IsNotFound(err) || name == "" {
 			return nil, nil
 		}
@@ -186,6 +250,7 @@ func (w *watcher) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 		sources = append(sources, cm)
 		return cm, nil
 	}
+	get := func(name string) (*corev1.ConfigMap, error) { return getIn(w.opts.Namespace, name) }
 	conf, err := get(w.opts.ConfigMap)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -231,12 +296,54 @@ func (w *watcher) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 			sources = append(sources, &list.Items[i])
 		}
 	}
+	var culprits openShiftCulprits
+	if w.contentPolicies {
+		list := &operatorv1alpha1.ImageContentSourcePolicyList{}
+		if err := w.reader.List(ctx, list); err != nil {
+			return reconcile.Result{}, err
+		}
+		in.ContentSourcePolicies = list.Items
+		for i := range list.Items {
+			list.Items[i].SetGroupVersionKind(operatorv1alpha1.GroupVersion.WithKind(contentSourcePolicyKind.Kind))
+			sources = append(sources, &list.Items[i])
+		}
+	}
+	if w.imageConfig {
+		img := &configv1.Image{}
+		switch err := w.reader.Get(ctx, types.NamespacedName{Name: ImageConfigName}, img); {
+		case err == nil:
+			img.SetGroupVersionKind(configv1.GroupVersion.WithKind(imageConfigKind.Kind))
+			in.ImageConfig = img
+			culprits.imageConfig = img
+			sources = append(sources, img)
+		case !apierrors.IsNotFound(err):
+			return reconcile.Result{}, err
+		}
+		if in.ImageConfig != nil && in.ImageConfig.Spec.AdditionalTrustedCA.Name != "" {
+			cm, err := getIn(OpenShiftConfigNamespace, in.ImageConfig.Spec.AdditionalTrustedCA.Name)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if cm != nil {
+				in.AdditionalTrustedCAs = cm.Data
+				culprits.additionalCA = cm
+			}
+		}
+		cm, err := get(w.opts.ServiceCAConfigMap)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if cm != nil {
+			in.ServiceCA = cm.Data[ServiceCAKey]
+			culprits.serviceCA = cm
+		}
+	}
 	gen, err := Build(in)
 	if err == nil {
 		_, err = w.store.Update(gen)
 	}
 	if err != nil {
-		w.refused(ctx, err, sources, conf, cas, trusted)
+		w.refused(ctx, err, sources, conf, cas, trusted, culprits)
 		if !w.store.Ready() {
 			// Nothing usable yet: start from the options alone, so that
 			// inspection is not held by a bad ConfigMap.
@@ -266,9 +373,15 @@ func (w *watcher) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 	return reconcile.Result{}, nil
 }
 
+// openShiftCulprits are the OpenShift sources an InputError can name.
+type openShiftCulprits struct {
+	imageConfig             *configv1.Image
+	additionalCA, serviceCA *corev1.ConfigMap
+}
+
 // refused logs and records an unusable configuration on the object it
 // came from: the ConfigMap named in the error, else every source.
-func (w *watcher) refused(ctx context.Context, err error, sources []client.Object, conf, cas, trusted *corev1.ConfigMap) {
+func (w *watcher) refused(ctx context.Context, err error, sources []client.Object, conf, cas, trusted *corev1.ConfigMap, oc openShiftCulprits) {
 	log.FromContext(ctx).Error(err, "the registry configuration cannot be used; keeping the previous one")
 	var inErr *InputError
 	var culprit client.Object
@@ -280,6 +393,19 @@ func (w *watcher) refused(ctx context.Context, err error, sources []client.Objec
 			culprit = cas
 		case trusted != nil && inErr.Source == "the trusted CA ConfigMap's "+TrustedCAKey:
 			culprit = trusted
+		case oc.imageConfig != nil && inErr.Source == imageConfigSource:
+			culprit = oc.imageConfig
+		case oc.additionalCA != nil && inErr.Source == additionalCASource:
+			culprit = oc.additionalCA
+		case oc.serviceCA != nil && inErr.Source == serviceCASource:
+			culprit = oc.serviceCA
+		case strings.HasPrefix(inErr.Source, contentSourcePolicySource):
+			name := strings.TrimPrefix(inErr.Source, contentSourcePolicySource)
+			for _, o := range sources {
+				if p, ok := o.(*operatorv1alpha1.ImageContentSourcePolicy); ok && p.Name == name {
+					culprit = p
+				}
+			}
 		}
 	}
 	targets := sources

@@ -75,9 +75,11 @@ func TestManifestsDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirs = append(dirs, monitoring)
-	// A dry run creates nothing: archway's namespaces must exist for the
-	// objects in them to be checked.
-	for _, name := range []string{"archway-system", "archway-emulation"} {
+	// A dry run creates nothing: archway's namespaces (and OpenShift's
+	// openshift-config, where the OpenShift overlay reads the
+	// additionalTrustedCA ConfigMap) must exist for the objects in them to
+	// be checked.
+	for _, name := range []string{"archway-system", "archway-emulation", "openshift-config"} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if err := b.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)

@@ -104,9 +104,9 @@ func setup(ctx context.Context) (stopWebhook func(), err error) {
 	if err := registerWebhook(); err != nil {
 		return stopWebhook, fmt.Errorf("registering the webhook: %w", err)
 	}
-	// Before the controller, which discovers OpenShift's mirror sets once,
-	// at start.
-	if err := installMirrorSetCRDs(); err != nil {
+	// Before the controller, which discovers OpenShift's registry settings
+	// once, at start.
+	if err := installOpenShiftCRDs(); err != nil {
 		return stopWebhook, err
 	}
 	suiteController, err = startController(suiteOptions())

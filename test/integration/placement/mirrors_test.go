@@ -35,22 +35,26 @@ import (
 	"github.com/archway-build/archway/test/bed"
 )
 
-// installMirrorSetCRDs installs OpenShift's ImageDigestMirrorSet and
-// ImageTagMirrorSet CRDs, as github.com/openshift/api (the version go.mod
-// pins) ships them, so that the bed serves config.openshift.io/v1 as an
-// OpenShift cluster does.
-func installMirrorSetCRDs() error {
+// installOpenShiftCRDs installs OpenShift's registry settings' CRDs
+// (ImageDigestMirrorSet, ImageTagMirrorSet, the image config,
+// ImageContentSourcePolicy), as github.com/openshift/api (the version
+// go.mod pins) ships them, so that the bed serves config.openshift.io/v1
+// and operator.openshift.io/v1alpha1 as an OpenShift cluster does.
+func installOpenShiftCRDs() error {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api").Output()
 	if err != nil {
 		return fmt.Errorf("finding github.com/openshift/api: %w", err)
 	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "v1", "zz_generated.crd-manifests")
+	api := strings.TrimSpace(string(out))
+	config := filepath.Join(api, "config", "v1", "zz_generated.crd-manifests")
 	_, err = envtest.InstallCRDs(testBed.Config, envtest.CRDInstallOptions{Paths: []string{
-		filepath.Join(dir, "0000_10_config-operator_01_imagedigestmirrorsets.crd.yaml"),
-		filepath.Join(dir, "0000_10_config-operator_01_imagetagmirrorsets.crd.yaml"),
+		filepath.Join(config, "0000_10_config-operator_01_imagedigestmirrorsets.crd.yaml"),
+		filepath.Join(config, "0000_10_config-operator_01_imagetagmirrorsets.crd.yaml"),
+		filepath.Join(config, "0000_10_config-operator_01_images.crd.yaml"),
+		filepath.Join(api, "operator", "v1alpha1", "zz_generated.crd-manifests", "0000_10_config-operator_01_imagecontentsourcepolicies.crd.yaml"),
 	}, ErrorIfPathMissing: true})
 	if err != nil {
-		return fmt.Errorf("installing the mirror set CRDs: %w", err)
+		return fmt.Errorf("installing OpenShift's registry CRDs: %w", err)
 	}
 	return nil
 }
@@ -71,7 +75,7 @@ func newRegistryConfig(t *testing.T) *registryConfig {
 	t.Cleanup(func() {
 		// Back to no configuration: empty first (a change the controller
 		// reports), then gone.
-		for _, name := range []string{placement.DefaultRegistriesConfigMap, placement.DefaultRegistryCAConfigMap, placement.DefaultTrustedCAConfigMap} {
+		for _, name := range []string{placement.DefaultRegistriesConfigMap, placement.DefaultRegistryCAConfigMap, placement.DefaultTrustedCAConfigMap, placement.DefaultServiceCAConfigMap} {
 			cm := &corev1.ConfigMap{}
 			if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: rc.ns, Name: name}, cm); err != nil {
 				continue
