@@ -63,6 +63,7 @@ func components() []component {
 		{name: "placement-webhook", help: "gates new pods for arch-aware placement (serves on every replica)", disabledByDefault: true, setup: setupPlacementWebhook,
 			webhooks: placement.WebhookConfigurations},
 		{name: "pod-placement", help: "places gated pods on nodes of their images' architectures (leader only)", disabledByDefault: true, setup: setupPodPlacement, cache: placement.ConfigureControllerCache},
+		{name: "placement-operator", help: "runs pod-placement and placement-webhook (their Deployments and cluster-wide bindings) only while the ClusterPodPlacementConfig exists (leader only)", disabledByDefault: true, setup: setupPlacementOperator},
 		{name: "scheduling-policy-webhook", help: "injects scheduling criteria from PodSchedulingPolicies into new pods (serves on every replica)", disabledByDefault: true, setup: setupSchedulingPolicyWebhook,
 			webhooks: policy.WebhookConfigurations},
 		{name: "control-plane-protection-webhook", help: "keeps unauthorized pods off control-plane nodes (serves on every replica)", disabledByDefault: true, setup: setupControlPlaneProtection,

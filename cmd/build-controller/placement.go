@@ -18,6 +18,7 @@ import (
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/placement/config"
 	"github.com/archway-build/archway/pkg/placement/execformat"
+	"github.com/archway-build/archway/pkg/placement/operator"
 	"github.com/archway-build/archway/pkg/placement/podcontroller"
 	"github.com/archway-build/archway/pkg/placement/registries"
 	"github.com/archway-build/archway/pkg/placement/webhook"
@@ -94,6 +95,18 @@ func setupPodPlacement(mgr ctrl.Manager, opts *options) error {
 	}
 	opts.afterStop = append(opts.afterStop, c.Finish)
 	return nil
+}
+
+// setupPlacementOperator runs the placement operator
+// (pkg/placement/operator) on the leader: it starts pod-placement and
+// placement-webhook with the ClusterPodPlacementConfig and stops them when
+// the config goes.
+func setupPlacementOperator(mgr ctrl.Manager, _ *options) error {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = podNamespace()
+	}
+	return operator.Setup(mgr, ns)
 }
 
 // setupExecFormatMonitor runs the exec-format-error monitor

@@ -19,6 +19,23 @@ const (
 	// pods are released.
 	ConfigFinalizer = "finalizers.multiarch.openshift.io/pod-placement"
 
+	// OperandFinalizer holds a ClusterPodPlacementConfig until the
+	// placement operator has stopped the operand: the placement controller
+	// and webhook scaled to zero and their cluster-wide bindings deleted.
+	OperandFinalizer = "placement.archway.dev/operand"
+
+	// ControllerName names the placement controller's Deployment, service
+	// account, ClusterRole and the ClusterRoleBinding the placement operator
+	// makes between them.
+	ControllerName = "archway-placement-controller"
+	// WebhookComponentName is the same for the placement webhook.
+	WebhookComponentName = "archway-placement-webhook"
+
+	// ReplicasAnnotation, on the placement controller's and webhook's
+	// Deployments, is how many replicas the placement operator runs while
+	// the ClusterPodPlacementConfig exists (default 1).
+	ReplicasAnnotation = "placement.archway.dev/replicas"
+
 	// WebhookName is the name of the gate webhook inside its
 	// MutatingWebhookConfiguration.
 	WebhookName = "pod-placement-scheduling-gate.multiarch.openshift.io"

@@ -106,8 +106,15 @@ const (
 	// out.
 	ConditionDegraded = "Degraded"
 	// ConditionDeprovisioning is True while the config is being deleted and
-	// its gated pods are being released.
+	// its gated pods are being released, then its operand stopped.
 	ConditionDeprovisioning = "Deprovisioning"
+	// ConditionPodPlacementControllerNotRolledOut is True while the
+	// placement controller's Deployment has fewer replicas up to date and
+	// available than the placement operator asked for.
+	ConditionPodPlacementControllerNotRolledOut = "PodPlacementControllerNotRolledOut"
+	// ConditionPodPlacementWebhookNotRolledOut is the same for the
+	// placement webhook's Deployment.
+	ConditionPodPlacementWebhookNotRolledOut = "PodPlacementWebhookNotRolledOut"
 )
 
 // Condition reasons of a ClusterPodPlacementConfig.
@@ -123,11 +130,25 @@ const (
 	// ReasonUngatingPods: the config is being deleted and gated pods are
 	// being released.
 	ReasonUngatingPods = "UngatingPods"
+	// ReasonRolledOut: every replica asked for is up to date and available.
+	ReasonRolledOut = "RolledOut"
+	// ReasonRollingOut: replicas are starting or being replaced.
+	ReasonRollingOut = "RollingOut"
+	// ReasonDeploymentNotFound: the operand's Deployment does not exist.
+	ReasonDeploymentNotFound = "DeploymentNotFound"
+	// ReasonInvalidReplicas: the Deployment's replica annotation is not a
+	// number of replicas.
+	ReasonInvalidReplicas = "InvalidReplicas"
+	// ReasonStoppingOperand: the gated pods are released; the operand is
+	// scaled to zero and its cluster-wide bindings deleted.
+	ReasonStoppingOperand = "StoppingOperand"
 )
 
 // ClusterPodPlacementConfigStatus is what the placement controller observed.
 type ClusterPodPlacementConfigStatus struct {
-	// conditions are Available, Progressing, Degraded and Deprovisioning.
+	// conditions are Available, Progressing, Degraded and Deprovisioning,
+	// and PodPlacementControllerNotRolledOut and
+	// PodPlacementWebhookNotRolledOut.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
