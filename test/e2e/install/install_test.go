@@ -15,8 +15,11 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -123,6 +126,15 @@ func TestInstall(t *testing.T) {
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(b.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg))
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(), "the config is held: %+v", cfg.ObjectMeta)
+		// The placement operator let it go once the operand was stopped:
+		// no placement pod runs, and none holds a cluster-wide right.
+		g.Expect(operandStopped(ctx, b.Client)).To(Succeed())
+		// A new pod is neither gated nor blocked (the gate webhook has no
+		// endpoint and fails open).
+		free := testPod(ns, "free", b.BaseImage)
+		g.Expect(b.Client.Create(ctx, free)).To(Succeed())
+		g.Expect(free.Spec.SchedulingGates).To(BeEmpty())
+
 		// Placement on again, for the uninstall, as an upgrade applies: the
 		// placement controller owns the gate webhook's namespaceSelector.
 		_, err = kubectl("apply", "--server-side", "--force-conflicts", "-k", overlay)
@@ -130,7 +142,35 @@ func TestInstall(t *testing.T) {
 		g.Eventually(func() []string {
 			_ = b.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg)
 			return cfg.Finalizers
-		}).WithContext(ctx).WithTimeout(time.Minute).Should(ContainElement(placement.ConfigFinalizer))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(ContainElements(placement.ConfigFinalizer, placement.OperandFinalizer))
+		// The operator bound the roles and scaled both Deployments back up
+		// (the apply leaves their replicas to it): pods are gated and
+		// placed again.
+		for _, name := range operands {
+			g.Expect(b.Client.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRoleBinding{})).To(Succeed())
+		}
+		g.Eventually(func() bool {
+			_ = b.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg)
+			return meta.IsStatusConditionFalse(cfg.Status.Conditions, multiarchv1beta1.ConditionPodPlacementControllerNotRolledOut) &&
+				meta.IsStatusConditionFalse(cfg.Status.Conditions, multiarchv1beta1.ConditionPodPlacementWebhookNotRolledOut)
+		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(BeTrue(), "conditions: %+v", cfg.Status.Conditions)
+		for _, name := range operands {
+			d := &appsv1.Deployment{}
+			g.Expect(b.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, d)).To(Succeed())
+			g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)), "Deployment %s", name)
+		}
+		placed := testPod(ns, "placed-again", b.BaseImage)
+		g.Eventually(func() []corev1.PodSchedulingGate {
+			p := placed.DeepCopy()
+			p.Name = ""
+			p.GenerateName = "placed-again-"
+			g.Expect(b.Client.Create(ctx, p)).To(Succeed())
+			placed = p
+			return p.Spec.SchedulingGates
+		}).WithContext(ctx).WithTimeout(time.Minute).ShouldNot(BeEmpty(), "no pod gated once placement is on again")
+		g.Expect(bed.WaitFor(ctx, b.Client, client.ObjectKeyFromObject(placed), &corev1.Pod{}, func(p *corev1.Pod) bool {
+			return p.Spec.NodeName != "" && p.Labels[placement.SchedulingGateLabel] == placement.SchedulingGateLabelRemoved
+		})).To(Succeed())
 	})
 
 	// Each RBAC rule removed in turn makes some case fail (rbac_test.go).
@@ -176,6 +216,13 @@ func TestInstall(t *testing.T) {
 			var obj client.Object = &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: w.Kind}}
 			err := b.Client.Get(ctx, client.ObjectKey{Name: w.Name}, obj)
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s is left: %v", w.Kind, w.Name, err)
+		}
+		// The operand's bindings, made by the operator, are deleted with
+		// the ClusterRoles that own them.
+		for _, name := range operands {
+			g.Eventually(func() bool {
+				return apierrors.IsNotFound(b.Client.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRoleBinding{}))
+			}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(), "ClusterRoleBinding %s is left", name)
 		}
 		// kubectl delete waited for every object to be gone: nothing was
 		// held by a finalizer. The namespace is gone too.

@@ -34,6 +34,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -179,6 +180,7 @@ var componentCases = map[string][]string{
 	"archway-build-triggers":           {"trigger", "certs", "metrics"},
 	"archway-placement-webhook":        {"placed", "preferences", "certs", "metrics"},
 	"archway-placement-controller":     {"placed", "preferences", "release", "election", "metrics", "execformat"},
+	"archway-placement-operator":       {"release", "election", "metrics"},
 	"archway-scheduling-policy":        {"policy", "certs", "metrics"},
 	"archway-control-plane-protection": {"protection", "certs", "metrics"},
 }
@@ -251,6 +253,7 @@ func leastPrivilege(t *testing.T, ctx context.Context, b *bed.Bed, overlay strin
 		}
 	}()
 	// One replica each: restarts are quicker, and the RBAC is the same.
+	// The placement operator scales its operands to their annotation.
 	for _, dep := range e.deployments {
 		if err := scale(ctx, b, dep, 1); err != nil {
 			t.Fatal(err)
@@ -336,7 +339,7 @@ func unusedVerbs(path string, rules []roleRule) ([]string, error) {
 					// use of a service account and builds/<strategy> (the
 					// build-strategy policy), an owner's finalizers
 					// (blockOwnerDeletion).
-					if v == "use" || strings.HasPrefix(res, "builds/") && v == "create" || strings.HasSuffix(res, "/finalizers") {
+					if v == "use" || v == "bind" || strings.HasPrefix(res, "builds/") && v == "create" || strings.HasSuffix(res, "/finalizers") {
 						continue
 					}
 					if !used[i][atom{g, res, v}] {
@@ -427,6 +430,10 @@ func (e *rbacEnv) load(ctx context.Context) ([]roleRule, error) {
 		}
 	}
 	bound[roleKey{"ClusterRole", "", "archway-builder"}] = sets.New(builderAccounts)
+	// The placement operator binds these while the config exists.
+	for _, name := range operands {
+		bound[roleKey{"ClusterRole", "", name}] = sets.New(name)
+	}
 	var keys []roleKey
 	for k := range bound {
 		if _, ok := roles[k]; !ok {
@@ -700,6 +707,12 @@ func (e *rbacEnv) waitAuthorized(ctx context.Context, r roleRule, allowed bool) 
 // restart deletes the pods of the Deployments and waits until their
 // replacements run.
 func (e *rbacEnv) restart(ctx context.Context, deps []string) error {
+	if slices.ContainsFunc(deps, func(d string) bool { return slices.Contains(operands, d) }) {
+		// The operands run only while the config exists.
+		if err := ensureConfig(ctx, e); err != nil {
+			return err
+		}
+	}
 	old := sets.New[string]()
 	for _, d := range deps {
 		var pods corev1.PodList
@@ -741,7 +754,11 @@ func (e *rbacEnv) restart(ctx context.Context, deps []string) error {
 
 func scale(ctx context.Context, b *bed.Bed, name string, replicas int32) error {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	return b.Client.Patch(ctx, d, client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)))
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	if slices.Contains(operands, name) {
+		patch = fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"%d"}}}`, placement.ReplicasAnnotation, replicas)
+	}
+	return b.Client.Patch(ctx, d, client.RawPatch("application/merge-patch+json", patch))
 }
 
 func auditSize(path string) (int64, error) {
@@ -865,8 +882,13 @@ func refusedBy(r roleRule, ev *auditv1.Event) (refusal, bool) {
 		covers(r, buildv1.GroupVersion.Group, "builds/finalizers", "update", ns, "") {
 		return describe("OwnerReferencesPermissionEnforcement"), true
 	}
+	bound := "archway-builder"
+	if ev.ObjectRef != nil && ev.ObjectRef.Resource == "clusterrolebindings" {
+		// The placement operator's bindings bind the role of their name.
+		bound = ev.ObjectRef.Name
+	}
 	if strings.Contains(msg, "attempting to grant RBAC permissions not currently held") &&
-		(covers(r, rbacv1.GroupName, "clusterroles", "bind", "", "archway-builder") ||
+		(covers(r, rbacv1.GroupName, "clusterroles", "bind", "", bound) ||
 			covers(r, rbacv1.GroupName, "roles", "bind", ns, "")) {
 		return describe("RBAC escalation check"), true
 	}
@@ -1435,16 +1457,82 @@ func releaseCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	if len(got.Spec.SchedulingGates) > 0 {
 		return errors.New("the config is gone and a pod is still gated")
 	}
+	// The placement operator let the config go once the operand was
+	// stopped: no pod of it runs and it holds no cluster-wide right.
+	if err := operandStopped(ctx, c); err != nil {
+		return err
+	}
 	again := e.cppc.DeepCopy()
 	if err := retryCreate(ctx, c, again); err != nil {
 		return err
 	}
-	return poll(ctx, "config held and reported", func() (bool, error) {
+	if err := poll(ctx, "config held and reported", func() (bool, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(again), again); err != nil {
 			return false, err
 		}
-		return slices.Contains(again.Finalizers, placement.ConfigFinalizer) && len(again.Status.Conditions) > 0, nil
+		return slices.Contains(again.Finalizers, placement.ConfigFinalizer) && slices.Contains(again.Finalizers, placement.OperandFinalizer) &&
+			len(again.Status.Conditions) > 0, nil
+	}); err != nil {
+		return err
+	}
+	// Back up, as the next cases need it.
+	return poll(ctx, "the operand rolled out", func() (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(again), again); err != nil {
+			return false, err
+		}
+		for _, t := range []string{multiarchv1beta1.ConditionPodPlacementControllerNotRolledOut, multiarchv1beta1.ConditionPodPlacementWebhookNotRolledOut} {
+			if !meta.IsStatusConditionFalse(again.Status.Conditions, t) {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
+}
+
+// operandStopped checks what the placement operator leaves without a
+// ClusterPodPlacementConfig: the placement controller's and webhook's
+// Deployments at 0 replicas with no pod left, their cluster-wide bindings
+// deleted, and the controller's service account unable to read a Secret.
+func operandStopped(ctx context.Context, c client.Client) error {
+	for _, name := range operands {
+		d := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil {
+			return err
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
+			return fmt.Errorf("no config, and Deployment %s has %v replicas", name, ptr.Deref(d.Spec.Replicas, 1))
+		}
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/name": name}); err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("no config, and %d pods of %s are left", len(pods.Items), name)
+		}
+		err := c.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRoleBinding{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("no config, and ClusterRoleBinding %s is left (%v)", name, err)
+		}
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + namespace + ":" + placement.ControllerName,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "default", Resource: "secrets", Verb: "get", Name: "any"},
+	}}
+	// The authorizer follows bindings through a cache: give it a moment
+	// to see the deletion the apiserver has confirmed.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := poll(sctx, "the authorizer refusing Secrets to the controller", func() (bool, error) {
+		got := sar.DeepCopy()
+		if err := c.Create(sctx, got); err != nil {
+			return false, err
+		}
+		return !got.Status.Allowed, nil
+	}); err != nil {
+		return fmt.Errorf("no config, and the placement controller's service account may still read Secrets: %w", err)
+	}
+	return nil
 }
 
 // unreachableImageAddr names an image on a port nothing listens on.
@@ -1770,12 +1858,18 @@ func certsCase(ctx context.Context, e *rbacEnv, deps []string) error {
 	return nil
 }
 
+// operands are the Deployments the placement operator scales, each with
+// a ClusterRole of its name that it binds to the service account of its
+// name while the ClusterPodPlacementConfig exists.
+var operands = []string{placement.ControllerName, placement.WebhookComponentName}
+
 // leaderLeases are, per leader-elected Deployment, the Leases its leader
 // holds: its election's and, for the placement controller, the heartbeat
 // the placement webhook gates by.
 var leaderLeases = map[string][]string{
 	"build-controller":             {"build-controller.archway.dev"},
 	"archway-placement-controller": {"archway-placement-controller", placement.HeartbeatLeaseName},
+	"archway-placement-operator":   {"archway-placement-operator"},
 }
 
 // electionCase deletes the leader-elected Deployments' Leases: the leader
