@@ -10,7 +10,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -179,7 +178,8 @@ func (r *reconciler) stop(ctx context.Context, cfg *multiarchv1beta1.ClusterPodP
 // running ("" once no pod of theirs is left). A Deployment is done once
 // its controller has seen the scale-down and counts no replica (its
 // ReplicaSets create no more pods), and then its pods are listed from the
-// apiserver, not the cache, which may not have seen the last one created.
+// apiserver, not the cache, which may not have seen the last one created;
+// a pod that ended counts as gone.
 func (r *reconciler) scaleDown(ctx context.Context) (string, error) {
 	var pending []string
 	for _, o := range operands {
@@ -201,13 +201,18 @@ func (r *reconciler) scaleDown(ctx context.Context) (string, error) {
 	if len(pending) > 0 {
 		return strings.Join(pending, ", "), nil
 	}
-	var pods metav1.PartialObjectMetadataList
-	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	var pods corev1.PodList
 	if err := r.reader.List(ctx, &pods, client.InNamespace(r.namespace), client.MatchingLabelsSelector{Selector: r.operandLabels}); err != nil {
 		return "", err
 	}
 	running := map[string]int{}
 	for _, p := range pods.Items {
+		// A pod that ended (evicted, or its process exited for good) runs
+		// nothing, and nothing deletes it: its ReplicaSet counts it no
+		// more and the pod garbage collector keeps thousands.
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
 		running[p.Labels[componentLabel]]++
 	}
 	for _, o := range operands {

@@ -1506,8 +1506,13 @@ func operandStopped(ctx context.Context, c client.Client) error {
 		if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/name": name}); err != nil {
 			return err
 		}
+		// A pod that ended (the bed does not restart a process that
+		// exits) runs nothing.
+		pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		})
 		if len(pods.Items) > 0 {
-			return fmt.Errorf("no config, and %d pods of %s are left", len(pods.Items), name)
+			return fmt.Errorf("no config, and %d pods of %s are running", len(pods.Items), name)
 		}
 		err := c.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRoleBinding{})
 		if !apierrors.IsNotFound(err) {
