@@ -106,7 +106,7 @@ func setupPlacementOperator(mgr ctrl.Manager, _ *options) error {
 	if ns == "" {
 		ns = podNamespace()
 	}
-	return operator.Setup(mgr, ns)
+	return operator.Setup(mgr, ns, metrics.Registry)
 }
 
 // setupExecFormatMonitor runs the exec-format-error monitor

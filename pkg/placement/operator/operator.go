@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,8 @@ type reconciler struct {
 	namespace string
 	// operandLabels select the operand's Deployments and pods.
 	operandLabels labels.Selector
+	// desired is archway_placement_operand_desired_replicas.
+	desired *prometheus.GaugeVec
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
@@ -95,6 +98,7 @@ func (r *reconciler) start(ctx context.Context, cfg *multiarchv1beta1.ClusterPod
 		if d != nil {
 			desired, replicasErr = replicasOf(d)
 			if replicasErr == nil {
+				r.desired.WithLabelValues(o.name).Set(float64(desired))
 				if err := r.scale(ctx, d, desired); err != nil {
 					return err
 				}
@@ -137,6 +141,9 @@ func (r *reconciler) stop(ctx context.Context, cfg *multiarchv1beta1.ClusterPodP
 			// finalizer's removal brings the config back here.
 			return nil
 		}
+	}
+	for _, o := range operands {
+		r.desired.WithLabelValues(o.name).Set(0)
 	}
 	pending, err := r.scaleDown(ctx)
 	if err != nil {

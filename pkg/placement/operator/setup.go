@@ -2,7 +2,9 @@ package operator
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -24,7 +26,7 @@ import (
 // archway's namespace (by name), and the operand's Deployments and pods in
 // it (by label); the operand's ClusterRoles and bindings are read by name
 // from the apiserver.
-func Setup(mgr ctrl.Manager, namespace string) error {
+func Setup(mgr ctrl.Manager, namespace string, reg prometheus.Registerer) error {
 	if namespace == "" {
 		namespace = "default"
 	}
@@ -53,7 +55,11 @@ func Setup(mgr ctrl.Manager, namespace string) error {
 	if err := mgr.Add(placement.OnLeaderOnly{Cache: c}); err != nil {
 		return err
 	}
-	r := &reconciler{cache: c, reader: mgr.GetAPIReader(), client: mgr.GetClient(), namespace: namespace, operandLabels: operandLabels}
+	desired, err := newDesiredReplicas(reg)
+	if err != nil {
+		return fmt.Errorf("placement operator metrics: %w", err)
+	}
+	r := &reconciler{cache: c, reader: mgr.GetAPIReader(), client: mgr.GetClient(), namespace: namespace, operandLabels: operandLabels, desired: desired}
 	// Every change comes down to one question: is the config there?
 	toConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}}}

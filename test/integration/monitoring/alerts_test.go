@@ -33,10 +33,14 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -63,6 +67,7 @@ const (
 	trigWebhookDown         = "the placement webhook's process stopped"
 	trigBuildControllerDown = "build-controller's process stopped"
 	trigPlacementDown       = "the placement controller's process stopped"
+	trigOperatorDown        = "the placement operator's process stopped"
 )
 
 // expectation is what an alert rule must do: fire after its trigger (and
@@ -95,11 +100,14 @@ func TestAlerts(t *testing.T) {
 		"ArchwayWebhookDown/archway-placement-webhook-metrics":                {trigWebhookDown, nil},
 		"ArchwayBuildControllerDown/build-controller-metrics":                 {trigBuildControllerDown, nil},
 		"ArchwayPlacementControllerDown/archway-placement-controller-metrics": {trigPlacementDown, nil},
+		"ArchwayPlacementOperatorDown/archway-placement-operator-metrics":     {trigOperatorDown, nil},
 	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
-	b, err := bed.Start(ctx, bed.Options{})
+	// kube-controller-manager: the placement operator waits for the
+	// Deployments it scales to 0 to report it.
+	b, err := bed.Start(ctx, bed.Options{ControllerManager: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +136,13 @@ placement:
 	must(t, b.Client.Create(ctx, &multiarchv1beta1.ClusterPodPlacementConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: multiarchv1beta1.ClusterPodPlacementConfigName},
 	}))
+	// What the placement operator binds and scales: the operand's
+	// ClusterRoles, and Deployments whose pods are never scheduled (the
+	// operand runs as processes).
+	for _, name := range operands {
+		must(t, b.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+		must(t, b.Client.Create(ctx, operandDeployment(name)))
+	}
 
 	procs := map[string]*process{}
 	ports := map[int]bool{}
@@ -179,6 +194,15 @@ placement:
 	must(t, bed.WaitFor(ctx, b.Client, client.ObjectKeyFromObject(healthy), &corev1.Pod{}, func(p *corev1.Pod) bool { return !placement.HasGate(p) }))
 	pause(12 * scrapeEvery)
 
+	// Stopped on purpose: the config deleted, the placement operator
+	// stops the controller and webhook, and Prometheus finds no target of
+	// theirs for ten minutes; their down alerts (expected later, for the
+	// processes stopped below) must not fire now.
+	stopOnPurpose(t, ctx, b, sc)
+	pause(10 * scrapeEvery)
+	startAgain(t, ctx, b, sc)
+	pause(3 * scrapeEvery)
+
 	trigger(trigBadReview)
 	for _, path := range []string{placement.WebhookPath, policy.WebhookPath} {
 		var port int
@@ -215,6 +239,7 @@ placement:
 		{trigWebhookDown, "placement-webhook"},
 		{trigBuildControllerDown, "build,"},
 		{trigPlacementDown, "pod-placement"},
+		{trigOperatorDown, "placement-operator"},
 	} {
 		trigger(step.trigger)
 		for _, c := range comps {
@@ -564,6 +589,22 @@ type scraper struct {
 	last map[string]map[string]bool
 	// families are the label names of every metric family scraped.
 	families map[string]map[string]bool
+	// gone are the Deployments scaled to 0: Prometheus has no target of
+	// theirs, so no up series either.
+	mu   sync.Mutex
+	gone map[string]bool
+}
+
+// setGone makes deployments targets or none.
+func (s *scraper) setGone(gone bool, deployments ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone == nil {
+		s.gone = map[string]bool{}
+	}
+	for _, d := range deployments {
+		s.gone[d] = gone
+	}
 }
 
 // virtual is the alerts' time of the real time t.
@@ -583,6 +624,20 @@ func (s *scraper) run(ctx context.Context) {
 			p := s.procs[c.deployment]
 			instance := fmt.Sprintf("127.0.0.1:%d", p.metricsPort)
 			target := labels.FromStrings("job", c.job, "instance", instance)
+			s.mu.Lock()
+			gone := s.gone[c.deployment]
+			s.mu.Unlock()
+			if gone {
+				// The target's series end, its up with them.
+				if last, ok := s.last[instance]; ok {
+					for key := range last {
+						s.store.stale(key, ts)
+					}
+					s.store.stale(withName(target, "up").String(), ts)
+					delete(s.last, instance)
+				}
+				continue
+			}
 			seen := map[string]bool{}
 			fams, err := s.scrape(ctx, hc, "http://"+instance+"/metrics")
 			up := 0.0
@@ -688,4 +743,66 @@ func withName(lset labels.Labels, name string) labels.Labels {
 	b := labels.NewBuilder(lset)
 	b.Set(model.MetricNameLabel, name)
 	return b.Labels()
+}
+
+// operands are the Deployments the placement operator scales.
+var operands = []string{placement.ControllerName, placement.WebhookComponentName}
+
+// operandDeployment is a Deployment of the operand, at 0 replicas as
+// installed, whose pods fit no node: they stay Pending and go at once
+// when deleted.
+func operandDeployment(name string) *appsv1.Deployment {
+	ls := map[string]string{"app.kubernetes.io/name": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "archway-system", Name: name, Labels: ls},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: ls},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: ls},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{"archway.dev/test-no-such-node": "true"},
+					Containers:   []corev1.Container{{Name: "main", Image: "example.invalid/" + name}},
+				},
+			},
+		},
+	}
+}
+
+// waitReplicas waits until the placement operator has scaled every
+// operand Deployment to replicas.
+func waitReplicas(t *testing.T, ctx context.Context, b *bed.Bed, replicas int32) {
+	t.Helper()
+	for _, name := range operands {
+		must(t, bed.WaitFor(ctx, b.Client, client.ObjectKey{Namespace: "archway-system", Name: name}, &appsv1.Deployment{}, func(d *appsv1.Deployment) bool {
+			return ptr.Deref(d.Spec.Replicas, 1) == replicas
+		}))
+	}
+}
+
+// stopOnPurpose deletes the ClusterPodPlacementConfig, waits for the
+// placement operator to let it go (the operand stopped: its Deployments
+// at 0), and then stops scraping the controller and webhook, as
+// Prometheus loses their targets.
+func stopOnPurpose(t *testing.T, ctx context.Context, b *bed.Bed, sc *scraper) {
+	t.Helper()
+	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{ObjectMeta: metav1.ObjectMeta{Name: multiarchv1beta1.ClusterPodPlacementConfigName}}
+	must(t, b.Client.Delete(ctx, cfg))
+	must(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := b.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}))
+	waitReplicas(t, ctx, b, 0)
+	sc.setGone(true, operands...)
+}
+
+// startAgain creates the config again, waits for the placement operator
+// to scale the operand up, and scrapes it again.
+func startAgain(t *testing.T, ctx context.Context, b *bed.Bed, sc *scraper) {
+	t.Helper()
+	must(t, b.Client.Create(ctx, &multiarchv1beta1.ClusterPodPlacementConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: multiarchv1beta1.ClusterPodPlacementConfigName},
+	}))
+	waitReplicas(t, ctx, b, 1)
+	sc.setGone(false, operands...)
 }
