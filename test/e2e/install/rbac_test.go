@@ -1514,9 +1514,11 @@ func operandStopped(ctx context.Context, c client.Client) error {
 		if len(pods.Items) > 0 {
 			return fmt.Errorf("no config, and %d pods of %s are running", len(pods.Items), name)
 		}
-		err := c.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRoleBinding{})
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("no config, and ClusterRoleBinding %s is left (%v)", name, err)
+		switch err := c.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRoleBinding{}); {
+		case err == nil:
+			return fmt.Errorf("no config, and ClusterRoleBinding %s is left", name)
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("reading ClusterRoleBinding %s: %w", name, err)
 		}
 	}
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
