@@ -117,6 +117,14 @@ func TestInstall(t *testing.T) {
 		pod := testPod(ns, "waiting", unreachableImage(t))
 		g.Expect(b.Client.Create(ctx, pod)).To(Succeed())
 		g.Expect(pod.Spec.SchedulingGates).NotTo(BeEmpty())
+		// A placement controller pod that ended (evicted, say) is never
+		// deleted: the operator must not wait for it to go.
+		ended := testPod(namespace, "ended-placement-controller", b.BaseImage)
+		ended.Labels["app.kubernetes.io/name"] = placement.ControllerName
+		ended.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "bed.archway.dev/never"}}
+		g.Expect(b.Client.Create(ctx, ended)).To(Succeed())
+		ended.Status.Phase, ended.Status.Reason = corev1.PodFailed, "Evicted"
+		g.Expect(b.Client.Status().Update(ctx, ended)).To(Succeed())
 		cfg := &multiarchv1beta1.ClusterPodPlacementConfig{ObjectMeta: metav1.ObjectMeta{Name: multiarchv1beta1.ClusterPodPlacementConfigName}}
 		g.Expect(b.Client.Delete(ctx, cfg)).To(Succeed())
 		got := &corev1.Pod{}
