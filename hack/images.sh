@@ -126,20 +126,20 @@ for p in "${platforms[@]}"; do
 	dir="$out/${os}_${arch}"
 	mkdir -p "$dir"
 	cc=$(cross_cc "$arch")
-	# One go build of the three programs with one set of flags: the packages
+	# One go build of the four programs with one set of flags: the packages
 	# they share (most of them) compile once per platform. Everything is
 	# linked statically: the builder needs cgo (buildah's re-exec into user
 	# and mount namespaces), netgo and osusergo keep glibc's resolver and
 	# user lookups out of every binary.
-	echo "==> $p: build-controller, builder, emulation-setup (cgo with $cc, static)"
+	echo "==> $p: build-controller, builder, custom-builder, emulation-setup (cgo with $cc, static)"
 	start=$SECONDS
 	rm -rf "$dir/emulation-setup" "$dir/.bin"
 	CGO_ENABLED=1 CC=$cc GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath \
 		-tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo sqlite_omit_load_extension" \
 		-ldflags "$ldflags -linkmode external -extldflags -static" \
-		-o "$dir/.bin/" ./cmd/build-controller ./cmd/builder ./cmd/emulation-setup
+		-o "$dir/.bin/" ./cmd/build-controller ./cmd/builder ./cmd/custom-builder ./cmd/emulation-setup
 	mkdir -p "$dir/emulation-setup/usr/local/bin"
-	mv "$dir/.bin/build-controller" "$dir/.bin/builder" "$dir/"
+	mv "$dir/.bin/build-controller" "$dir/.bin/builder" "$dir/.bin/custom-builder" "$dir/"
 	mv "$dir/.bin/emulation-setup" "$dir/emulation-setup/usr/local/bin/"
 	rmdir "$dir/.bin"
 	echo "    $((SECONDS - start)) s"

@@ -6,6 +6,7 @@
 //	builder manifest-list    in a build's last pod (reads $BUILD)
 //	builder build            on a machine, without a cluster: every platform, then the list
 //	builder prune-cache      on a machine: removes old entries of build --cache-repo's caches
+//	builder                  with $BUILD set: OpenShift's Custom-strategy builder (runs custom-builder)
 package main
 
 import (
@@ -64,6 +65,7 @@ func newRootCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the builder process (not of build steps) to this file")
 	_ = cmd.PersistentFlags().MarkHidden("cpu-profile")
 	cmd.AddCommand(newDockerBuildCommand(), newBuildCommand(), newManifestListCommand(), newPruneCacheCommand())
+	cmd.RunE = runDefault
 	return cmd
 }
 

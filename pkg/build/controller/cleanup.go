@@ -4,8 +4,10 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	buildv1ac "github.com/archway-build/archway/pkg/apis/build/v1/applyconfiguration/build/v1"
 )
 
 // Cleanup is what a multi-platform Build that ended without a manifest list
@@ -81,4 +83,35 @@ func RemovesTags(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// TagsConditionApply is the status apply (under CleanupFieldManager) that
+// sets an ended Build's PlatformTagsRemoved condition, with podUID, when
+// set, the pod that removes the tags (it writes its outcome only once its
+// UID is in status.podUID); nil when the Build already says so.
+func TagsConditionApply(b *buildv1.Build, status metav1.ConditionStatus, reason, msg, podUID string, now metav1.Time) *buildv1ac.BuildApplyConfiguration {
+	transition := now
+	for _, c := range b.Status.Conditions {
+		if c.Type != buildv1.BuildConditionPlatformTagsRemoved {
+			continue
+		}
+		if string(c.Status) == string(status) && c.Reason == reason && c.Message == msg && (podUID == "" || b.Status.PodUID == podUID) {
+			return nil
+		}
+		if string(c.Status) == string(status) && !c.LastTransitionTime.IsZero() {
+			transition = c.LastTransitionTime
+		}
+	}
+	st := buildv1ac.BuildStatus().WithConditions(buildv1ac.BuildCondition().
+		WithType(buildv1.BuildConditionPlatformTagsRemoved).WithStatus(corev1.ConditionStatus(status)).WithReason(reason).
+		WithMessage(msg).WithLastUpdateTime(now).WithLastTransitionTime(transition))
+	// status.podUID is sent with every apply once this manager has written
+	// it: server-side apply removes a field its manager stops sending.
+	if podUID == "" {
+		podUID = b.Status.PodUID
+	}
+	if podUID != "" {
+		st.WithPodUID(podUID)
+	}
+	return buildv1ac.Build(b.Name, b.Namespace).WithStatus(st)
 }

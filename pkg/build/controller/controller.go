@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
-	buildv1ac "github.com/archway-build/archway/pkg/apis/build/v1/applyconfiguration/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 )
 
@@ -458,31 +457,10 @@ func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result
 // changed, under a field manager of its own: the rest of an ended Build's
 // status stays as it is.
 func (r *Reconciler) setTagsCondition(ctx context.Context, b *buildv1.Build, status metav1.ConditionStatus, reason, msg, podUID string) error {
-	now := metav1.NewTime(r.Now())
-	transition := now
-	for _, c := range b.Status.Conditions {
-		if c.Type != buildv1.BuildConditionPlatformTagsRemoved {
-			continue
-		}
-		if string(c.Status) == string(status) && c.Reason == reason && c.Message == msg && (podUID == "" || b.Status.PodUID == podUID) {
-			return nil
-		}
-		if string(c.Status) == string(status) && !c.LastTransitionTime.IsZero() {
-			transition = c.LastTransitionTime
-		}
+	ac := TagsConditionApply(b, status, reason, msg, podUID, metav1.NewTime(r.Now()))
+	if ac == nil {
+		return nil
 	}
-	st := buildv1ac.BuildStatus().WithConditions(buildv1ac.BuildCondition().
-		WithType(buildv1.BuildConditionPlatformTagsRemoved).WithStatus(corev1.ConditionStatus(status)).WithReason(reason).
-		WithMessage(msg).WithLastUpdateTime(now).WithLastTransitionTime(transition))
-	// status.podUID is sent with every apply once this manager has written
-	// it: server-side apply removes a field its manager stops sending.
-	if podUID == "" {
-		podUID = b.Status.PodUID
-	}
-	if podUID != "" {
-		st.WithPodUID(podUID)
-	}
-	ac := buildv1ac.Build(b.Name, b.Namespace).WithStatus(st)
 	err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(CleanupFieldManager), client.ForceOwnership)
 	if err != nil {
 		return fmt.Errorf("writing the build's %s condition: %w", buildv1.BuildConditionPlatformTagsRemoved, err)

@@ -3,11 +3,13 @@ package report
 import (
 	"context"
 	"fmt"
+	"os"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kfields "k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -15,11 +17,33 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
 
 // buildsResource is the Build resource.
 var buildsResource = buildv1.GroupVersion.WithResource("builds")
+
+// BuildAPIEnv names the API of the object a build pod reads and reports
+// into, when it is not an archway Build: MultiArchBuildAPI, the record a
+// custom builder (pkg/build/custom) keeps of an OpenShift Build, whose spec
+// and status have the Build's shape. Any other value is refused.
+const BuildAPIEnv = "ARCHWAY_BUILD_API"
+
+// MultiArchBuildAPI is BuildAPIEnv's value for a MultiArchBuild.
+const MultiArchBuildAPI = "multiarchbuilds.v1alpha1.build.archway.dev"
+
+// buildAPI returns the resource and kind $ARCHWAY_BUILD_API names.
+func buildAPI() (schema.GroupVersionResource, string, error) {
+	switch v := os.Getenv(BuildAPIEnv); v {
+	case "":
+		return buildsResource, "Build", nil
+	case MultiArchBuildAPI:
+		return archwaybuildv1alpha1.Resource, "MultiArchBuild", nil
+	default:
+		return schema.GroupVersionResource{}, "", fmt.Errorf("$%s is %q: it may only be %s", BuildAPIEnv, v, MultiArchBuildAPI)
+	}
+}
 
 // Client reads, watches and writes the status of Builds with client-go's
 // dynamic client.
@@ -32,6 +56,9 @@ var buildsResource = buildv1.GroupVersion.WithResource("builds")
 // times per build.
 type Client struct {
 	builds dynamic.NamespaceableResourceInterface
+	// apiVersion and kind are the object's (a Build unless BuildAPIEnv
+	// says otherwise).
+	apiVersion, kind string
 }
 
 // NewClient connects with a kubeconfig file, or with $KUBECONFIG,
@@ -55,7 +82,11 @@ func NewClientForConfig(cfg *rest.Config, userAgent string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the apiserver: %w", err)
 	}
-	return &Client{builds: dyn.Resource(buildsResource)}, nil
+	res, kind, err := buildAPI()
+	if err != nil {
+		return nil, err
+	}
+	return &Client{builds: dyn.Resource(res), apiVersion: res.GroupVersion().String(), kind: kind}, nil
 }
 
 // Get reads a Build.
@@ -91,8 +122,8 @@ func (c *Client) ListWatch(key types.NamespacedName) cache.ListerWatcher {
 // of those fields.
 func (c *Client) ApplyStatus(ctx context.Context, key types.NamespacedName, manager string, status map[string]any) error {
 	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
-	u.SetAPIVersion(buildv1.GroupVersion.String())
-	u.SetKind("Build")
+	u.SetAPIVersion(c.apiVersion)
+	u.SetKind(c.kind)
 	u.SetNamespace(key.Namespace)
 	u.SetName(key.Name)
 	_, err := c.builds.Namespace(key.Namespace).ApplyStatus(ctx, key.Name, u,

@@ -1,0 +1,30 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupName is the API group, archway's own.
+const GroupName = "build.archway.dev"
+
+// GroupVersion is the group and version of every kind in this package.
+var GroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
+
+// Resource is the MultiArchBuild resource.
+var Resource = GroupVersion.WithResource("multiarchbuilds")
+
+var (
+	// SchemeBuilder registers this package's kinds with a scheme.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+
+	// AddToScheme adds MultiArchBuild and its list to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(scheme *runtime.Scheme) error {
+	scheme.AddKnownTypes(GroupVersion, &MultiArchBuild{}, &MultiArchBuildList{})
+	metav1.AddToGroupVersion(scheme, GroupVersion)
+	return nil
+}
