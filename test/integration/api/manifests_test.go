@@ -31,7 +31,8 @@ import (
 // that each object is checked against the apiserver's schemas (CRDs,
 // webhook configurations, admission policies, RBAC, Deployments) without
 // being created. cert-manager's and OpenShift's kinds are mapped by
-// stand-in CRDs (testdata/overlay-crds.yaml). Each install (manifests/default
+// stand-in CRDs (testdata/overlay-crds.yaml), OpenShift's
+// SecurityContextConstraints by its real CRD. Each install (manifests/default
 // and the overlays of it) must keep the order `kubectl delete -k` relies
 // on and hold no CRD (manifests/crd installs them on their own).
 func TestManifestsDryRun(t *testing.T) {
@@ -89,7 +90,20 @@ func TestManifestsDryRun(t *testing.T) {
 	if out, err := stubs.CombinedOutput(); err != nil {
 		t.Fatalf("stand-in CRDs: %v\n%s", err, out)
 	}
+	// OpenShift's own SecurityContextConstraints CRD (openshift/api, the
+	// version go.mod pins), so that the overlays' SCCs are checked against
+	// its schema.
+	api, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api").Output()
+	if err != nil {
+		t.Fatalf("finding github.com/openshift/api: %v", err)
+	}
+	sccCRD := filepath.Join(strings.TrimSpace(string(api)), "security", "v1", "zz_generated.crd-manifests",
+		"0000_03_config-operator_01_securitycontextconstraints.crd.yaml")
+	if out, err := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "apply", "--server-side", "-f", sccCRD).CombinedOutput(); err != nil {
+		t.Fatalf("OpenShift's SCC CRD: %v\n%s", err, out)
+	}
 	if out, err := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "wait", "--for=condition=Established", "--timeout=30s",
+		"crd/securitycontextconstraints.security.openshift.io",
 		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/routes.route.openshift.io",
 		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com").CombinedOutput(); err != nil {
 		t.Fatalf("stand-in CRDs not established: %v\n%s", err, out)
