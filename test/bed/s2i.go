@@ -12,7 +12,9 @@ const S2IArtifact = "/opt/app/artifact"
 // source-to-image builder image on base, built like any Dockerfile (for
 // every platform base has): its assemble "compiles" the source's main.txt
 // into S2IArtifact, which records the machine it ran on (uname -m), the
-// GREETING of its environment and which assemble made it; its run prints
+// GREETING of its environment, which assemble made it and how many builds
+// made it (builds=N: one more than the previous image's artifact restored
+// by an incremental build, which its save-artifacts saves); its run prints
 // the artifact; its labels name the scripts and the assemble user, as
 // OpenShift's builder images do.
 func S2IBuilderFiles(base string) map[string]string {
@@ -25,7 +27,8 @@ func S2IBuilderFiles(base string) map[string]string {
 			"      io.openshift.expose-services=8080:http\n",
 		"s2i/assemble": "#!/bin/sh\nset -e\n" +
 			"echo \"assembling on $(uname -m) as $(id -u)\"\n" +
-			"{ cat /tmp/src/main.txt; echo \"machine=$(uname -m)\"; echo \"greeting=${GREETING:-none}\"; echo \"assembler=image\"; } > " + S2IArtifact + "\n",
+			"prev=0; if [ -f /tmp/artifacts/artifact ]; then prev=$(sed -n 's/^builds=//p' /tmp/artifacts/artifact); fi\n" +
+			"{ cat /tmp/src/main.txt; echo \"machine=$(uname -m)\"; echo \"greeting=${GREETING:-none}\"; echo \"assembler=image\"; echo \"builds=$((prev + 1))\"; } > " + S2IArtifact + "\n",
 		"s2i/run":            "#!/bin/sh\nexec cat " + S2IArtifact + "\n",
 		"s2i/save-artifacts": "#!/bin/sh\ncd /opt/app && tar cf - artifact\n",
 	}

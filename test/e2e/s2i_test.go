@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -8,8 +9,10 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
@@ -76,7 +79,7 @@ func TestFourPlatformSourceBuild(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(artifacts).To(HaveLen(4))
 	for _, p := range framework.Platforms {
-		g.Expect(artifacts[p]).To(Equal("hello from s2i\nmachine="+framework.UnameOf[p]+"\ngreeting=from-file\nassembler=image"), "the %s child", p)
+		g.Expect(artifacts[p]).To(Equal("hello from s2i\nmachine="+framework.UnameOf[p]+"\ngreeting=from-file\nassembler=image\nbuilds=1"), "the %s child", p)
 	}
 	g.Expect(h.tags()).To(Equal([]string{"v1"}), "the per-platform tags are gone")
 	logs, err := env.Kubectl(h.ctx, "logs", "-n", h.ns, buildv1.PlatformPodName(b.Name, "linux/s390x"))
@@ -135,5 +138,40 @@ func TestSourceBuilderImageMissingPlatform(t *testing.T) {
 	g.Expect(h.tl.PodNames()).NotTo(ContainElement(buildv1.PlatformPodName(b.Name, "linux/arm64")), "arm64 never had a pod")
 	artifacts, err := indexChildren(h.ctx, h.output(), bed.S2IArtifact)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(artifacts).To(Equal(map[string]string{"linux/amd64": "one platform\nmachine=x86_64\ngreeting=none\nassembler=image"}))
+	g.Expect(artifacts).To(Equal(map[string]string{"linux/amd64": "one platform\nmachine=x86_64\ngreeting=none\nassembler=image\nbuilds=1"}))
+}
+
+// TestIncrementalSourceBuild builds a Source BuildConfig for four
+// platforms, then again with incremental as `kubectl archway start-build
+// --incremental` asks it: the second build's pod of each platform
+// restores the artifacts of the first build's image of its own platform
+// (the index's child), so every child of the second index counts two
+// builds and says the machine it was built on.
+func TestIncrementalSourceBuild(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilderImage(t)
+	h := newHarness(t, "s2iincr")
+	h.sourceBuildConfig(builder, map[string]string{"main.txt": "again\n"}, framework.Platforms, nil)
+	for n := int64(1); n <= 2; n++ {
+		h.watchBuild(instantiate.Name(h.bc.Name, n))
+		req := instantiate.Request{TriggeredBy: []buildv1.BuildTriggerCause{{Message: instantiate.CauseManual}}}
+		if n == 2 {
+			req.Incremental = ptr.To(true)
+		}
+		b, err := instantiate.NewStarter(env.Bed.Client, nil).Start(h.ctx, h.ns, h.bc.Name, req)
+		g.Expect(err).NotTo(HaveOccurred())
+		h.b = b
+		b = h.waitTerminal()
+		g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "build %d: %s, platforms: %+v", n, b.Status.Message, b.Status.Platforms)
+		artifacts, err := indexChildren(h.ctx, h.output(), bed.S2IArtifact)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(artifacts).To(HaveLen(4))
+		for _, p := range framework.Platforms {
+			g.Expect(artifacts[p]).To(HaveSuffix(fmt.Sprintf("machine=%s\ngreeting=none\nassembler=image\nbuilds=%d", framework.UnameOf[p], n)),
+				"build %d, the %s child", n, p)
+		}
+	}
+	logs, err := env.Kubectl(h.ctx, "logs", "-n", h.ns, buildv1.PlatformPodName(h.b.Name, "linux/ppc64le"))
+	g.Expect(err).NotTo(HaveOccurred(), logs)
+	g.Expect(logs).To(ContainSubstring("Incremental build: restoring the artifacts of the previous image"))
 }

@@ -291,6 +291,7 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 	}
 	spec.Output.ImageLabels = mergeImageLabels(spec.Output.ImageLabels, cfg.BuildDefaults.ImageLabels, cfg.BuildOverrides.ImageLabels)
 	delete(out.Annotations, buildv1.BinaryInputReaderAnnotation)
+	delete(out.Annotations, buildv1.IncrementalFromAnnotation)
 	switch role {
 	case buildv1.PodRoleManifestList:
 		spec.Platforms = slices.Clone(pl.Platforms)
@@ -309,6 +310,14 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 		}
 		spec.Platforms = []string{p}
 		spec.PlatformsAllowedToFail = nil
+		if ss := spec.Strategy.SourceStrategy; ss != nil && ptr.Deref(ss.Incremental, false) && spec.Output.To != nil {
+			// The previous image is the index's child: the pod's own
+			// output is its platform's tag, gone after each build.
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[buildv1.IncrementalFromAnnotation] = spec.Output.To.Name
+		}
 		if allowedToFail(b.Spec.PlatformsAllowedToFail, p) {
 			spec.PlatformsAllowedToFail = []string{p}
 		}

@@ -237,6 +237,8 @@ func TestBuildPod(t *testing.T) {
 				ss.Env = []corev1.EnvVar{{Name: "A", Value: "build"}, {Name: "S", ValueFrom: &corev1.EnvVarSource{
 					SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}}
 				ss.PullSecret = &corev1.LocalObjectReference{Name: "builder-pull"}
+				ss.Incremental = ptr.To(true)
+				b.Annotations = map[string]string{buildv1.IncrementalFromAnnotation: "registry.example.com/elsewhere:v1"}
 				ss.Volumes = []buildv1.BuildVolume{{Name: "cache", Source: buildv1.BuildVolumeSource{Type: buildv1.BuildVolumeSourceTypeConfigMap,
 					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}},
 					Mounts: []buildv1.BuildVolumeMount{{DestinationPath: "/opt/cache"}}}}
@@ -250,6 +252,9 @@ func TestBuildPod(t *testing.T) {
 			}),
 			check: func(t *testing.T, pod *corev1.Pod, _ *buildv1.Build) {
 				pb := podBuild(t, pod)
+				if got := pb.Annotations[buildv1.IncrementalFromAnnotation]; got != "registry.example.com/team/app:v1" {
+					t.Errorf("incremental from %q, want the output's index (the Build's own annotation has no effect)", got)
+				}
 				if pb.Spec.Strategy.DockerStrategy != nil {
 					t.Errorf("a Source build's BUILD has a dockerStrategy: %+v", pb.Spec.Strategy.DockerStrategy)
 				}

@@ -49,6 +49,10 @@ type Request struct {
 	// NoCache, when set, replaces the Docker strategy's noCache
 	// (OpenShift's DockerStrategyOptions.NoCache).
 	NoCache *bool
+	// Incremental, when set, replaces the Source strategy's incremental
+	// (OpenShift's SourceStrategyOptions.Incremental). Only a Source build
+	// has it: CheckStrategyOptions refuses it for another strategy.
+	Incremental *bool
 	// Platforms, when set, replace the BuildConfig's platforms; the
 	// BuildConfig's platformsAllowedToFail are then dropped unless
 	// PlatformsAllowedToFail is set too, as they name the old list.
@@ -182,6 +186,10 @@ func applyStrategyOptions(spec *buildv1.BuildSpec, req Request) {
 		if req.From != nil {
 			s.From = *req.From.DeepCopy()
 		}
+		if req.Incremental != nil {
+			s.Incremental = new(bool)
+			*s.Incremental = *req.Incremental
+		}
 	case len(req.Env) > 0 || req.From != nil || len(req.BuildArgs) > 0 || req.NoCache != nil:
 		// A Docker strategy without options: the request's options go into
 		// a new dockerStrategy.
@@ -199,6 +207,9 @@ func applyStrategyOptions(spec *buildv1.BuildSpec, req Request) {
 // CheckStrategyOptions refuses options the BuildConfig's strategy does not
 // have: build args and noCache belong to the Docker strategy.
 func CheckStrategyOptions(strategy buildv1.BuildStrategy, req Request) error {
+	if req.Incremental != nil && strategy.Type != buildv1.SourceBuildStrategyType {
+		return fmt.Errorf("incremental is an option of the Source strategy, and this build's strategy is %s", strategy.Type)
+	}
 	if len(req.BuildArgs) == 0 && req.NoCache == nil {
 		return nil
 	}

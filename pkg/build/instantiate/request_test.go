@@ -147,6 +147,22 @@ func TestNewBuildDockerOptions(t *testing.T) {
 	if err := CheckStrategyOptions(source, Request{Env: want}); err != nil {
 		t.Errorf("env on a Source strategy: %v", err)
 	}
+	if err := CheckStrategyOptions(source, Request{Incremental: ptr.To(true)}); err != nil {
+		t.Errorf("incremental on a Source strategy: %v", err)
+	}
+	if err := CheckStrategyOptions(buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType}, Request{Incremental: ptr.To(true)}); err == nil ||
+		!strings.Contains(err.Error(), "incremental is an option of the Source strategy") {
+		t.Errorf("incremental on a Docker strategy: %v", err)
+	}
+	sbc := &buildv1.BuildConfig{}
+	sbc.Spec.Strategy = source
+	sbc.Spec.Strategy.SourceStrategy.Incremental = ptr.To(true)
+	if b := NewBuild(sbc, 1, Request{Incremental: ptr.To(false)}); *b.Spec.Strategy.SourceStrategy.Incremental {
+		t.Error("--incremental=false left incremental set")
+	}
+	if !*sbc.Spec.Strategy.SourceStrategy.Incremental {
+		t.Error("the request changed the BuildConfig")
+	}
 }
 
 func TestNewClone(t *testing.T) {

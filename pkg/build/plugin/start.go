@@ -22,6 +22,7 @@ type startOptions struct {
 	env          []string
 	buildArgs    []string
 	noCache      bool
+	incremental  bool
 	commit       string
 	fromBuild    string
 	listWebhooks string
@@ -43,7 +44,7 @@ BuildConfig's current ones), as the BuildConfig's next build.
 
 --platform replaces the BuildConfig's platforms for this build (the BuildConfig's platformsAllowedToFail
 then no longer apply; give --allow-fail). --env, --build-arg and --no-cache change the build's
-environment, Dockerfile ARGs and noCache. --follow shows each platform's phase as it changes (redrawn in
+environment, Dockerfile ARGs and noCache; --incremental a Source build's incremental. --follow shows each platform's phase as it changes (redrawn in
 place on a terminal) and streams the logs of every platform's pod, each line prefixed with its platform;
 --follow and --wait exit non-zero when the build fails or is cancelled.
 
@@ -72,6 +73,7 @@ local Git repository and records the commit, its author and message in the build
 	f.StringArrayVarP(&so.env, "env", "e", nil, "environment variable of the build, NAME=VALUE (repeatable)")
 	f.StringArrayVar(&so.buildArgs, "build-arg", nil, "Dockerfile ARG of the build, NAME=VALUE (repeatable), replacing the BuildConfig's of that name")
 	f.BoolVar(&so.noCache, "no-cache", false, "run every step, reusing no cached layer (--no-cache=false overrides a BuildConfig's noCache)")
+	f.BoolVar(&so.incremental, "incremental", false, "Source builds: restore the previous image's artifacts before assemble (--incremental=false overrides a BuildConfig's incremental)")
 	f.StringVar(&so.commit, "commit", "", "source commit to build; with --from-repo, the commit to upload (default HEAD)")
 	f.StringVar(&so.fromBuild, "from-build", "", "run this build again (NAME or build/NAME), as its BuildConfig's next build")
 	f.StringVar(&so.listWebhooks, "list-webhooks", "", "print the BuildConfig's webhook URLs instead of starting a build: all, github, gitlab, bitbucket or generic")
@@ -112,6 +114,9 @@ func (so *startOptions) request(cmd *cobra.Command) (instantiate.Request, error)
 	}
 	if cmd.Flags().Changed("no-cache") {
 		req.NoCache = ptr.To(so.noCache)
+	}
+	if cmd.Flags().Changed("incremental") {
+		req.Incremental = ptr.To(so.incremental)
 	}
 	if so.commit != "" {
 		if strings.HasPrefix(so.commit, "-") || strings.ContainsAny(so.commit, " \t\n") {

@@ -135,18 +135,16 @@ func TestAdmissionRejects(t *testing.T) {
 			want:   []string{`spec.strategy: Invalid value: type Source needs sourceStrategy, and no dockerStrategy`},
 		},
 		{
-			name: "source: incremental, a file:// scripts URL and source secrets",
+			name: "source: a file:// scripts URL and source secrets",
 			mutate: func(s map[string]any) {
 				s["strategy"] = map[string]any{"type": "Source", "sourceStrategy": map[string]any{
-					"from":        map[string]any{"kind": "DockerImage", "name": "registry.example.com/builders/go:1"},
-					"incremental": true,
-					"scripts":     "file:///var/run/secrets/openshift.io/push",
+					"from":    map[string]any{"kind": "DockerImage", "name": "registry.example.com/builders/go:1"},
+					"scripts": "file:///var/run/secrets/openshift.io/push",
 				}}
 				s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"},
 					"secrets": []any{map[string]any{"secret": map[string]any{"name": "npmrc"}}}}
 			},
 			want: []string{
-				`spec.strategy.sourceStrategy.incremental: Invalid value: true: incremental builds are not implemented by archway yet: remove incremental or set it to false`,
 				`spec.strategy.sourceStrategy.scripts: Invalid value: "file:///var/run/secrets/openshift.io/push": scripts must be image:///directory/in/the/builder/image or an http(s) URL`,
 				`spec.source.secrets: Invalid value: source.secrets are not supported with strategy Source: OpenShift gives them to assemble and empties them afterwards, ` +
 					`archway would leave them in the image; give assemble the secrets as sourceStrategy.volumes (mounted for assemble, left out of the image) instead`,
@@ -469,9 +467,10 @@ func TestAdmissionAccepts(t *testing.T) {
 			s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"},
 				"configMaps": []any{map[string]any{"configMap": map[string]any{"name": "settings"}}}}
 		}},
-		{name: "source strategy: image scripts", mutate: func(s map[string]any) {
+		{name: "source strategy: incremental, image scripts", mutate: func(s map[string]any) {
 			s["strategy"] = map[string]any{"type": "Source", "sourceStrategy": map[string]any{
 				"from": map[string]any{"kind": "DockerImage", "name": "registry.example.com/builders/go:1"}, "scripts": "image:///usr/libexec/s2i",
+				"incremental": true,
 			}}
 		}},
 		{name: "docker type without dockerStrategy", mutate: func(s map[string]any) { s["strategy"] = map[string]any{"type": "Docker"} }},

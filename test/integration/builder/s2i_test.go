@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/platform"
@@ -197,4 +198,49 @@ func TestSourceBuildRefusesFileScripts(t *testing.T) {
 	g.Expect(code).To(Equal(1), log)
 	g.Expect(log).To(ContainSubstring(`scheme "file" is not supported`))
 	g.Expect(log).NotTo(ContainSubstring("STEP 1/"))
+}
+
+// TestSourceBuildIncremental builds a Source Build twice, incremental: the
+// first build has no previous image and builds in full; the second runs
+// save-artifacts in the first one's image and restores what it saved
+// before assemble, whose artifact counts the builds.
+func TestSourceBuildIncremental(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilder(t)
+	repo, _ := gitRepo(t, map[string]string{"app/main.txt": "incremental\n"})
+	output := theBed.Registry.Host + "/it/s2i-incremental:v1"
+	b := sourceBuild(repo, builder, output, nil)
+	b.Spec.Strategy.SourceStrategy.Incremental = ptr.To(true)
+	build := func() string {
+		t.Helper()
+		// One platform: the pod pushes to the output itself, which is the
+		// previous image of the next build.
+		log, code := runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, b, "")}, "docker-build", "--no-report", "--allow-file-git-uris")
+		g.Expect(code).To(Equal(0), log)
+		return log
+	}
+	log := build()
+	g.Expect(log).To(ContainSubstring("No previous image for "))
+	artifact := topLayerArtifact(t, g, output)
+	g.Expect(artifact).To(ContainSubstring("builds=1\n"), "the first build is a full one")
+
+	log = build()
+	g.Expect(log).To(ContainSubstring("Incremental build: restoring the artifacts of the previous image " + theBed.Registry.Host + "/it/s2i-incremental@sha256:"))
+	g.Expect(log).To(ContainSubstring("save-artifacts"))
+	g.Expect(topLayerArtifact(t, g, output)).To(ContainSubstring("builds=2\n"), "the second build restored the first one's artifact")
+}
+
+// topLayerArtifact reads the S2I artifact from the top layer of the image
+// ref names.
+func topLayerArtifact(t *testing.T, g Gomega, ref string) string {
+	t.Helper()
+	img, err := theBed.Registry.OpenImage(t.Context(), ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	repo, tag, _ := strings.Cut(strings.TrimPrefix(ref, theBed.Registry.Host+"/"), ":")
+	d, err := theBed.Registry.ManifestDigest(t.Context(), repo, tag)
+	g.Expect(err).NotTo(HaveOccurred())
+	artifact, err := img.TopLayerFile(t.Context(), digestOf(d), bed.S2IArtifact)
+	g.Expect(err).NotTo(HaveOccurred())
+	return artifact
 }

@@ -545,11 +545,14 @@ type SourceBuildStrategy struct {
 	// +kubebuilder:validation:XValidation:rule=`self == '' || self.startsWith('image:///') || self.startsWith('http://') || self.startsWith('https://')`,message="scripts must be image:///directory/in/the/builder/image or an http(s) URL"
 	Scripts string `json:"scripts,omitempty"`
 
-	// incremental reuses artifacts of the previous image (its
-	// save-artifacts script's output). archway does not run incremental
-	// builds yet: true is refused. Default: false.
+	// incremental gives assemble the artifacts of the previous image of
+	// the same platform: each platform's pod reads the output's image for
+	// its platform (the index's child), with the pull credentials, runs
+	// its save-artifacts script and restores what it wrote before
+	// assemble (in the destination's artifacts directory). Without a
+	// previous image for the platform, the platform builds in full.
+	// Default: false.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule=`!self`,message="incremental builds are not implemented by archway yet: remove incremental or set it to false"
 	Incremental *bool `json:"incremental,omitempty"`
 
 	// forcePull pulls the builder image even when present. Default: false.

@@ -97,6 +97,14 @@ const (
 	// BinaryInputOnlyReader is BinaryInputReaderAnnotation's value.
 	BinaryInputOnlyReader = "only"
 
+	// IncrementalFromAnnotation is set, on the copy of an incremental
+	// Source Build a platform's pod receives in BUILD, to the Build's
+	// output (the index; the pod's own output is its platform's tag):
+	// the pod's previous image is that index's child for its platform.
+	// build-controller sets or removes it on every pod's copy, so a value
+	// on the stored Build has no effect.
+	IncrementalFromAnnotation = "build.archway.dev/incremental-from"
+
 	// EmulationLabelPrefix starts the node label that says a node runs
 	// binaries of an architecture under emulation:
 	// emulation.archway.dev/<arch>=true (e.g. emulation.archway.dev/arm),

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"k8s.io/utils/ptr"
+
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/builder/image"
 	"github.com/archway-build/archway/pkg/build/builder/s2i"
@@ -51,6 +53,10 @@ func (d *Run) prepareSource(ctx context.Context, b ImageBuilder, fetched source.
 		return source.Fetched{}, &statusError{reason: buildv1.StatusReasonPullBuilderImageFailed, err: err}
 	}
 	printf(d.log, "Builder image %s\n", builderImage.Reference)
+	previous := ""
+	if ptr.Deref(ss.Incremental, false) {
+		previous = d.previousImage(ctx, b, target, pullAuth)
+	}
 	dir := filepath.Join(workDir, "s2i")
 	if err := os.RemoveAll(dir); err != nil {
 		return source.Fetched{}, err
@@ -61,6 +67,8 @@ func (d *Run) prepareSource(ctx context.Context, b ImageBuilder, fetched source.
 		Builder:    builderImage,
 		ScriptsURL: ss.Scripts,
 		Env:        env,
+
+		IncrementalFrom: previous,
 	})
 	if err != nil {
 		return source.Fetched{}, &statusError{reason: buildv1.StatusReasonGenericBuildFailed, err: err}
@@ -68,6 +76,31 @@ func (d *Run) prepareSource(ctx context.Context, b ImageBuilder, fetched source.
 	printf(d.log, "Assembling as user %s with the scripts of %s\n", prepared.AssembleUser, scriptsOf(ss.Scripts, builderImage))
 	fetched.ContextDir, fetched.Dockerfile = prepared.ContextDir, prepared.Dockerfile
 	return fetched, nil
+}
+
+// previousImage returns the previous image of an incremental build's
+// platform, by digest: the child for target of the Build's output (the
+// index, which build-controller names in the pod's copy of the Build), or
+// the output itself for a build of one platform; read with the pull
+// credentials, which the build pulls it with. It returns "" when there is
+// none, or it cannot be read: the platform then builds in full, as
+// OpenShift's builder does.
+func (d *Run) previousImage(ctx context.Context, b ImageBuilder, target platform.Platform, pullAuth registry.AuthFile) string {
+	ref := d.Build.Annotations[buildv1.IncrementalFromAnnotation]
+	if ref == "" && d.Build.Spec.Output.To != nil {
+		ref = d.Build.Spec.Output.To.Name
+	}
+	if ref == "" {
+		printf(d.log, "Incremental build without an output: no previous image, a full build\n")
+		return ""
+	}
+	prev, err := b.PlatformConfig(ctx, "previous image", ref, target, pullAuth)
+	if err != nil {
+		printf(d.log, "No previous image for %s (%v): a full build\n", target, err)
+		return ""
+	}
+	printf(d.log, "Incremental build: restoring the artifacts of the previous image %s\n", prev.Reference)
+	return prev.Reference
 }
 
 // scriptsOf says where a Source build's scripts come from, for the log.

@@ -60,6 +60,11 @@ type Inputs struct {
 	// over the source's .s2i/environment. Both are set for assemble and
 	// in the image.
 	Env []string
+	// IncrementalFrom is the previous image of the platform, by digest,
+	// for an incremental build: its save-artifacts output is restored in
+	// the destination's artifacts directory before assemble. "" builds
+	// in full.
+	IncrementalFrom string
 }
 
 // Prepared is a Source build ready for the Docker strategy's build.
@@ -125,6 +130,8 @@ func Prepare(in Inputs) (Prepared, error) {
 		ImageWorkDir:       in.Builder.Config.WorkingDir,
 		AsDockerfile:       filepath.Join(dir, "Dockerfile"),
 		KeepSymlinks:       true,
+		Incremental:        in.IncrementalFrom != "",
+		IncrementalFromTag: in.IncrementalFrom,
 	}
 	for _, kv := range in.Env {
 		if err := cfg.Environment.Set(kv); err != nil {

@@ -24,9 +24,13 @@ type SourceBuildStrategyApplyConfiguration struct {
 	// image) or an http(s) URL. The source's .s2i/bin overrides it.
 	// Default: the builder image's io.openshift.s2i.scripts-url label.
 	Scripts *string `json:"scripts,omitempty"`
-	// incremental reuses artifacts of the previous image (its
-	// save-artifacts script's output). archway does not run incremental
-	// builds yet: true is refused. Default: false.
+	// incremental gives assemble the artifacts of the previous image of
+	// the same platform: each platform's pod reads the output's image for
+	// its platform (the index's child), with the pull credentials, runs
+	// its save-artifacts script and restores what it wrote before
+	// assemble (in the destination's artifacts directory). Without a
+	// previous image for the platform, the platform builds in full.
+	// Default: false.
 	Incremental *bool `json:"incremental,omitempty"`
 	// forcePull pulls the builder image even when present. Default: false.
 	ForcePull *bool `json:"forcePull,omitempty"`
