@@ -196,8 +196,10 @@ func message(req Request, d Decision) string {
 		missing = append(missing, fmt.Sprintf("the pod's namespace %q", req.Namespace))
 		add = append(add, fmt.Sprintf("%q", req.Namespace+"/"+podServiceAccount(req.Pod)))
 	}
-	fmt.Fprintf(&b, "not authorized: %s. To be authorized, a cluster administrator adds %s to spec.groups[name=%s].authorizedUsers of ControlPlaneProtection %q",
-		strings.Join(missing, " and "), strings.Join(add, " and "), d.Group, schedulingv1alpha1.ControlPlaneProtectionName)
+	fmt.Fprintf(&b, "not authorized: %s. To be authorized, a cluster administrator adds %s to spec.groups[name=%s].authorizedUsers of ControlPlaneProtection %q, "+
+		"or grants the requester the verb %s on %s/%s (group %s) with a RoleBinding in namespace %q",
+		strings.Join(missing, " and "), strings.Join(add, " and "), d.Group, schedulingv1alpha1.ControlPlaneProtectionName,
+		UseVerb, ProtectionsResource, GroupSubresource(d.Group), schedulingv1alpha1.GroupVersion.Group, req.Namespace)
 	if req.Operation != OpBind {
 		fmt.Fprintf(&b, "; otherwise remove the %s from the pod", strings.Join(pathFields(d.Paths), " and "))
 	}

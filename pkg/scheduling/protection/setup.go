@@ -73,6 +73,7 @@ func Setup(mgr ctrl.Manager, reg prometheus.Registerer) error {
 		metrics:  m,
 		log:      mgr.GetLogger().WithName("control-plane-protection"),
 		denials:  denials,
+		rbac:     newRBACAuthorizer(mgr.GetClient()),
 	}})
 	mgr.GetWebhookServer().Register(ConfigWebhookPath, &admission.Webhook{Handler: &configWebhook{
 		decoder: admission.NewDecoder(mgr.GetScheme()),

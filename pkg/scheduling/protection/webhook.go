@@ -33,6 +33,9 @@ type webhook struct {
 	log      logr.Logger
 	// denials counts denied requests for the status (nil: not counted).
 	denials *denialCounter
+	// rbac is asked about what the lists leave unauthorized (nil: only
+	// the lists authorize).
+	rbac *rbacAuthorizer
 }
 
 var _ admission.Handler = (*webhook)(nil)
@@ -71,8 +74,19 @@ func (w *webhook) Handle(ctx context.Context, req admission.Request) admission.R
 	resp := admission.Allowed("")
 	resp.AuditAnnotations = map[string]string{}
 	for _, d := range Decide(cfg, nodes, in) {
-		w.metrics.decisions.WithLabelValues(string(d.Group), string(d.Mode), string(d.Result)).Inc()
 		key := strings.ToLower(string(d.Group))
+		if (d.Result == ResultDenied || d.Result == ResultWarned) && w.rbac != nil {
+			// The lists do not authorize it; a binding may.
+			allowed, err := w.rbac.allowed(ctx, req.UserInfo, in.Namespace, d.Group)
+			if err != nil {
+				w.log.Error(err, "asking RBAC; the lists decide", "user", in.User, "namespace", in.Namespace, "pod", in.Name)
+			}
+			if allowed {
+				d.Result, d.ActorAuthorized, d.NamespaceAuthorized, d.Message = ResultAuthorized, true, true, ""
+				resp.AuditAnnotations[key+"-authorized-by"] = "rbac"
+			}
+		}
+		w.metrics.decisions.WithLabelValues(string(d.Group), string(d.Mode), string(d.Result)).Inc()
 		switch d.Result {
 		case ResultDenied:
 			w.log.V(1).Info("denied", "user", in.User, "namespace", in.Namespace, "pod", in.Name, "message", d.Message)

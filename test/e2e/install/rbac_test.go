@@ -1651,6 +1651,9 @@ func protectionCase(ctx context.Context, e *rbacEnv, _ []string) error {
 		}); err != nil {
 			return err
 		}
+		if err := useGranted(ctx, e, ns, asTenant, warned); err != nil {
+			return err
+		}
 		if err := retryCreate(ctx, asTenant, pod); err != nil {
 			return err
 		}
@@ -1671,6 +1674,56 @@ func protectionCase(ctx context.Context, e *rbacEnv, _ []string) error {
 		}
 		return protectionStatusWritten(ctx, c, ns)
 	}
+}
+
+// useGranted: a user RBAC grants the use of the ControlPlane group in ns
+// (the webhook asks with a SubjectAccessReview) binds a pod to the
+// control-plane node with no warning, between two of the tenant's warned
+// dry runs that show the webhook serving.
+func useGranted(ctx context.Context, e *rbacEnv, ns string, asTenant client.Client, warned *warningCatcher) error {
+	const granted = "rbac-protection-granted"
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "control-plane-user"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}},
+			{APIGroups: []string{schedulingv1alpha1.GroupVersion.Group}, Verbs: []string{protection.UseVerb},
+				Resources: []string{protection.ProtectionsResource + "/" + protection.GroupSubresource(schedulingv1alpha1.ControlPlane)}},
+		}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "control-plane-user"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: granted}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := e.client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	cfg := rest.CopyConfig(e.b.Config)
+	grantedWarned := &warningCatcher{}
+	cfg.WarningHandler = grantedWarned
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: granted, Groups: []string{"system:authenticated"}}
+	asGranted, err := client.New(cfg, client.Options{Scheme: e.client.Scheme()})
+	if err != nil {
+		return err
+	}
+	pod := testPod(ns, "granted", e.b.BaseImage)
+	pod.Spec.NodeName = "control-plane-1"
+	tenantWarned := func() bool {
+		warned.take()
+		probe := testPod(ns, "probe", e.b.BaseImage)
+		probe.Spec.NodeName = "control-plane-1"
+		return asTenant.Create(ctx, probe, client.DryRunAll) == nil &&
+			slices.ContainsFunc(warned.take(), func(w string) bool { return strings.Contains(w, "protected node group") })
+	}
+	return poll(ctx, "a pod of the user granted use admitted without a warning", func() (bool, error) {
+		if !tenantWarned() {
+			return false, nil
+		}
+		grantedWarned.take()
+		if err := asGranted.Create(ctx, pod.DeepCopy(), client.DryRunAll); err != nil {
+			return false, err
+		}
+		got := grantedWarned.take()
+		return len(got) == 0 && tenantWarned(), nil
+	})
 }
 
 // protectionStatusWritten changes the ControlPlaneProtection's spec (an

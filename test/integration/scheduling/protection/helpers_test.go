@@ -32,9 +32,12 @@ type actor struct {
 	warnings []string
 }
 
-// testUsersGroup is bound to cluster-admin (TestMain) so RBAC never gets in
-// the way of the suite's users: what is tested is the webhook's
-// authorization. It is no group the shipped list authorizes.
+// testUsersGroup is bound (TestMain) to every verb on the core, apps and
+// batch resources, so RBAC never gets in the way of the suite's users
+// creating, binding and updating pods, and to nothing of
+// scheduling.archway.dev: RBAC grants them no use of a protected node
+// group, as cluster-admin would. It is no group the shipped list
+// authorizes.
 const testUsersGroup = "protection-test:users"
 
 // as makes a client for user, in testUsersGroup and any further groups.

@@ -73,9 +73,16 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := k8s.Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "protection-test-users"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "apps", "batch"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "protection suite: the test users' role:", err)
+		return 1
+	}
 	if err := k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "protection-test-users"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "protection-test-users"},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: testUsersGroup}},
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "protection suite: binding the test users:", err)

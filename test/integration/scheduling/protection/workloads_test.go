@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
+	"github.com/archway-build/archway/pkg/scheduling/protection"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -94,7 +95,10 @@ func waitControllerPod(ctx context.Context, t *testing.T, ns, owner string, labe
 // kubeadm:cluster-admins ClusterRoleBinding, get their debugging pod on the
 // node in a namespace nobody authorized; a user who may create pods there
 // but is in no authorized group is denied, with the message saying what
-// to authorize.
+// to authorize. Any RBAC binding authorizes too: an administrator bound
+// to cluster-admin by user name, and a user granted the verb use on
+// controlplaneprotections/controlplane by a RoleBinding, for pods of that
+// namespace only.
 func TestKubectlDebugNode(t *testing.T) {
 	h := newHarness(t, "debug")
 	useConfig(t, schedulingv1alpha1.ModeEnable)
@@ -133,11 +137,49 @@ func TestKubectlDebugNode(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// An administrator bound by user name, in no listed group.
+	if err := k8s.Create(h.ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "protection-test-ops-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "ops-admin"}},
+	}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// A node debugger granted the control plane's use in h.ns alone.
+	other := newHarness(t, "debug-other")
+	user := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "control-plane-user"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{schedulingv1alpha1.GroupVersion.Group},
+			Resources: []string{protection.ProtectionsResource + "/" + protection.GroupSubresource(schedulingv1alpha1.ControlPlane)},
+			Verbs:     []string{protection.UseVerb},
+		}},
+	}
+	if err := k8s.Create(h.ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	trent := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "trent"}}
+	if err := k8s.Create(h.ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "protection-test-trent-node-debugger"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
+		Subjects:   trent,
+	}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(h.ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "trent-control-plane"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user.Name},
+		Subjects:   trent,
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, user, group string
 	}{
 		{"system:masters", "root-admin", "system:masters"},
 		{"cluster-admin binding", "kubernetes-admin", "kubeadm:cluster-admins"},
+		{"cluster-admin bound by user name", "ops-admin", ""},
+		{"use granted in the namespace", "trent", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := kubectlDebugNode(h.ctx, h.ns, tc.user, tc.group)
@@ -159,10 +201,20 @@ func TestKubectlDebugNode(t *testing.T) {
 		if err == nil {
 			t.Fatalf("kubectl debug node/%s as mallory succeeded, want a denial:\n%s", controlPlaneNode, out)
 		}
-		for _, want := range []string{"denied the request", `spec.nodeName "` + controlPlaneNode + `"`, `the requesting user "mallory"`} {
+		for _, want := range []string{"denied the request", `spec.nodeName "` + controlPlaneNode + `"`, `the requesting user "mallory"`,
+			"the verb use on controlplaneprotections/controlplane"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("kubectl's output %q lacks %q", out, want)
 			}
+		}
+	})
+	t.Run("use granted in another namespace is denied", func(t *testing.T) {
+		out, err := kubectlDebugNode(h.ctx, other.ns, "trent", "")
+		if err == nil {
+			t.Fatalf("kubectl debug node/%s as trent in %s succeeded, want a denial (use is granted in %s only):\n%s", controlPlaneNode, other.ns, h.ns, out)
+		}
+		if !strings.Contains(out, "denied the request") {
+			t.Errorf("kubectl's output %q is no denial", out)
 		}
 	})
 }
