@@ -75,7 +75,7 @@ func run(m *testing.M) int {
 	}
 	if err := k8s.Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "protection-test-users"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "apps", "batch"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"", "apps", "batch"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "protection suite: the test users' role:", err)
 		return 1
