@@ -17,6 +17,9 @@ func setupBuild(mgr ctrl.Manager, opts *options) error {
 	if cfg.BuilderImage == "" {
 		return fmt.Errorf("--config must set build.builderImage (the image of build pods)")
 	}
+	if err := refuseWhereOpenShiftServesBuilds(mgr); err != nil {
+		return err
+	}
 	if cfg.PodSecurity == configv1alpha1.PodSecurityPrivileged {
 		ctrl.Log.WithName("setup").Info("WARNING: build.podSecurity is Privileged: build pods run privileged in the host's user namespace, "+
 			"and whoever may create a Build may run code as root on a node; every such pod carries the annotation "+controller.PodSecurityAnnotation+": Privileged",

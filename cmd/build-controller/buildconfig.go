@@ -36,6 +36,9 @@ func newStarter(mgr ctrl.Manager) (*instantiate.Starter, error) {
 // setupBuildConfig adds the BuildConfig controller and the ImageChange
 // trigger controller (leader only).
 func setupBuildConfig(mgr ctrl.Manager, opts *options) error {
+	if err := refuseWhereOpenShiftServesBuilds(mgr); err != nil {
+		return err
+	}
 	starter, err := newStarter(mgr)
 	if err != nil {
 		return err
@@ -70,6 +73,9 @@ func setupBuildConfig(mgr ctrl.Manager, opts *options) error {
 // replica from the webhook server (--webhook-port, TLS from
 // --webhook-cert-dir) under /apis/build.openshift.io/v1/namespaces/.
 func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
+	if err := refuseWhereOpenShiftServesBuilds(mgr); err != nil {
+		return err
+	}
 	starter, err := newStarter(mgr)
 	if err != nil {
 		return err
