@@ -270,6 +270,9 @@ func (pl PodPlan) PodBuild(b *buildv1.Build, role, p string) (*buildv1.Build, er
 			ds.ForcePull = true
 		}
 	}
+	if ss := spec.Strategy.SourceStrategy; spec.Strategy.Type == buildv1.SourceBuildStrategyType && ss != nil {
+		ss.LayerCache = ResolveLayerCache(ss.LayerCache, cfg.LayerCache)
+	}
 	if spec.Strategy.Type == buildv1.DockerBuildStrategyType {
 		var own *buildv1.LayerCache
 		squash := false

@@ -265,6 +265,9 @@ func TestBuildPod(t *testing.T) {
 				if !ss.ForcePull {
 					t.Error("forcePull not forced")
 				}
+				if ss.LayerCache == nil || ss.LayerCache.Mode != buildv1.LayerCacheRegistry {
+					t.Errorf("layer cache %+v, want the configured default", ss.LayerCache)
+				}
 				c := pod.Spec.Containers[0]
 				var found []string
 				for _, e := range c.Env {

@@ -244,6 +244,13 @@ func describeCommon(row func(k, v string), spec *buildv1.CommonSpec) {
 			row("No Cache", "true")
 		}
 	}
+	if ss := spec.Strategy.SourceStrategy; ss != nil {
+		row("Builder Image", ss.From.Kind+" "+ss.From.Name)
+		row("Scripts", ss.Scripts)
+		if ss.Incremental != nil && *ss.Incremental {
+			row("Incremental", "true")
+		}
+	}
 	if to := spec.Output.To; to != nil {
 		row("Output to", to.Kind+" "+to.Name)
 	}

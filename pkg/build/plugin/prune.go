@@ -178,21 +178,20 @@ func (po *pruneCacheOptions) run(ctx context.Context, o *env, name string) error
 // builds use the build controller's default layer cache: the repository is
 // where that default keeps it (the controller's configuration, which the
 // plugin cannot read, may also leave the cache off; then the repositories
-// do not exist and nothing is pruned). A BuildConfig that is not a Docker
-// build, or whose layer cache is Disabled, is an error unless override
+// do not exist and nothing is pruned). A BuildConfig that is neither a
+// Docker nor a Source build, or whose layer cache is Disabled, is an error unless override
 // names the repository.
 func cacheRepositoryOf(bc *buildv1.BuildConfig, override string) (repo string, defaulted bool, err error) {
 	if override != "" {
 		return override, false, nil
 	}
-	ds := bc.Spec.Strategy.DockerStrategy
-	if ds == nil {
-		return "", false, fmt.Errorf("buildconfig %q is not a Docker build (spec.strategy.dockerStrategy is not set), so it has no layer cache: "+
+	if bc.Spec.Strategy.DockerStrategy == nil && bc.Spec.Strategy.SourceStrategy == nil {
+		return "", false, fmt.Errorf("buildconfig %q is not a Docker build nor a Source build (neither dockerStrategy nor sourceStrategy is set), so it has no layer cache: "+
 			"name a cache repository with --repository", bc.Name)
 	}
 	var own buildv1.LayerCache
-	if ds.LayerCache != nil {
-		own = *ds.LayerCache
+	if lc := bc.Spec.Strategy.StrategyLayerCache(); lc != nil {
+		own = *lc
 	}
 	switch own.Mode {
 	case buildv1.LayerCacheRegistry:

@@ -244,3 +244,64 @@ func topLayerArtifact(t *testing.T, g Gomega, ref string) string {
 	g.Expect(err).NotTo(HaveOccurred())
 	return artifact
 }
+
+// TestSourceBuildLayerCache builds Source Builds with a layer cache in the
+// registry, each in a work directory of its own as build pods do: the same
+// source, builder image and environment reuse the first build's result
+// (no step runs), and a changed source file, strategy env, or builder
+// image behind the same tag never does.
+func TestSourceBuildLayerCache(t *testing.T) {
+	g := NewWithT(t)
+	const p = "linux/amd64"
+	// A builder image of its own, rebuilt under the same tag below.
+	builder := theBed.Registry.Host + "/it/s2i-lc-builder:v1"
+	pushBuilder := func(files map[string]string) {
+		t.Helper()
+		dir := t.TempDir()
+		for name, content := range files {
+			g.Expect(os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)).To(Succeed())
+			g.Expect(os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)).To(Succeed())
+		}
+		log, code := runBuilder(t, nil, "build", "--platform", p, "-t", builder, dir)
+		g.Expect(code).To(Equal(0), log)
+	}
+	files := bed.S2IBuilderFiles(theBed.BaseImage)
+	pushBuilder(files)
+
+	repoV1, _ := gitRepo(t, map[string]string{"app/main.txt": "v1\n", "app/.s2i/environment": "GREETING=from-file\n"})
+	repoV2, _ := gitRepo(t, map[string]string{"app/main.txt": "v2\n", "app/.s2i/environment": "GREETING=from-file\n"})
+	output := theBed.Registry.Host + "/it/s2i-lc:v1"
+	run := func(repo string, env []corev1.EnvVar) (string, string) {
+		t.Helper()
+		b := sourceBuild(repo, builder, output, env)
+		b.Spec.Strategy.SourceStrategy.LayerCache = &buildv1.LayerCache{Mode: buildv1.LayerCacheRegistry, Repository: theBed.Registry.Host + "/it/s2i-lc-cache"}
+		log, code := runSourceBuild(t, b, p)
+		g.Expect(code).To(Equal(0), log)
+		tag, err := platform.Tag(output, p)
+		g.Expect(err).NotTo(HaveOccurred())
+		return log, topLayerArtifact(t, g, tag)
+	}
+
+	log, artifact := run(repoV1, nil)
+	g.Expect(builtSteps(log)).To(BeTrue(), "the first build runs its steps:\n%s", log)
+	g.Expect(artifact).To(HavePrefix("v1\n"))
+
+	log, artifact = run(repoV1, nil)
+	g.Expect(builtSteps(log)).To(BeFalse(), "the same inputs (another clone) reuse the result:\n%s", log)
+	g.Expect(log).To(ContainSubstring("from the layer cache"))
+	g.Expect(artifact).To(HavePrefix("v1\n"))
+
+	log, artifact = run(repoV2, nil)
+	g.Expect(builtSteps(log)).To(BeTrue(), "a changed source file builds:\n%s", log)
+	g.Expect(artifact).To(HavePrefix("v2\n"))
+
+	log, artifact = run(repoV1, []corev1.EnvVar{{Name: "GREETING", Value: "from-strategy"}})
+	g.Expect(builtSteps(log)).To(BeTrue(), "a changed env builds:\n%s", log)
+	g.Expect(artifact).To(ContainSubstring("greeting=from-strategy\n"))
+
+	files["s2i/assemble"] = strings.Replace(files["s2i/assemble"], "assembler=image", "assembler=image-v2", 1)
+	pushBuilder(files)
+	log, artifact = run(repoV1, nil)
+	g.Expect(builtSteps(log)).To(BeTrue(), "another builder image under the same tag builds:\n%s", log)
+	g.Expect(artifact).To(ContainSubstring("assembler=image-v2\n"))
+}

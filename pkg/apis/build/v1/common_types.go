@@ -565,6 +565,14 @@ type SourceBuildStrategy struct {
 	// +listType=map
 	// +listMapKey=name
 	Volumes []BuildVolume `json:"volumes,omitempty"`
+
+	// layerCache keeps the steps of the Dockerfile the build writes from
+	// the builder image (assemble's among them) in a registry, as a
+	// Docker strategy's layerCache does (an archway extension): a build
+	// whose source, builder image, scripts and environment did not change
+	// reuses them. Default: the build controller's build.layerCache.
+	// +optional
+	LayerCache *LayerCache `json:"layerCache,omitempty"`
 }
 
 // BuildVolumeSourceType names where a build volume's content comes from.

@@ -21,6 +21,7 @@ var extensionPaths = [][]string{
 	{"spec", "platformsAllowedToFail"},
 	{"spec", "source", "binary", "artifact"},
 	{"spec", "strategy", "dockerStrategy", "layerCache"},
+	{"spec", "strategy", "sourceStrategy", "layerCache"},
 	{"status", "platforms"},
 	{"status", "platformsSummary"},
 	{"status", "durationSummary"},

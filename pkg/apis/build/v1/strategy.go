@@ -39,3 +39,14 @@ func (s *BuildStrategy) StrategyVolumes() []BuildVolume {
 	}
 	return nil
 }
+
+// StrategyLayerCache returns the strategy's own layer cache, nil for none.
+func (s *BuildStrategy) StrategyLayerCache() *LayerCache {
+	switch {
+	case s.DockerStrategy != nil:
+		return s.DockerStrategy.LayerCache
+	case s.SourceStrategy != nil:
+		return s.SourceStrategy.LayerCache
+	}
+	return nil
+}

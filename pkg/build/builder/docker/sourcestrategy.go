@@ -18,7 +18,7 @@ import (
 
 // buildOptions returns the options of the Build's strategy as the build
 // reads them: a Docker strategy's own, or what a Source strategy shares
-// with it (env, forcePull, pullSecret, volumes); its builder image and
+// with it (env, forcePull, pullSecret, volumes, layerCache); its builder image and
 // scripts are the Source build's (prepareSource).
 func buildOptions(s buildv1.BuildStrategy) (*buildv1.DockerBuildStrategy, error) {
 	switch s.Type {
@@ -32,7 +32,8 @@ func buildOptions(s buildv1.BuildStrategy) (*buildv1.DockerBuildStrategy, error)
 		if ss == nil {
 			return nil, &statusError{reason: buildv1.StatusReasonGenericBuildFailed, err: fmt.Errorf("strategy Source has no sourceStrategy")}
 		}
-		return &buildv1.DockerBuildStrategy{Env: ss.Env, ForcePull: ss.ForcePull, PullSecret: ss.PullSecret, Volumes: ss.Volumes}, nil
+		return &buildv1.DockerBuildStrategy{Env: ss.Env, ForcePull: ss.ForcePull, PullSecret: ss.PullSecret, Volumes: ss.Volumes,
+			LayerCache: ss.LayerCache}, nil
 	}
 	return nil, &statusError{reason: buildv1.StatusReasonUnsupportedBuildStrategy,
 		err: fmt.Errorf("strategy %q is not supported by docker-build: use Docker or Source", s.Type)}

@@ -27,6 +27,7 @@ import (
 	s2iapi "github.com/openshift/source-to-image/pkg/api"
 	s2iconstants "github.com/openshift/source-to-image/pkg/api/constants"
 	s2idockerfile "github.com/openshift/source-to-image/pkg/build/strategies/dockerfile"
+	s2itar "github.com/openshift/source-to-image/pkg/tar"
 	s2ifs "github.com/openshift/source-to-image/pkg/util/fs"
 
 	"github.com/archway-build/archway/pkg/build/builder/image"
@@ -111,6 +112,11 @@ func Prepare(in Inputs) (Prepared, error) {
 	if err := os.Rename(in.SourceDir, filepath.Join(dir, s2iconstants.Source)); err != nil {
 		return Prepared{}, fmt.Errorf("moving the source into the build context: %w", err)
 	}
+	// As source-to-image's own download: without .git (a clone's, which
+	// differs between clones of one commit and would change every key).
+	if err := removeExcluded(filepath.Join(dir, s2iconstants.Source)); err != nil {
+		return Prepared{}, err
+	}
 	labels := in.Builder.Config.Labels
 	if labels == nil {
 		// Non-nil: the scripts are the image's, never fetched by the
@@ -153,6 +159,28 @@ func Prepare(in Inputs) (Prepared, error) {
 		return Prepared{}, err
 	}
 	return Prepared{ContextDir: dir, Dockerfile: cfg.AsDockerfile, AssembleUser: cfg.AssembleUser}, nil
+}
+
+// removeExcluded removes what source-to-image leaves out of a source it
+// downloads (tar.DefaultExclusionPattern: every .git) from src.
+func removeExcluded(src string) error {
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	return fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil || rel == "." || !s2itar.DefaultExclusionPattern.MatchString(rel) {
+			return err
+		}
+		if err := root.RemoveAll(rel); err != nil {
+			return fmt.Errorf("removing %s from the source: %w", rel, err)
+		}
+		if d.IsDir() {
+			return fs.SkipDir
+		}
+		return nil
+	})
 }
 
 // CheckScriptsURL refuses a strategy's scripts URL the build pod must not

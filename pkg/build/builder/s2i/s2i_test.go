@@ -61,6 +61,9 @@ func TestPrepareImageScripts(t *testing.T) {
 	p, df, err := prepare(t, map[string]string{
 		"main.txt":         "hello",
 		".s2i/environment": "GREETING=from-file\nLEVEL=1\n",
+		".git/HEAD":        "ref: refs/heads/main\n",
+		"lib/.git":         "gitdir: ../.git/modules/lib\n",
+		"lib/a.txt":        "a",
 	}, Inputs{Builder: builderImage(labels, "root"), Env: []string{"GREETING=from-strategy"}})
 	if err != nil {
 		t.Fatal(err)
@@ -85,8 +88,17 @@ func TestPrepareImageScripts(t *testing.T) {
 	if p.AssembleUser != "1001" {
 		t.Errorf("assemble user %q, want the label's 1001", p.AssembleUser)
 	}
-	if _, err := os.Stat(filepath.Join(p.ContextDir, "upload/src/main.txt")); err != nil {
-		t.Errorf("the source is not in the build context: %v", err)
+	for _, name := range []string{"main.txt", "lib/a.txt"} {
+		if _, err := os.Stat(filepath.Join(p.ContextDir, "upload/src", name)); err != nil {
+			t.Errorf("the source's %s is not in the build context: %v", name, err)
+		}
+	}
+	// As source-to-image leaves them out of a source it downloads: a
+	// clone's .git differs between clones and would change every key.
+	for _, name := range []string{".git", "lib/.git"} {
+		if _, err := os.Lstat(filepath.Join(p.ContextDir, "upload/src", name)); err == nil {
+			t.Errorf("the source's %s is in the build context", name)
+		}
 	}
 }
 

@@ -781,6 +781,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: incremental
       type:
         scalar: boolean
+    - name: layerCache
+      type:
+        namedType: com.github.archway-build.archway.pkg.apis.build.v1.LayerCache
     - name: pullSecret
       type:
         namedType: io.k8s.api.core.v1.LocalObjectReference

@@ -37,6 +37,12 @@ type SourceBuildStrategyApplyConfiguration struct {
 	// volumes are mounted, read-only, into the build's steps (assemble
 	// among them) and left out of the image. Default: none.
 	Volumes []BuildVolumeApplyConfiguration `json:"volumes,omitempty"`
+	// layerCache keeps the steps of the Dockerfile the build writes from
+	// the builder image (assemble's among them) in a registry, as a
+	// Docker strategy's layerCache does (an archway extension): a build
+	// whose source, builder image, scripts and environment did not change
+	// reuses them. Default: the build controller's build.layerCache.
+	LayerCache *LayerCacheApplyConfiguration `json:"layerCache,omitempty"`
 }
 
 // SourceBuildStrategyApplyConfiguration constructs a declarative configuration of the SourceBuildStrategy type for use with
@@ -105,5 +111,13 @@ func (b *SourceBuildStrategyApplyConfiguration) WithVolumes(values ...*BuildVolu
 		}
 		b.Volumes = append(b.Volumes, *values[i])
 	}
+	return b
+}
+
+// WithLayerCache sets the LayerCache field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LayerCache field is set to the value of the last call.
+func (b *SourceBuildStrategyApplyConfiguration) WithLayerCache(value *LayerCacheApplyConfiguration) *SourceBuildStrategyApplyConfiguration {
+	b.LayerCache = value
 	return b
 }
