@@ -16,8 +16,6 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
@@ -76,37 +74,8 @@ func TestManifestsDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirs = append(dirs, monitoring)
-	// A dry run creates nothing: archway's namespaces (and OpenShift's
-	// openshift-config, where the OpenShift overlay reads the
-	// additionalTrustedCA ConfigMap) must exist for the objects in them to
-	// be checked.
-	for _, name := range []string{"archway-system", "archway-emulation", "openshift-config"} {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := b.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	stubs := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "apply", "-f", filepath.Join("testdata", "overlay-crds.yaml"))
-	if out, err := stubs.CombinedOutput(); err != nil {
-		t.Fatalf("stand-in CRDs: %v\n%s", err, out)
-	}
-	// OpenShift's own SecurityContextConstraints CRD (openshift/api, the
-	// version go.mod pins), so that the overlays' SCCs are checked against
-	// its schema.
-	api, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api").Output()
-	if err != nil {
-		t.Fatalf("finding github.com/openshift/api: %v", err)
-	}
-	sccCRD := filepath.Join(strings.TrimSpace(string(api)), "security", "v1", "zz_generated.crd-manifests",
-		"0000_03_config-operator_01_securitycontextconstraints.crd.yaml")
-	if out, err := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "apply", "--server-side", "-f", sccCRD).CombinedOutput(); err != nil {
-		t.Fatalf("OpenShift's SCC CRD: %v\n%s", err, out)
-	}
-	if out, err := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "wait", "--for=condition=Established", "--timeout=30s",
-		"crd/securitycontextconstraints.security.openshift.io",
-		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/routes.route.openshift.io",
-		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com").CombinedOutput(); err != nil {
-		t.Fatalf("stand-in CRDs not established: %v\n%s", err, out)
+	if err := b.ServeOverlayKinds(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	for _, dir := range dirs {
 		rel, err := filepath.Rel(bed.RepoRoot(), dir)

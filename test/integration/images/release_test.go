@@ -63,18 +63,9 @@ func TestReleaseManifests(t *testing.T) {
 	t.Logf("%s/kustomization.yaml:\n%s", out, k)
 
 	t.Run("cert-manager and openshift", func(t *testing.T) {
-		// Their kinds, mapped by the stand-in CRDs TestManifestsDryRun uses.
-		kubectl, err := bed.Tool("kubectl")
-		if err != nil {
+		// Their kinds served, as for TestManifestsDryRun.
+		if err := testBed.ServeOverlayKinds(ctx); err != nil {
 			t.Fatal(err)
-		}
-		stubs := filepath.Join(bed.RepoRoot(), "test", "integration", "api", "testdata", "overlay-crds.yaml")
-		if msg, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", testBed.Kubeconfig, "apply", "-f", stubs).CombinedOutput(); err != nil {
-			t.Fatalf("stand-in CRDs: %v\n%s", err, msg)
-		}
-		if msg, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", testBed.Kubeconfig, "wait", "--for=condition=Established", "--timeout=30s",
-			"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/routes.route.openshift.io").CombinedOutput(); err != nil {
-			t.Fatalf("stand-in CRDs not established: %v\n%s", err, msg)
 		}
 		for _, base := range []string{"cert-manager", "openshift"} {
 			dir := filepath.Join(t.TempDir(), "release")
