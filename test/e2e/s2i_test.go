@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -174,4 +177,42 @@ func TestIncrementalSourceBuild(t *testing.T) {
 	logs, err := env.Kubectl(h.ctx, "logs", "-n", h.ns, buildv1.PlatformPodName(h.b.Name, "linux/ppc64le"))
 	g.Expect(err).NotTo(HaveOccurred(), logs)
 	g.Expect(logs).To(ContainSubstring("Incremental build: restoring the artifacts of the previous image"))
+}
+
+// TestBinarySourceBuild: a user bound to archway:build-starter (and, as
+// installed, the Source strategy's role: create on builds/source) runs
+// `kubectl archway start-build --from-dir D` on a Source BuildConfig: the
+// directory uploaded once is every platform's source, .s2i/environment
+// included, and each child of the index holds what assemble compiled from
+// it on its machine.
+func TestBinarySourceBuild(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilderImage(t)
+	h := newHarness(t, "s2ibinary")
+	bc := &buildv1.BuildConfig{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "hello"}}
+	bc.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceBinary, Binary: &buildv1.BinaryBuildSource{}}
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From: corev1.ObjectReference{Kind: "DockerImage", Name: builder}}}
+	bc.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: h.output()}
+	g.Expect(env.Bed.Client.Create(h.ctx, bc)).To(Succeed())
+	h.bc = bc
+	user := h.starter("dev")
+	dir := t.TempDir()
+	g.Expect(os.WriteFile(filepath.Join(dir, "main.txt"), []byte("uploaded\n"), 0o644)).To(Succeed())
+	g.Expect(os.MkdirAll(filepath.Join(dir, ".s2i"), 0o755)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(dir, ".s2i", "environment"), []byte("GREETING=from-upload\n"), 0o644)).To(Succeed())
+
+	platforms := []string{"linux/amd64", "linux/s390x"}
+	h.watchBuild("hello-1")
+	out, err := h.plugin(user, "start-build", "hello", "--from-dir", dir, "--wait", "--platforms", strings.Join(platforms, ","),
+		"--build-endpoint", env.WebhookURL, "--build-endpoint-ca", env.WebhookCAFile)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	b := h.waitTerminal()
+	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message %s, platforms %+v", b.Status.Message, b.Status.Platforms)
+	artifacts, err := indexChildren(h.ctx, h.output(), bed.S2IArtifact)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(artifacts).To(HaveLen(2))
+	for _, p := range platforms {
+		g.Expect(artifacts[p]).To(Equal("uploaded\nmachine="+framework.UnameOf[p]+"\ngreeting=from-upload\nassembler=image\nbuilds=1"), "the %s child", p)
+	}
 }
