@@ -216,3 +216,27 @@ func TestBinarySourceBuild(t *testing.T) {
 		g.Expect(artifacts[p]).To(Equal("uploaded\nmachine="+framework.UnameOf[p]+"\ngreeting=from-upload\nassembler=image\nbuilds=1"), "the %s child", p)
 	}
 }
+
+// TestGitHubPushSourceBuild: a GitHub push to a Source BuildConfig's
+// webhook builds the pushed commit for four platforms with the builder
+// image of each, and records the commit and the GitHub cause.
+func TestGitHubPushSourceBuild(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilderImage(t)
+	h := newHarness(t, "s2ipush")
+	bc := h.buildConfigSpecFiles(map[string]string{"main.txt": "pushed\n"}, framework.Platforms, nil)
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From: corev1.ObjectReference{Kind: "DockerImage", Name: builder}}}
+	h.create(bc)
+	commit := h.githubPush(g, bc)
+	b := h.waitTerminal()
+	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s, platforms: %+v", b.Status.Message, b.Status.Platforms)
+	g.Expect(b.Spec.Revision.Git.Commit).To(Equal(commit))
+	g.Expect(b.Spec.TriggeredBy[0].Message).To(Equal("GitHub WebHook"))
+	artifacts, err := indexChildren(h.ctx, h.output(), bed.S2IArtifact)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(artifacts).To(HaveLen(4))
+	for _, p := range framework.Platforms {
+		g.Expect(artifacts[p]).To(Equal("pushed\nmachine="+framework.UnameOf[p]+"\ngreeting=none\nassembler=image\nbuilds=1"), "the %s child", p)
+	}
+}

@@ -30,35 +30,7 @@ func TestGitHubPushBuildsFourPlatforms(t *testing.T) {
 	g := NewWithT(t)
 	h := newHarness(t, "push")
 	bc := h.buildConfig(machineDockerfile(env.Bed.BaseImage), framework.Platforms, nil)
-	const secret = "c0ffee5ecret4push"
-	g.Expect(env.Bed.Client.Create(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "github-hook"},
-		Data: map[string][]byte{buildv1.WebHookSecretKey: []byte(secret)}})).To(Succeed())
-	bc.Spec.Triggers = []buildv1.BuildTriggerPolicy{{Type: buildv1.GitHubWebHookBuildTriggerType,
-		GitHubWebHook: &buildv1.WebHookTrigger{SecretReference: &buildv1.SecretLocalReference{Name: "github-hook"}}}}
-	g.Expect(env.Bed.Client.Update(h.ctx, bc)).To(Succeed())
-
-	out, err := exec.CommandContext(h.ctx, "git", "ls-remote", bc.Spec.Source.Git.URI, "refs/heads/main").Output()
-	g.Expect(err).NotTo(HaveOccurred())
-	commit := strings.Fields(string(out))[0]
-	var push map[string]any
-	raw, err := os.ReadFile("../../pkg/build/trigger/scm/testdata/github-push.json")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(json.Unmarshal(raw, &push)).To(Succeed())
-	push["after"] = commit
-	push["head_commit"].(map[string]any)["id"] = commit
-	body, _ := json.Marshal(push)
-
-	h.watchBuild(instantiate.Name(bc.Name, 1))
-	req, _ := http.NewRequestWithContext(h.ctx, http.MethodPost,
-		env.WebhookURL+"/apis/build.openshift.io/v1/namespaces/"+h.ns+"/buildconfigs/"+bc.Name+"/webhooks/"+secret+"/github", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "push")
-	resp, err := env.WebhookClient.Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
-	answer, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), string(answer))
-	g.Expect(string(answer)).To(ContainSubstring(`"build":"hello-1"`))
+	commit := h.githubPush(g, bc)
 
 	b := h.waitTerminal()
 	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s, platforms: %+v", b.Status.Message, b.Status.Platforms)
@@ -88,6 +60,44 @@ func TestGitHubPushBuildsFourPlatforms(t *testing.T) {
 		}
 	}
 	g.Expect(strings.Join(arm64Lines, "\n")).To(ContainSubstring("uname -m > /machine"))
+}
+
+// githubPush gives bc a GitHub webhook trigger and posts GitHub's push of
+// the head of its repository's main to build-controller's webhook
+// endpoint, as GitHub would; it checks build 1 was started, watching it,
+// and returns the pushed commit.
+func (h *harness) githubPush(g Gomega, bc *buildv1.BuildConfig) string {
+	h.t.Helper()
+	const secret = "c0ffee5ecret4push"
+	g.Expect(env.Bed.Client.Create(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "github-hook"},
+		Data: map[string][]byte{buildv1.WebHookSecretKey: []byte(secret)}})).To(Succeed())
+	bc.Spec.Triggers = []buildv1.BuildTriggerPolicy{{Type: buildv1.GitHubWebHookBuildTriggerType,
+		GitHubWebHook: &buildv1.WebHookTrigger{SecretReference: &buildv1.SecretLocalReference{Name: "github-hook"}}}}
+	g.Expect(env.Bed.Client.Update(h.ctx, bc)).To(Succeed())
+
+	out, err := exec.CommandContext(h.ctx, "git", "ls-remote", bc.Spec.Source.Git.URI, "refs/heads/main").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	commit := strings.Fields(string(out))[0]
+	var push map[string]any
+	raw, err := os.ReadFile("../../pkg/build/trigger/scm/testdata/github-push.json")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(json.Unmarshal(raw, &push)).To(Succeed())
+	push["after"] = commit
+	push["head_commit"].(map[string]any)["id"] = commit
+	body, _ := json.Marshal(push)
+
+	h.watchBuild(instantiate.Name(bc.Name, 1))
+	req, _ := http.NewRequestWithContext(h.ctx, http.MethodPost,
+		env.WebhookURL+"/apis/build.openshift.io/v1/namespaces/"+h.ns+"/buildconfigs/"+bc.Name+"/webhooks/"+secret+"/github", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	resp, err := env.WebhookClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	answer, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), string(answer))
+	g.Expect(string(answer)).To(ContainSubstring(`"build":"hello-1"`))
+	return commit
 }
 
 // TestWebhookCommitMustBeOnRef: whoever holds a BuildConfig's webhook URL
