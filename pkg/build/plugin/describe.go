@@ -12,11 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
 
@@ -87,6 +89,9 @@ func runDescribe(ctx context.Context, o *env, name string) error {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("build %q not found in namespace %q", name, ns)
 		}
+		return err
+	}
+	if err := withMultiArchBuild(ctx, c, b); err != nil {
 		return err
 	}
 	pods, err := buildPods(ctx, cs, ns, name)
@@ -376,4 +381,27 @@ func age(t time.Time) string {
 		return "<unknown>"
 	}
 	return time.Since(t).Round(time.Second).String()
+}
+
+// withMultiArchBuild fills in the per-platform status of an OpenShift
+// Custom-strategy Build that archway's custom builder ran: OpenShift's Build
+// has no field for it, so it is in the MultiArchBuild of the Build's name
+// (pkg/build/custom).
+func withMultiArchBuild(ctx context.Context, c client.Client, b *buildv1.Build) error {
+	if b.Spec.Strategy.Type != "Custom" {
+		return nil
+	}
+	mab := &archwaybuildv1alpha1.MultiArchBuild{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(b), mab)
+	switch {
+	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the per-platform status of build %s (multiarchbuild): %w", b.Name, err)
+	}
+	b.Status.Platforms, b.Status.PlatformsSummary = mab.Status.Platforms, mab.Status.PlatformsSummary
+	if b.Status.Output.To == nil {
+		b.Status.Output = mab.Status.Output
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
 
@@ -46,6 +47,7 @@ prunes their layer caches.`,
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(buildv1.AddToScheme(scheme))
+	utilruntime.Must(archwaybuildv1alpha1.AddToScheme(scheme))
 	o := &env{flags: flags, streams: streams, scheme: scheme}
 	cmd.AddCommand(newStartBuild(o), newLogs(o), newDescribe(o), newCancelBuild(o), newPrune(o), newVersion(o))
 	o.registerNamespaceCompletion(cmd)

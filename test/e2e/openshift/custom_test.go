@@ -1,9 +1,11 @@
 package openshift_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,9 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/plugin"
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -169,6 +173,18 @@ func TestCustomStrategyBuildsEveryPlatform(t *testing.T) {
 	for _, e := range mab.Status.Platforms {
 		if e.Phase != buildv1.BuildPhaseComplete || e.Output == nil || e.Output.ImageDigest == "" {
 			t.Errorf("MultiArchBuild entry %s: phase %s, output %+v; want Complete with a digest", e.Platform, e.Phase, e.Output)
+		}
+	}
+	// kubectl archway describe shows each platform of the MultiArchBuild.
+	var out, errOut bytes.Buffer
+	describe := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	describe.SetArgs([]string{"describe", "build", b.GetName(), "-n", ns, "--kubeconfig", theBed.Kubeconfig})
+	if err := describe.ExecuteContext(ctx); err != nil {
+		t.Errorf("kubectl archway describe build: %v\n%s", err, errOut.String())
+	}
+	for _, p := range platforms {
+		if !regexp.MustCompile(regexp.QuoteMeta(p) + `\s+Complete`).MatchString(out.String()) {
+			t.Errorf("kubectl archway describe build shows no Complete row of %s:\n%s", p, out.String())
 		}
 	}
 	if refs := mab.OwnerReferences; len(refs) != 1 || refs[0].UID != b.GetUID() {
