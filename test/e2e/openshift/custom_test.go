@@ -113,7 +113,19 @@ func TestCustomStrategyBuildsEveryPlatform(t *testing.T) {
 	}
 	repo := ns + "/hello"
 	b := customBuild(t, ctx, ns, "hello-1", "FROM "+theBed.BaseImage+"\nRUN uname -m > /machine\n", theBed.Registry.Host+"/"+repo+":v1")
+	// The pods as last seen while the build ran: what they were made as
+	// and where they ran is judged from these.
+	seen := map[string]*corev1.Pod{}
 	if err := waitFor(ctx, "the Build to end", func() (bool, error) {
+		list, err := theBed.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			if p := &list.Items[i]; p.Spec.NodeName != "" {
+				seen[p.Name] = p
+			}
+		}
 		phase, err := buildPhase(ctx, ns, b.GetName())
 		return phase == "Complete" || phase == "Failed" || phase == "Error" || phase == "Cancelled", err
 	}); err != nil {
@@ -139,9 +151,9 @@ func TestCustomStrategyBuildsEveryPlatform(t *testing.T) {
 		}
 		pp, _ := platform.Parse(p)
 		name := buildv1.PlatformPodName(b.GetName(), p)
-		pod, err := theBed.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Errorf("pod of %s: %v", p, err)
+		pod := seen[name]
+		if pod == nil {
+			t.Errorf("no pod %s of %s was seen bound to a node", name, p)
 			continue
 		}
 		if got := pod.Spec.NodeSelector[corev1.LabelArchStable]; got != pp.Architecture {
