@@ -137,6 +137,29 @@ func (rc *registryConfig) waitEvent(ns, kind, name, reason, want string) string 
 	return note
 }
 
+// startMirror starts a registry (stopped at cleanup) holding the same
+// index of arches as mirrored/app:1 and mirrored/other:1 (the tag of one,
+// the digest of the other, so that no pod is answered from what another
+// one cached), and returns it with the index's digest.
+func startMirror(ctx context.Context, t *testing.T, name string, arches ...string) (*bed.Registry, string) {
+	t.Helper()
+	mirror, err := testBed.StartRegistry(ctx, name, bed.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mirror.Stop)
+	for _, repo := range []string{"mirrored/app", "mirrored/other"} {
+		if _, err := newPusher(mirror).pushIndex(ctx, repo, "1", linux(arches...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dgst, err := mirror.ManifestDigest(ctx, "mirrored/app", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mirror, dgst
+}
+
 // registriesConf is a registries.conf from TOML lines.
 func registriesConf(lines ...string) map[string]string {
 	return map[string]string{registries.RegistriesConfKey: strings.Join(lines, "\n") + "\n"}
@@ -202,22 +225,7 @@ func TestInsecureRegistryFromConfigMap(t *testing.T) {
 func TestMirrorsFromConfigMap(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
 	ctx := context.Background()
-	mirror, err := testBed.StartRegistry(ctx, "mirror-registry", bed.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mirror.Stop)
-	// The same index twice: the tag of one, the digest of the other, so
-	// that no pod is answered from what another one cached.
-	for _, repo := range []string{"mirrored/app", "mirrored/other"} {
-		if _, err := newPusher(mirror).pushIndex(ctx, repo, "1", linux("arm64", "s390x")...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dgst, err := mirror.ManifestDigest(ctx, "mirrored/app", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mirror, dgst := startMirror(ctx, t, "mirror-registry", "arm64", "s390x")
 	source := closedPortRegistry(t)
 	rc := newRegistryConfig(t)
 	h := newHarness(t, "mirrors", nil)

@@ -128,20 +128,7 @@ func TestImageContentSourcePolicy(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
 	ctx := context.Background()
 	oc := openShiftClient(t)
-	mirror, err := testBed.StartRegistry(ctx, "icsp-registry", bed.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mirror.Stop)
-	for _, repo := range []string{"mirrored/app", "mirrored/other"} {
-		if _, err := newPusher(mirror).pushIndex(ctx, repo, "1", linux("arm64", "ppc64le")...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dgst, err := mirror.ManifestDigest(ctx, "mirrored/app", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mirror, dgst := startMirror(ctx, t, "icsp-registry", "arm64", "ppc64le")
 	source := closedPortRegistry(t)
 	rc := newRegistryConfig(t)
 	// The mirror is plain HTTP: said in the image config, as on OpenShift.
