@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"time"
+	"path/filepath"
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
@@ -18,9 +18,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
-
-// DefaultTimeout bounds the bed's waiting helpers.
-const DefaultTimeout = 30 * time.Second
 
 // CreateNamespace creates a namespace with a generated name starting with
 // prefix and returns its name.
@@ -49,7 +46,7 @@ func WaitFor[T client.Object](ctx context.Context, c client.Client, key client.O
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
 	var lastErr error
-	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, Interval, true, func(ctx context.Context) (bool, error) {
 		if lastErr = c.Get(ctx, key, obj); lastErr != nil {
 			return false, nil
 		}
@@ -69,7 +66,7 @@ func WaitFor[T client.Object](ctx context.Context, c client.Client, key client.O
 func WaitGone(ctx context.Context, c client.Client, key client.ObjectKey, obj client.Object) error {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, Interval, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, key, obj)
 		return apierrors.IsNotFound(err), nil
 	})
@@ -213,4 +210,21 @@ func SetTestLogger() {
 		level = zapcore.Level(-2)
 	}
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
+}
+
+// PodKubeconfig returns a copy of the bed's kubeconfig for the pods the pod
+// runner runs, which reach the apiserver with it (the runner has no
+// in-cluster network). Pods in user namespaces read it as no one on the
+// host: the copy is readable by all, in a directory all can search (the
+// bed's machine has no other users to hide it from).
+func (b *Bed) PodKubeconfig() (string, error) {
+	data, err := os.ReadFile(b.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	dst := b.Kubeconfig + "-pods"
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		return "", err
+	}
+	return dst, SearchableByOthers(filepath.Dir(dst))
 }

@@ -9,11 +9,11 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 // b is the package's bed: an apiserver with archway's CRDs, no nodes and no
@@ -21,19 +21,12 @@ import (
 var b *bed.Bed
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	b, err = bed.Start(context.Background(), bed.Options{WithoutNodes: true, WithoutRegistry: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if err := b.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the bed:", err)
-	}
-	return code
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "api suite",
+		Bed:  bed.Options{WithoutNodes: true, WithoutRegistry: true},
+		Setup: func(_ context.Context, s *framework.Suite) (func(), error) {
+			b = s.Bed
+			return nil, nil
+		},
+	}))
 }

@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -29,7 +28,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,32 +41,31 @@ import (
 	"github.com/archway-build/archway/pkg/build/trigger/binary"
 	"github.com/archway-build/archway/pkg/registry"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
-var testBed *bed.Bed
+var (
+	suite   *framework.Suite
+	testBed *bed.Bed
+)
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	bed.SetTestLogger()
-	var err error
-	testBed, err = bed.Start(context.Background(), bed.Options{WithoutNodes: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = testBed.Stop() }()
-	// The build-starter role, and the strategy roles as installed (docker
-	// and source for every authenticated user, custom for no one).
-	for _, m := range []string{"manifests/authorization/build_starter_role.yaml", "manifests/authorization/build_strategy_roles.yaml"} {
-		if err := installManifest(context.Background(), m); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	return m.Run()
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "binary suite",
+		Bed:  bed.Options{WithoutNodes: true},
+		Setup: func(ctx context.Context, s *framework.Suite) (func(), error) {
+			suite, testBed = s, s.Bed
+			// The build-starter role, and the strategy roles as installed
+			// (docker and source for every authenticated user, custom for
+			// no one).
+			for _, m := range []string{"manifests/authorization/build_starter_role.yaml", "manifests/authorization/build_strategy_roles.yaml"} {
+				if err := installManifest(ctx, m); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
+		},
+	}))
 }
 
 // installManifest creates the objects of a manifest of the repository.
@@ -107,13 +104,8 @@ type harness struct {
 
 func newHarness(t testing.TB, prefix string) *harness {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	ns, err := testBed.CreateNamespace(ctx, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, ctx: ctx, ns: ns}
+	c := suite.NewCase(t, prefix)
+	h := &harness{t: t, ctx: c.Ctx, ns: c.NS}
 	h.handler = &binary.Handler{
 		Client: testBed.Client, Reader: testBed.Client,
 		Starter: instantiate.NewStarter(testBed.Client, nil),
@@ -246,7 +238,7 @@ func tlsConfig(t testing.TB, caFile string) *tls.Config {
 // changes reach the authorizer through its informers).
 func (h *harness) waitAllowed(sa, strategy string, want bool) {
 	h.t.Helper()
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := framework.Poll(h.ctx, bed.LongTimeout, func(ctx context.Context) (bool, error) {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:   "system:serviceaccount:" + h.ns + ":" + sa,
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + h.ns, "system:authenticated"},

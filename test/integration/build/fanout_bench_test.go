@@ -119,7 +119,7 @@ func fanOutFloor(ctx context.Context, b *testing.B, builds int) {
 		b.Fatal(err)
 	}
 	h := &harness{t: &testing.T{}, ctx: ctx, ns: ns}
-	defer h.cleanup()
+	defer suite.DeleteNamespace(ns)
 	cfg := &configv1alpha1.BuildControllerConfiguration{Build: configv1alpha1.BuildControllerConfig{BuilderImage: builderImage}}
 	configv1alpha1.SetDefaults(cfg)
 	pl := buildcontroller.PodPlan{Config: &cfg.Build, Platforms: fourPlatforms}
@@ -216,7 +216,7 @@ func fanOutRound(ctx context.Context, b *testing.B, builds, controllerPID int, c
 		b.Fatal(err)
 	}
 	h := &harness{t: &testing.T{}, ctx: ctx, ns: ns}
-	defer h.cleanup()
+	defer suite.DeleteNamespace(ns)
 
 	// Watch the pods: when each was first seen, and first seen bound.
 	var mu sync.Mutex

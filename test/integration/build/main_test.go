@@ -12,9 +12,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,25 +21,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	buildcontroller "github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
-// testBed is the bed every case of this package shares.
+// The bed every case of this package shares, its client and scheme.
 var (
+	suite   *framework.Suite
 	testBed *bed.Bed
 	k8s     client.Client
 	scheme  *runtime.Scheme
@@ -50,26 +45,14 @@ var (
 const builderImage = "registry.example.com/archway/builder:test"
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	bed.SetTestLogger()
-	ctx := context.Background()
-	var err error
-	testBed, err = bed.Start(ctx, bed.Options{ControllerManager: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = testBed.Stop() }()
-	scheme = bed.NewScheme()
-	utilruntime.Must(buildv1.AddToScheme(scheme))
-	if k8s, err = client.New(testBed.Config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "build suite",
+		Bed:  bed.Options{ControllerManager: true},
+		Setup: func(_ context.Context, s *framework.Suite) (func(), error) {
+			suite, testBed, k8s, scheme = s, s.Bed, s.Client, s.Scheme
+			return nil, nil
+		},
+	}))
 }
 
 // testConfig is the controller configuration of a case: the test builder
@@ -89,23 +72,11 @@ func testConfig(mut func(*configv1alpha1.BuildControllerConfig)) *configv1alpha1
 
 // controller is a Build controller started by a test.
 type controller struct {
-	cancel   context.CancelFunc
-	done     chan error
+	mgr      *framework.Manager
 	registry *prometheus.Registry
-
-	mu    sync.Mutex
-	marks map[string]bool // handledMark values on Builds the controller read
-}
-
-// handledMark is an annotation the test sets on a Build, and the controller
-// ignores, to learn when the controller has read the Build as it is now.
-const handledMark = "test.archway.dev/handled-mark"
-
-// sawMark reports whether the controller has read a Build marked mark.
-func (c *controller) sawMark(mark string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.marks[mark]
+	// marks are the framework.HandledMark values on Builds the controller
+	// read.
+	marks *framework.Marks
 }
 
 // startController runs the Build controller in this process, watching only
@@ -126,35 +97,14 @@ func startControllerWith(t testing.TB, ns string, cfg *configv1alpha1.BuildContr
 // options (its metrics registry and name validation are the test's).
 func startControllerOptions(t testing.TB, ns string, cfg *configv1alpha1.BuildControllerConfig, funcs *interceptor.Funcs, bopts buildcontroller.Options) *controller {
 	t.Helper()
-	opts := ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-	}
+	opts := suite.ManagerOptions(ns)
 	buildcontroller.ConfigureCache(&opts.Cache)
-	c := &controller{done: make(chan error, 1), registry: prometheus.NewRegistry(), marks: map[string]bool{}}
+	c := &controller{registry: prometheus.NewRegistry(), marks: framework.NewMarks()}
 	wrapped := interceptor.Funcs{}
 	if funcs != nil {
 		wrapped = *funcs
 	}
-	get := wrapped.Get
-	// Every reconcile begins by reading its Build from the cache: the marks
-	// on what it read say which state of the Build it acted on.
-	wrapped.Get = func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-		var err error
-		if get != nil {
-			err = get(ctx, cl, key, obj, opts...)
-		} else {
-			err = cl.Get(ctx, key, obj, opts...)
-		}
-		if b, ok := obj.(*buildv1.Build); ok && err == nil && b.Annotations[handledMark] != "" {
-			c.mu.Lock()
-			c.marks[b.Annotations[handledMark]] = true
-			c.mu.Unlock()
-		}
-		return err
-	}
+	wrapped = c.marks.Intercept(wrapped)
 	opts.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
 		cl, err := client.NewWithWatch(config, options)
 		if err != nil {
@@ -162,33 +112,15 @@ func startControllerOptions(t testing.TB, ns string, cfg *configv1alpha1.BuildCo
 		}
 		return interceptor.NewClient(cl, wrapped), nil
 	}
-	mgr, err := ctrl.NewManager(testBed.Config, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
 	bopts.Registry, bopts.SkipNameValidation = c.registry, true
-	if err := buildcontroller.Setup(ctx, mgr, cfg, bopts); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	go func() { c.done <- mgr.Start(ctx) }()
-	t.Cleanup(c.stop)
+	c.mgr = suite.StartManager(t, "build controller", opts, func(ctx context.Context, mgr ctrl.Manager) error {
+		return buildcontroller.Setup(ctx, mgr, cfg, bopts)
+	})
 	return c
 }
 
 // stop stops the controller and waits until it has stopped.
-func (c *controller) stop() {
-	if c.cancel == nil {
-		return
-	}
-	c.cancel()
-	if err := <-c.done; err != nil {
-		fmt.Fprintln(os.Stderr, "build controller stopped:", err)
-	}
-	c.cancel = nil
-}
+func (c *controller) stop() { c.mgr.Stop() }
 
 // harness is one case's namespace, Build and helpers.
 type harness struct {
@@ -198,36 +130,12 @@ type harness struct {
 	build string
 	ctrl  *controller
 	cfg   *configv1alpha1.BuildControllerConfig
-	marks int // the last handledMark set
 }
 
 func newHarness(t *testing.T, prefix string) *harness {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	ns, err := testBed.CreateNamespace(ctx, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, ctx: ctx, ns: ns}
-	t.Cleanup(h.cleanup)
-	return h
-}
-
-// cleanup ends every pod the case left running, so that kwok can remove
-// them, and deletes the namespace.
-func (h *harness) cleanup() {
-	ctx := context.Background()
-	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(h.ns)); err == nil {
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && p.Spec.NodeName != "" {
-				_ = testBed.SetPodFinished(ctx, p, 137, "Error", "test ended")
-			}
-		}
-	}
-	_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}})
+	c := suite.NewCase(t, prefix)
+	return &harness{t: t, ctx: c.Ctx, ns: c.NS}
 }
 
 // buildObj returns a Docker build of name in the case's namespace pushing to
@@ -282,28 +190,13 @@ func (h *harness) waitPhase(phase buildv1.BuildPhase, reason buildv1.StatusReaso
 }
 
 // waitHandled waits until the controller has finished a reconcile of the
-// Build as it is now, so that what that reconcile did not do can be checked.
-// It marks the Build twice (an annotation the controller ignores): a
-// reconcile that read the first mark acted on the Build as it is now, and
-// one that read the second began after that one ended, as a workqueue
-// reconciles one key at a time.
+// Build as it is now, so that what that reconcile did not do can be checked
+// (see framework.Marks.WaitHandled).
 func (h *harness) waitHandled() {
 	h.t.Helper()
-	for range 2 {
-		h.marks++
-		mark := strconv.Itoa(h.marks)
-		b := &buildv1.Build{}
-		b.Name, b.Namespace = h.build, h.ns
-		patch := []byte(`{"metadata":{"annotations":{"` + handledMark + `":"` + mark + `"}}}`)
-		if err := k8s.Patch(h.ctx, b, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			h.t.Fatal(err)
-		}
-		err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, bed.DefaultTimeout, true, func(context.Context) (bool, error) {
-			return h.ctrl.sawMark(mark), nil
-		})
-		if err != nil {
-			h.t.Fatalf("the controller never reconciled the build marked %s", mark)
-		}
+	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: h.build}}
+	if err := h.ctrl.marks.WaitHandled(h.ctx, k8s, b); err != nil {
+		h.t.Fatal(err)
 	}
 }
 
@@ -340,7 +233,7 @@ func (h *harness) waitPodNames(names ...string) map[string]*corev1.Pod {
 	slices.Sort(names)
 	var got []string
 	var pods map[string]*corev1.Pod
-	err := wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, bed.DefaultTimeout, true, func(context.Context) (bool, error) {
+	err := framework.Poll(h.ctx, bed.DefaultTimeout, func(context.Context) (bool, error) {
 		pods = h.pods()
 		got = got[:0]
 		for n := range pods {
@@ -468,7 +361,7 @@ func (h *harness) events() []string {
 func (h *harness) waitEvents(reasons ...string) {
 	h.t.Helper()
 	var got []string
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, bed.DefaultTimeout, true, func(context.Context) (bool, error) {
+	err := framework.Poll(h.ctx, bed.DefaultTimeout, func(context.Context) (bool, error) {
 		got = h.events()
 		for _, r := range reasons {
 			if !slices.Contains(got, r) {

@@ -96,7 +96,7 @@ func scalePoint(ctx context.Context, b *testing.B, bin, dir string, nodes, build
 		b.Fatal(err)
 	}
 	h := &harness{t: &testing.T{}, ctx: ctx, ns: ns}
-	defer h.cleanup()
+	defer suite.DeleteNamespace(ns)
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()

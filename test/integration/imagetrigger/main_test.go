@@ -7,7 +7,6 @@ package imagetrigger
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -18,12 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/buildconfig"
@@ -31,35 +26,25 @@ import (
 	"github.com/archway-build/archway/pkg/build/trigger/imagechange"
 	"github.com/archway-build/archway/pkg/placement/image"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 var (
+	suite   *framework.Suite
 	testBed *bed.Bed
 	k8s     client.Client
 	scheme  *runtime.Scheme
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	bed.SetTestLogger()
-	ctx := context.Background()
-	var err error
-	testBed, err = bed.Start(ctx, bed.Options{WithoutNodes: true, AuthRegistry: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = testBed.Stop() }()
-	scheme = bed.NewScheme()
-	utilruntime.Must(buildv1.AddToScheme(scheme))
-	if k8s, err = client.New(testBed.Config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "imagetrigger suite",
+		Bed:  bed.Options{WithoutNodes: true, AuthRegistry: true},
+		Setup: func(_ context.Context, s *framework.Suite) (func(), error) {
+			suite, testBed, k8s, scheme = s, s.Bed, s.Client, s.Scheme
+			return nil, nil
+		},
+	}))
 }
 
 // pollInterval is the trigger's poll interval in these tests.
@@ -69,53 +54,29 @@ const pollInterval = 500 * time.Millisecond
 // BuildConfig controller) watching one namespace, counting its polls into
 // a registry of its own.
 type trigger struct {
-	cancel  context.CancelFunc
-	done    chan error
+	mgr     *framework.Manager
 	metrics *prometheus.Registry
 }
 
 func startTrigger(t testing.TB, ns string, withBuildConfig bool) *trigger {
 	t.Helper()
-	tr := &trigger{done: make(chan error, 1), metrics: prometheus.NewRegistry()}
-	mgr, err := ctrl.NewManager(testBed.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	starter := instantiate.NewStarter(mgr.GetClient(), mgr.GetAPIReader())
-	if withBuildConfig {
-		if err := buildconfig.Setup(mgr, starter, buildconfig.Options{SkipNameValidation: true}); err != nil {
-			t.Fatal(err)
+	tr := &trigger{metrics: prometheus.NewRegistry()}
+	tr.mgr = suite.StartManager(t, "trigger", suite.ManagerOptions(ns), func(_ context.Context, mgr ctrl.Manager) error {
+		starter := instantiate.NewStarter(mgr.GetClient(), mgr.GetAPIReader())
+		if withBuildConfig {
+			if err := buildconfig.Setup(mgr, starter, buildconfig.Options{SkipNameValidation: true}); err != nil {
+				return err
+			}
 		}
-	}
-	resolver := image.NewRemote(image.RemoteOptions{Timeout: 10 * time.Second, UserAgent: "archway-test"})
-	err = imagechange.Setup(mgr, starter, resolver, imagechange.Options{
-		Interval: pollInterval, BuilderServiceAccount: "builder", Registry: tr.metrics, SkipNameValidation: true,
+		resolver := image.NewRemote(image.RemoteOptions{Timeout: 10 * time.Second, UserAgent: "archway-test"})
+		return imagechange.Setup(mgr, starter, resolver, imagechange.Options{
+			Interval: pollInterval, BuilderServiceAccount: "builder", Registry: tr.metrics, SkipNameValidation: true,
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tr.cancel = cancel
-	go func() { tr.done <- mgr.Start(ctx) }()
-	t.Cleanup(tr.stop)
 	return tr
 }
 
-func (tr *trigger) stop() {
-	if tr.cancel == nil {
-		return
-	}
-	tr.cancel()
-	if err := <-tr.done; err != nil {
-		fmt.Fprintln(os.Stderr, "trigger stopped:", err)
-	}
-	tr.cancel = nil
-}
+func (tr *trigger) stop() { tr.mgr.Stop() }
 
 // polls is how many polls ended with result.
 func (tr *trigger) polls(t testing.TB, result string) int {
@@ -144,7 +105,7 @@ func (tr *trigger) polls(t testing.TB, result string) int {
 func (tr *trigger) waitPolls(t testing.TB, ctx context.Context, result string, n int) {
 	t.Helper()
 	want := tr.polls(t, result) + n
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := framework.Poll(ctx, bed.LongTimeout, func(context.Context) (bool, error) {
 		return tr.polls(t, result) >= want, nil
 	})
 	if err != nil {
@@ -161,16 +122,8 @@ type harness struct {
 
 func newHarness(t testing.TB, prefix string) *harness {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	ns, err := testBed.CreateNamespace(ctx, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	})
-	return &harness{t: t, ctx: ctx, ns: ns}
+	c := suite.NewCase(t, prefix)
+	return &harness{t: t, ctx: c.Ctx, ns: c.NS}
 }
 
 // bcObj is a Docker BuildConfig built on base (the strategy's from) with
@@ -223,7 +176,7 @@ func (h *harness) builds() []buildv1.Build {
 func (h *harness) waitBuilds(n int) []buildv1.Build {
 	h.t.Helper()
 	var got []buildv1.Build
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := framework.Poll(h.ctx, bed.LongTimeout, func(context.Context) (bool, error) {
 		got = h.builds()
 		return len(got) >= n, nil
 	})
