@@ -97,6 +97,8 @@ type Reconciler struct {
 	// Bases reads base images' platforms before the fan-out (nil: no
 	// check before the pods).
 	Bases BaseInspector
+	// checks runs those reads off the workers.
+	checks *baseChecks
 	// InsecureRegistries are told to the build pods (PodPlan).
 	InsecureRegistries []string
 	// Registries is the cluster's registry configuration (nil: none).
@@ -138,6 +140,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		self:               newSelfWrites(),
 		progress:           newProgressWrites(opts.ProgressInterval),
 		Bases:              opts.BaseInspector,
+		checks:             newBaseChecks(ctx),
 		InsecureRegistries: opts.InsecureRegistries,
 		Registries:         opts.Registries,
 	}
@@ -150,6 +153,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		// source of the controller, no Build is reconciled before every
 		// node has been counted.
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, nodeGroupsHandler(r.Nodes))).
+		// The end of a base-image check enqueues its Build.
+		WatchesRawSource(source.Channel(r.checks.done, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers, SkipNameValidation: ptr.To(opts.SkipNameValidation)}).
 		Complete(r)
 }
@@ -164,6 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.self.forget(req.NamespacedName)
 			r.progress.forget(req.NamespacedName)
+			r.checks.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -285,8 +291,9 @@ func (r *Reconciler) firstResolution(ctx context.Context, b *buildv1.Build, now 
 	if !res.Classic() {
 		plan := ResolutionPlan(b, res, now)
 		if res.Failure == nil {
-			pf, err := r.preflight(ctx, b, res)
-			if err != nil {
+			pf, ended, err := r.preflight(ctx, b, res)
+			if err != nil || !ended {
+				// Not ended: the check's end enqueues the Build.
 				return ctrl.Result{}, true, err
 			}
 			applyPreflight(&plan, pf, now)

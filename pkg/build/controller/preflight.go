@@ -195,17 +195,19 @@ const (
 // pull, when they are known before any pod, with the Build's pull secret
 // (dockerStrategy.pullSecret, read from the apiserver by name in the
 // Build's namespace: the controller caches no Secret), and decides which
-// platforms cannot build. Platforms no node can build are left out.
-func (r *Reconciler) preflight(ctx context.Context, b *buildv1.Build, res Resolution) (Preflight, error) {
+// platforms cannot build. Platforms no node can build are left out. The
+// inspections run off the worker (r.checks): until they end it returns
+// false, and their end enqueues the Build again.
+func (r *Reconciler) preflight(ctx context.Context, b *buildv1.Build, res Resolution) (Preflight, bool, error) {
 	if r.Bases == nil {
-		return Preflight{}, nil
+		return Preflight{}, true, nil
 	}
 	refs, known := BaseImages(b)
 	if !known {
-		return Preflight{}, nil
+		return Preflight{}, true, nil
 	}
 	if len(refs) > maxBaseImages {
-		return Preflight{Unchecked: []string{fmt.Sprintf("the build names %d base images, more than the %d checked before the pods", len(refs), maxBaseImages)}}, nil
+		return Preflight{Unchecked: []string{fmt.Sprintf("the build names %d base images, more than the %d checked before the pods", len(refs), maxBaseImages)}}, true, nil
 	}
 	var secretType string
 	var secretData []byte
@@ -215,9 +217,9 @@ func (r *Reconciler) preflight(ctx context.Context, b *buildv1.Build, res Resolu
 		switch {
 		case apierrors.IsNotFound(err):
 			// The pods cannot start without it either; they say so.
-			return Preflight{Unchecked: []string{fmt.Sprintf("pull secret %q does not exist", ps.Name)}}, nil
+			return Preflight{Unchecked: []string{fmt.Sprintf("pull secret %q does not exist", ps.Name)}}, true, nil
 		case err != nil:
-			return Preflight{}, fmt.Errorf("reading the pull secret: %w", err)
+			return Preflight{}, false, fmt.Errorf("reading the pull secret: %w", err)
 		}
 		secretType = string(secret.Type)
 		switch secret.Type {
@@ -227,6 +229,24 @@ func (r *Reconciler) preflight(ctx context.Context, b *buildv1.Build, res Resolu
 			secretData = secret.Data[corev1.DockerConfigKey]
 		}
 	}
+	checks, ended := r.checks.result(b, func(ctx context.Context) []BaseCheck {
+		return r.inspectBases(ctx, refs, secretType, secretData)
+	})
+	if !ended {
+		return Preflight{}, false, nil
+	}
+	var platforms []string
+	for _, p := range res.Platforms {
+		if _, noNode := res.NoNode[p]; !noNode {
+			platforms = append(platforms, p)
+		}
+	}
+	return DecidePreflight(platforms, b.Spec.PlatformsAllowedToFail, checks), true, nil
+}
+
+// inspectBases reads the platforms of refs, baseImageParallelism at once,
+// for baseInspectionTimeout in all.
+func (r *Reconciler) inspectBases(ctx context.Context, refs []string, secretType string, secretData []byte) []BaseCheck {
 	ctx, cancel := context.WithTimeout(ctx, baseInspectionTimeout)
 	defer cancel()
 	checks := make([]BaseCheck, len(refs))
@@ -241,13 +261,7 @@ func (r *Reconciler) preflight(ctx context.Context, b *buildv1.Build, res Resolu
 		})
 	}
 	wg.Wait()
-	var platforms []string
-	for _, p := range res.Platforms {
-		if _, noNode := res.NoNode[p]; !noNode {
-			platforms = append(platforms, p)
-		}
-	}
-	return DecidePreflight(platforms, b.Spec.PlatformsAllowedToFail, checks), nil
+	return checks
 }
 
 // applyPreflight puts the preflight's decision into the resolution's plan:
