@@ -6,12 +6,14 @@
 // build-controller's Deployments through kustomize's images:, the builder
 // image of build pods through a copy of build-controller's configuration
 // file (kustomize does not look inside a ConfigMap's file), and the
-// emulation DaemonSet's image.
+// emulation DaemonSet's image; and one of manifests/openshift-builds in its
+// openshift-builds/ directory, whose Custom-strategy policy admits the
+// builder by that digest.
 //
 // It resolves each tag once, with containers/image (credentials from the
 // usual auth files, e.g. after `podman login`), and refuses an image that
 // is missing, a tag that is not there, and an image that is not an index
-// holding every platform of --platforms. Before writing it builds both
+// holding every platform of --platforms. Before writing it builds the
 // overlays with kustomize and checks that no image is left by tag; the
 // output directory is replaced as a whole, and on any error nothing is
 // written.
@@ -75,6 +77,6 @@ func run() error {
 	for _, img := range res.Images {
 		fmt.Printf("%-16s %s -> %s\n", img.Name, img.Tagged, img.Pinned())
 	}
-	fmt.Printf("wrote %s (kubectl apply --server-side -k %s) and %s/emulation\n", opts.Out, opts.Out, opts.Out)
+	fmt.Printf("wrote %s (kubectl apply --server-side -k %s), %s/emulation and %s/%s\n", opts.Out, opts.Out, opts.Out, opts.Out, openshiftBuilds)
 	return nil
 }

@@ -78,7 +78,7 @@ type Result struct {
 }
 
 // Write resolves every image's tag to the digest of its index, renders the
-// two overlays into a new directory next to opts.Out, builds them with
+// overlays into a new directory next to opts.Out, builds them with
 // kustomize and checks every image is pinned to one of those digests, and
 // only then puts the directory at opts.Out (replacing a directory written
 // before). On error nothing is left behind.
@@ -140,7 +140,7 @@ func Write(ctx context.Context, opts Options) (*Result, error) {
 	for _, img := range res.Images {
 		pinned = append(pinned, img.Pinned())
 	}
-	for _, dir := range []string{tmp, filepath.Join(tmp, "emulation")} {
+	for _, dir := range []string{tmp, filepath.Join(tmp, "emulation"), filepath.Join(tmp, openshiftBuilds)} {
 		if err := verify(dir, pinned); err != nil {
 			return nil, fmt.Errorf("the overlay %s would not pin every image: %w", filepath.Join(opts.Out, strings.TrimPrefix(dir, tmp)), err)
 		}
@@ -298,7 +298,8 @@ func resolve(ctx context.Context, sys *types.SystemContext, tagged string, want 
 }
 
 // render returns the overlays' files by path under out: kustomization.yaml
-// and config.yaml (manifests/default) and emulation/kustomization.yaml.
+// and config.yaml (manifests/default), emulation/kustomization.yaml and
+// openshift-builds/kustomization.yaml.
 func render(manifests, base, out, registry, tag string, imgs map[string]Image) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	rel := func(from, to string) (string, error) {
@@ -379,8 +380,45 @@ func render(manifests, base, out, registry, tag string, imgs map[string]Image) (
 `, generatedMarker, emu.Pinned())); err != nil {
 		return nil, err
 	}
+
+	// The custom-builder mode (clusters where OpenShift serves
+	// build.openshift.io): its policy admits Custom-strategy builds of the
+	// builder image its ConfigMap names, the builder pinned here.
+	obRel, err := rel(filepath.Join(out, openshiftBuilds), filepath.Join(manifests, openshiftBuilds))
+	if err != nil {
+		return nil, err
+	}
+	patch, err := yaml.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": customBuilderConfigMap, "namespace": "archway-system"},
+		"data":     map[string]any{"image": imgs["builder"].Pinned()},
+	})
+	if err != nil {
+		return nil, err
+	}
+	ob := ktypes.Kustomization{
+		TypeMeta:  ktypes.TypeMeta{APIVersion: ktypes.KustomizationVersion, Kind: ktypes.KustomizationKind},
+		Resources: []string{obRel},
+		Patches:   []ktypes.Patch{{Patch: string(patch)}},
+	}
+	if files[filepath.Join(openshiftBuilds, "kustomization.yaml")], err = kustomization(ob, fmt.Sprintf(`%s.
+# manifests/openshift-builds (OpenShift with its Build capability on: the
+# custom-builder mode) admitting Custom-strategy builds of the builder
+#   %s
+# Install its CRDs first: oc apply --server-side -k manifests/openshift-builds/crd
+`, generatedMarker, imgs["builder"].Pinned())); err != nil {
+		return nil, err
+	}
 	return files, nil
 }
+
+// openshiftBuilds is the custom-builder mode's install (a directory of
+// manifests/ and of the release), and customBuilderConfigMap the
+// ConfigMap whose image its policy admits.
+const (
+	openshiftBuilds        = "openshift-builds"
+	customBuilderConfigMap = "archway-custom-builder"
+)
 
 // pin is kustomize's images: entry that replaces the upstream image of
 // img's name with img by digest.
@@ -474,6 +512,13 @@ func verify(dir string, pinned []string) error {
 				"CRDs are installed and removed on their own (manifests/crd): leave ../crd out of the base", r.GetName())
 		}
 		walkImages(obj, false, func(image string) { check(where, image) })
+		if r.GetKind() == "ConfigMap" && r.GetName() == customBuilderConfigMap {
+			data, _ := obj["data"].(map[string]any)
+			image, _ := data["image"].(string)
+			for _, one := range strings.Split(image, ",") {
+				check(where+" data.image", strings.TrimSpace(one))
+			}
+		}
 		if r.GetKind() == "ConfigMap" && strings.HasPrefix(r.GetName(), "build-controller-config") {
 			data, _ := obj["data"].(map[string]any)
 			text, _ := data["config.yaml"].(string)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/opencontainers/go-digest"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 )
@@ -78,7 +80,7 @@ func TestVerify(t *testing.T) {
 	manifests := repoManifests(t)
 	out := filepath.Join(t.TempDir(), "release")
 	renderTo(t, manifests, out, imgs)
-	for _, dir := range []string{out, filepath.Join(out, "emulation")} {
+	for _, dir := range []string{out, filepath.Join(out, "emulation"), filepath.Join(out, openshiftBuilds)} {
 		if err := verify(dir, pinnedOf(imgs)); err != nil {
 			t.Errorf("%s: %v", dir, err)
 		}
@@ -138,6 +140,53 @@ func TestVerify(t *testing.T) {
 	err = verify(out, pinnedOf(imgs))
 	if err == nil || !strings.Contains(err.Error(), "CustomResourceDefinition") {
 		t.Errorf("verify with the CRDs in the base: %v", err)
+	}
+}
+
+// TestOpenShiftBuildsAdmitsTheBuilder checks the custom-builder mode's
+// overlay: its policy's ConfigMap names the release's builder by digest,
+// the rest of manifests/openshift-builds as it is; verify refuses the
+// overlay when the ConfigMap still names no image or another one.
+func TestOpenShiftBuildsAdmitsTheBuilder(t *testing.T) {
+	imgs := testImages()
+	manifests := repoManifests(t)
+	out := filepath.Join(t.TempDir(), "release")
+	renderTo(t, manifests, out, imgs)
+	dir := filepath.Join(out, openshiftBuilds)
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, r := range m.Resources() {
+		kinds[r.GetKind()] = true
+		if r.GetKind() != "ConfigMap" {
+			continue
+		}
+		data := r.GetDataMap()
+		if r.GetName() != customBuilderConfigMap || r.GetNamespace() != "archway-system" || data["image"] != imgs["builder"].Pinned() {
+			t.Errorf("ConfigMap %s/%s data %v, want %s/%s image %s", r.GetNamespace(), r.GetName(), data,
+				"archway-system", customBuilderConfigMap, imgs["builder"].Pinned())
+		}
+	}
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole", "ConfigMap"} {
+		if !kinds[kind] {
+			t.Errorf("the overlay has no %s (kinds %v)", kind, kinds)
+		}
+	}
+
+	// The shipped ConfigMap alone names no image; another image is not
+	// the release's.
+	if err := verify(filepath.Join(manifests, openshiftBuilds), pinnedOf(imgs)); err == nil {
+		t.Error("verify of manifests/openshift-builds (no image named): no error")
+	}
+	other := testImages()
+	other["builder"] = Image{Name: "builder", Tagged: "quay.io/someone/builder:v1", Digest: digest.FromString("other")}
+	dir2 := filepath.Join(t.TempDir(), "release")
+	renderTo(t, manifests, dir2, other)
+	err = verify(filepath.Join(dir2, openshiftBuilds), pinnedOf(imgs))
+	if err == nil || !strings.Contains(err.Error(), other["builder"].Pinned()) {
+		t.Errorf("verify with another builder: %v", err)
 	}
 }
 

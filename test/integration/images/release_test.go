@@ -34,7 +34,8 @@ var releaseImages = []string{"build-controller", "builder", "emulation-setup"}
 // base index under archway's three image names, so that it runs in
 // seconds; TestMakeImages runs it on the images make images built) and
 // checks the overlays it writes: kustomize build leaves no image by tag,
-// each image is its pushed index's digest, and both pass a server-side
+// each image is its pushed index's digest (the custom-builder mode's
+// policy admits the builder's), and all pass a server-side
 // dry run on the bed. Bad input gives a clear error and writes nothing.
 func TestReleaseManifests(t *testing.T) {
 	ctx := t.Context()
@@ -171,9 +172,10 @@ func runRelease(ctx context.Context, bin, registry, tag, out string, extra ...st
 }
 
 // checkRelease checks the overlays in out against the indexes pushed as
-// registry/<image>:tag: kustomize builds both, every container image and
-// the configuration's builder image is repository@digest of its index, and
-// the apiserver accepts both in a server-side dry run.
+// registry/<image>:tag: kustomize builds each, every container image, the
+// configuration's builder image and the custom-builder mode's admitted
+// image is repository@digest of its index, and the apiserver accepts each
+// in a server-side dry run.
 func checkRelease(t *testing.T, registry, tag, out string) {
 	t.Helper()
 	ctx := t.Context()
@@ -208,6 +210,8 @@ func checkRelease(t *testing.T, registry, tag, out string) {
 	}{
 		{out, []string{want["build-controller"], want["builder"]}},
 		{filepath.Join(out, "emulation"), []string{want["emulation-setup"]}},
+		// The custom-builder mode admits the release's builder.
+		{filepath.Join(out, "openshift-builds"), []string{want["builder"]}},
 	} {
 		built, err := exec.CommandContext(ctx, kubectl, "kustomize", c.dir).Output()
 		if err != nil {
@@ -270,6 +274,10 @@ func imagesOf(t *testing.T, data []byte) map[string]string {
 					}
 				}
 			}
+		}
+		if u.GetKind() == "ConfigMap" && u.GetName() == "archway-custom-builder" {
+			image, _, _ := unstructured.NestedString(u.Object, "data", "image")
+			out[where+" image"] = image
 		}
 		if u.GetKind() == "ConfigMap" {
 			if text, ok, _ := unstructured.NestedString(u.Object, "data", "config.yaml"); ok {
