@@ -28,6 +28,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+	"github.com/archway-build/archway/pkg/consistency"
 )
 
 // The RBAC this code needs is written, each rule with its reason, in
@@ -85,9 +86,10 @@ type Reconciler struct {
 	// them, kept up to date from node events.
 	Nodes *NodeGroups
 
-	// self remembers the controller's own writes (nil: nothing is
-	// remembered, no reconcile is skipped).
-	self *selfWrites
+	// writes remembers the Build versions the controller's own writes
+	// left behind, so that no reconcile acts on one the cache still holds
+	// (nil: none is skipped).
+	writes *consistency.Tracker
 	// progress remembers when each running Build's status was last
 	// written, to batch writes of its progress alone (nil: none batched).
 	progress *progressWrites
@@ -137,7 +139,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *configv1alpha1.BuildContr
 		Metrics:            m,
 		Now:                time.Now,
 		Nodes:              NewNodeGroups(),
-		self:               newSelfWrites(),
+		writes:             consistency.NewTracker(),
 		progress:           newProgressWrites(opts.ProgressInterval),
 		Bases:              opts.BaseInspector,
 		checks:             newBaseChecks(ctx),
@@ -167,28 +169,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	b := &buildv1.Build{}
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.self.forget(req.NamespacedName)
+			r.writes.Forget(req.NamespacedName)
 			r.progress.forget(req.NamespacedName)
 			r.checks.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.DeletionTimestamp != nil {
-		r.self.forget(req.NamespacedName)
+		r.writes.Forget(req.NamespacedName)
 		r.progress.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if b.Status.Phase.IsTerminal() {
-		r.self.forget(req.NamespacedName)
+		r.writes.Forget(req.NamespacedName)
 		r.progress.forget(req.NamespacedName)
 		return r.cleanup(ctx, b)
 	}
-	if r.self.stale(req.NamespacedName, b.ResourceVersion) {
+	s, ok := r.writes.Begin(b)
+	if !ok {
 		log.FromContext(ctx).V(1).Info("the cached build is older than our own last write; waiting for it", "resourceVersion", b.ResourceVersion)
 		return ctrl.Result{}, nil
 	}
-	w := &writes{self: r.self, key: req.NamespacedName, build: b, read: b.ResourceVersion}
-	defer w.done()
+	defer s.Done()
 	now := metav1.NewTime(r.Now())
 	if f := BuildFailure(b); f != nil {
 		return r.write(ctx, b, nil, FailurePlan(f), now)
@@ -226,7 +228,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	if !resolved {
-		if res, done, err := r.firstResolution(ctx, b, now, w); done || err != nil {
+		if res, done, err := r.firstResolution(ctx, b, now, s); done || err != nil {
 			return res, err
 		}
 	}
@@ -235,12 +237,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil || obs == nil {
 		return ctrl.Result{}, err
 	}
-	b, w.build = obs.build, obs.build
+	b = obs.build
+	s.Follow(b)
 	pl := PodPlan{Config: r.Config, Platforms: platforms, InsecureRegistries: r.InsecureRegistries}
 	in := PlanInput{Build: b, Platforms: platforms, ManifestList: pl.ManifestList(b), Pods: obs.pods, Now: now}
-	plan := Decide(in)
-
-	result, err := r.act(ctx, pl, &in, &plan, w)
+	plan, result, err := r.act(ctx, pl, in, Decide(in), s)
 	if err != nil {
 		return changedMeanwhile(ctx, err)
 	}
@@ -251,34 +252,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return res, err
 }
 
-// writes notes every resource version one reconcile's own writes produce,
-// in order, for selfWrites.
-type writes struct {
-	self     *selfWrites
-	key      types.NamespacedName
-	build    *buildv1.Build // the Build whose resourceVersion each write updates
-	read     string
-	produced []string
-}
-
-// note records the Build's resource version after a write.
-func (w *writes) note() {
-	if rv := w.build.ResourceVersion; rv != w.read && (len(w.produced) == 0 || w.produced[len(w.produced)-1] != rv) {
-		w.produced = append(w.produced, rv)
-	}
-}
-
-func (w *writes) done() {
-	w.note()
-	w.self.wrote(w.key, w.read, w.produced)
-}
-
 // firstResolution resolves a Build's platforms. A multi-platform Build's
 // platforms go into its status before any pod exists, so a user sees what
 // will be built and a restarted controller builds the same ones; its pods
 // come next reconcile (done). A classic build is annotated with its pod
 // and goes on at once.
-func (r *Reconciler) firstResolution(ctx context.Context, b *buildv1.Build, now metav1.Time, w *writes) (ctrl.Result, bool, error) {
+func (r *Reconciler) firstResolution(ctx context.Context, b *buildv1.Build, now metav1.Time, s *consistency.Session) (ctrl.Result, bool, error) {
 	if b.Status.Cancelled {
 		res, err := r.write(ctx, b, nil, Plan{Phase: buildv1.BuildPhaseCancelled, Reason: buildv1.StatusReasonCancelledBuild,
 			Message: "The build was cancelled by the user."}, now)
@@ -305,7 +284,7 @@ func (r *Reconciler) firstResolution(ctx context.Context, b *buildv1.Build, now 
 		result, err := changedMeanwhile(ctx, err)
 		return result, true, err
 	}
-	w.note()
+	s.Wrote()
 	return ctrl.Result{}, false, nil
 }
 
@@ -352,55 +331,80 @@ func (r *Reconciler) observe(ctx context.Context, b *buildv1.Build, platforms []
 	return &observation{build: b, pods: pods}, nil
 }
 
-// act carries out the plan's pod changes: it creates the pods it asks for
-// (with the annotations naming them, at the same time) once the push
-// secret exists, decides again with what the creates returned, and deletes
-// the pods the plan stops. It updates in and plan; a conflict error means
-// the Build changed meanwhile.
-func (r *Reconciler) act(ctx context.Context, pl PodPlan, in *PlanInput, plan *Plan, w *writes) (ctrl.Result, error) {
-	b := in.Build
+// act carries out the plan's pod changes and returns the plan to write:
+// the pods it asks for are created (startPods), then those it stops are
+// deleted. A conflict error means the Build changed meanwhile.
+func (r *Reconciler) act(ctx context.Context, pl PodPlan, in PlanInput, plan Plan, s *consistency.Session) (Plan, ctrl.Result, error) {
 	var result ctrl.Result
 	if len(plan.CreatePods) > 0 || plan.CreateManifestList {
-		missing, err := r.missingPushSecret(ctx, b)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if missing != "" {
-			plan.CreatePods, plan.CreateManifestList = nil, false
-			if len(in.Pods) == 0 {
-				plan.Phase = forward(b.Status.Phase, buildv1.BuildPhaseNew)
-			}
-			plan.Reason, plan.Message = buildv1.StatusReasonMissingPushSecret, missing
-			result.RequeueAfter = missingSecretRetry
-		} else {
-			annotated := make(chan error, 1)
-			annotatedBuild := b.DeepCopy()
-			go func() { annotated <- r.annotate(ctx, annotatedBuild, pl.Platforms) }()
-			created, createErrs, err := r.createPods(ctx, b, pl, *plan)
-			if annotateErr := <-annotated; err == nil {
-				err = annotateErr
-			}
-			if err != nil {
-				// A conflict: the pods exist (or come next time); the
-				// status waits for the Build's newer version.
-				return ctrl.Result{}, err
-			}
-			b.Annotations, b.ResourceVersion = annotatedBuild.Annotations, annotatedBuild.ResourceVersion
-			w.note()
-			for _, p := range created {
-				in.Pods[p.Name] = p
-			}
-			in.CreateErrors = createErrs
-			*plan = Decide(*in)
+		var err error
+		if plan, result, err = r.startPods(ctx, pl, in, plan, s); err != nil {
+			return plan, ctrl.Result{}, err
 		}
 	}
+	b := in.Build
 	for _, name := range plan.DeletePods {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: name}}
 		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &in.Pods[name].UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return ctrl.Result{}, fmt.Errorf("deleting pod %s: %w", name, err)
+			return plan, ctrl.Result{}, fmt.Errorf("deleting pod %s: %w", name, err)
 		}
 	}
-	return result, nil
+	return plan, result, nil
+}
+
+// startPods creates the pods plan asks for once the push secret exists,
+// and decides again with what the creates returned (the pods made, the
+// ones refused for good). Without the secret no pod is made, and the
+// Build looks again after missingSecretRetry.
+func (r *Reconciler) startPods(ctx context.Context, pl PodPlan, in PlanInput, plan Plan, s *consistency.Session) (Plan, ctrl.Result, error) {
+	missing, err := r.missingPushSecret(ctx, in.Build)
+	if err != nil {
+		return plan, ctrl.Result{}, err
+	}
+	if missing != "" {
+		return awaitPushSecret(in, plan, missing), ctrl.Result{RequeueAfter: missingSecretRetry}, nil
+	}
+	created, createErrs, err := r.createPodsAnnotating(ctx, pl, in.Build, plan, s)
+	if err != nil {
+		// A conflict: the pods exist (or come next time); the status
+		// waits for the Build's newer version.
+		return plan, ctrl.Result{}, err
+	}
+	for _, p := range created {
+		in.Pods[p.Name] = p
+	}
+	in.CreateErrors = createErrs
+	return Decide(in), ctrl.Result{}, nil
+}
+
+// awaitPushSecret is plan without its creates, saying the Build waits for
+// its push secret (missing says which): a Build with no pod yet stays New.
+func awaitPushSecret(in PlanInput, plan Plan, missing string) Plan {
+	plan.CreatePods, plan.CreateManifestList = nil, false
+	if len(in.Pods) == 0 {
+		plan.Phase = forward(in.Build.Status.Phase, buildv1.BuildPhaseNew)
+	}
+	plan.Reason, plan.Message = buildv1.StatusReasonMissingPushSecret, missing
+	return plan
+}
+
+// createPodsAnnotating creates the plan's pods (createPods) while, at the
+// same time, it annotates b with them: the two round trips overlap. b then
+// has the annotated version, which s notes.
+func (r *Reconciler) createPodsAnnotating(ctx context.Context, pl PodPlan, b *buildv1.Build, plan Plan, s *consistency.Session) ([]*corev1.Pod, map[string]string, error) {
+	annotated := b.DeepCopy()
+	annotateErr := make(chan error, 1)
+	go func() { annotateErr <- r.annotate(ctx, annotated, pl.Platforms) }()
+	created, createErrs, err := r.createPods(ctx, b, pl, plan)
+	if aerr := <-annotateErr; err == nil {
+		err = aerr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	b.Annotations, b.ResourceVersion = annotated.Annotations, annotated.ResourceVersion
+	s.Wrote()
+	return created, createErrs, nil
 }
 
 // cleanup creates the manifest-list pod that removes the per-platform tags
