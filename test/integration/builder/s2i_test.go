@@ -230,15 +230,54 @@ func TestSourceBuildIncremental(t *testing.T) {
 	g.Expect(topLayerArtifact(t, g, output)).To(ContainSubstring("builds=2\n"), "the second build restored the first one's artifact")
 }
 
+// TestSourceBuildIncrementalPushCredentials: the output is on the registry
+// that requires a password, and the build's pull secret has a wrong one
+// for it. An incremental build reads the previous image, which is in the
+// output's repository, with the push secret's credentials, as OpenShift's
+// builder pulls it, and restores its artifacts; read with the pull
+// credentials, the previous image is refused and the second build is a
+// full one (builds=1 again).
+func TestSourceBuildIncrementalPushCredentials(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilder(t)
+	reg := theBed.AuthRegistry
+	repo, _ := gitRepo(t, map[string]string{"app/main.txt": "incremental, behind a password\n"})
+	output := reg.Host + "/it/s2i-incremental-auth:v1"
+	b := sourceBuild(repo, builder, output, nil)
+	b.Spec.Strategy.SourceStrategy.Incremental = ptr.To(true)
+	env := []string{
+		buildv1.BuildEnv + "=" + podBuildJSON(t, b, ""),
+		buildv1.PushDockerConfigPathEnv + "=" + authFile(t, reg.Host, reg.Username, reg.Password),
+		buildv1.PullDockerConfigPathEnv + "=" + authFile(t, reg.Host, reg.Username, "not-the-password"),
+	}
+	log, code := runBuilder(t, env, "docker-build", "--no-report", "--allow-file-git-uris")
+	g.Expect(code).To(Equal(0), log)
+	g.Expect(log).To(ContainSubstring("No previous image for "))
+	g.Expect(topLayerArtifactIn(t, g, reg, output)).To(ContainSubstring("builds=1\n"))
+
+	log, code = runBuilder(t, env, "docker-build", "--no-report", "--allow-file-git-uris")
+	g.Expect(code).To(Equal(0), log)
+	g.Expect(log).To(ContainSubstring("Incremental build: restoring the artifacts of the previous image " + reg.Host + "/it/s2i-incremental-auth@sha256:"))
+	g.Expect(topLayerArtifactIn(t, g, reg, output)).To(ContainSubstring("builds=2\n"),
+		"the second build restored the first one's artifact, read with the push credentials")
+	g.Expect(log).NotTo(ContainSubstring("not-the-password"))
+}
+
 // topLayerArtifact reads the S2I artifact from the top layer of the image
 // ref names.
 func topLayerArtifact(t *testing.T, g Gomega, ref string) string {
 	t.Helper()
-	img, err := theBed.Registry.OpenImage(t.Context(), ref)
+	return topLayerArtifactIn(t, g, theBed.Registry, ref)
+}
+
+// topLayerArtifactIn is topLayerArtifact for an image of reg.
+func topLayerArtifactIn(t *testing.T, g Gomega, reg *bed.Registry, ref string) string {
+	t.Helper()
+	img, err := reg.OpenImage(t.Context(), ref)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer img.Close()
-	repo, tag, _ := strings.Cut(strings.TrimPrefix(ref, theBed.Registry.Host+"/"), ":")
-	d, err := theBed.Registry.ManifestDigest(t.Context(), repo, tag)
+	repo, tag, _ := strings.Cut(strings.TrimPrefix(ref, reg.Host+"/"), ":")
+	d, err := reg.ManifestDigest(t.Context(), repo, tag)
 	g.Expect(err).NotTo(HaveOccurred())
 	artifact, err := img.TopLayerFile(t.Context(), digestOf(d), bed.S2IArtifact)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -378,9 +378,11 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		target = image.HostPlatform()
 	}
 	if isSource {
-		if fetched, err = d.prepareSource(ctx, b, fetched, target, env, pullAuth, workDir); err != nil {
+		sb, err := d.prepareSource(ctx, b, fetched, target, env, pullAuth, pushAuth, workDir)
+		if err != nil {
 			return report.Result{}, err
 		}
+		fetched, pullAuth = sb.fetched, sb.pullAuth
 		env = nil // in the Dockerfile, after the source's .s2i/environment
 	}
 

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/pkg/docker/config"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -86,6 +89,8 @@ type builder struct {
 	block bool
 	// reused plays a result reused from the layer cache: no step runs.
 	reused bool
+	// configAuth is the credentials PlatformConfig read each role with.
+	configAuth map[string]registry.AuthFile
 }
 
 func (b *builder) BuildAndPush(ctx context.Context, req image.Request, dest string, _ registry.AuthFile) (image.Output, error) {
@@ -111,7 +116,11 @@ func (b *builder) BuildAndPush(ctx context.Context, req image.Request, dest stri
 	}, nil
 }
 
-func (b *builder) PlatformConfig(_ context.Context, _, ref string, _ platform.Platform, _ registry.AuthFile) (image.PlatformImage, error) {
+func (b *builder) PlatformConfig(_ context.Context, role, ref string, _ platform.Platform, auth registry.AuthFile) (image.PlatformImage, error) {
+	if b.configAuth == nil {
+		b.configAuth = map[string]registry.AuthFile{}
+	}
+	b.configAuth[role] = auth
 	return image.PlatformImage{Reference: ref, Config: ocispec.ImageConfig{Labels: map[string]string{"io.openshift.s2i.scripts-url": "image:///usr/libexec/s2i"}}}, nil
 }
 
@@ -557,5 +566,68 @@ func TestRunSourceStrategy(t *testing.T) {
 	}
 	if len(ib.req.Env) != 0 || !ib.req.ForcePull || ib.req.ContextDir != filepath.Dir(ib.req.Dockerfile) {
 		t.Errorf("request env %v, forcePull %v, context %s, Dockerfile %s", ib.req.Env, ib.req.ForcePull, ib.req.ContextDir, ib.req.Dockerfile)
+	}
+}
+
+// TestRunIncrementalPushCredentials: an incremental Source build reads its
+// previous image, which is in the output's repository, with the push
+// secret's credential, as OpenShift's builder pulls it, and the build pulls
+// it with that credential too; everything else is pulled with the pull
+// secret's.
+func TestRunIncrementalPushCredentials(t *testing.T) {
+	b := dockerfileBuild()
+	b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceNone}
+	b.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From:        corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/s2i/builder:1"},
+		Incremental: ptr.To(true),
+	}}
+	writeAuth := func(user string) string {
+		dir := t.TempDir()
+		data := `{"auths":{"registry.example.com":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(user+":pw")) + `"}}}`
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	ib := &builder{}
+	run, rep, out := newRun(t, b, ib)
+	run.Options.PullAuthDir, run.Options.PushAuthDir = writeAuth("puller"), writeAuth("pusher")
+	run.Fetch = func(_ context.Context, _ source.Options, dir string) (source.Fetched, error) {
+		return source.Fetched{Root: dir, ContextDir: dir}, os.MkdirAll(dir, 0o755)
+	}
+	if err := run.Do(t.Context()); err != nil || rep.complete == nil {
+		t.Fatalf("%v %v\n%s", err, rep.calls, out)
+	}
+	userFor := func(auth registry.AuthFile, ref string) string {
+		t.Helper()
+		named, err := reference.ParseNormalizedNamed(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred, err := config.GetCredentialsForRef(registry.Access{AuthFile: auth}.SystemContext(""), named)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cred.Username
+	}
+	prev, builderImage := ib.configAuth["previous image"], ib.configAuth["builder image"]
+	if got := userFor(prev, b.Spec.Output.To.Name); got != "pusher" {
+		t.Errorf("the previous image was read as %q, want the push secret's pusher", got)
+	}
+	if got := userFor(builderImage, "registry.example.com/s2i/builder:1"); got != "puller" {
+		t.Errorf("the builder image was read as %q, want the pull secret's puller", got)
+	}
+	if got := userFor(ib.req.PullAuth, b.Spec.Output.To.Name); got != "pusher" {
+		t.Errorf("the build pulls the previous image as %q, want pusher", got)
+	}
+	if got := userFor(ib.req.PullAuth, "registry.example.com/s2i/builder:1"); got != "puller" {
+		t.Errorf("the build pulls the builder image as %q, want puller", got)
+	}
+	df, err := os.ReadFile(ib.req.Dockerfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(df), "FROM "+b.Spec.Output.To.Name+" as cached\n") {
+		t.Errorf("the Dockerfile does not restore the previous image's artifacts:\n%s", df)
 	}
 }

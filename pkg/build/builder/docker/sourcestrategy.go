@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.podman.io/image/v5/docker/reference"
 	"k8s.io/utils/ptr"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -39,6 +40,15 @@ func buildOptions(s buildv1.BuildStrategy) (*buildv1.DockerBuildStrategy, error)
 		err: fmt.Errorf("strategy %q is not supported by docker-build: use Docker or Source", s.Type)}
 }
 
+// sourceBuild is a Source build made a Dockerfile build.
+type sourceBuild struct {
+	// fetched is the build context and Dockerfile.
+	fetched source.Fetched
+	// pullAuth is what the build pulls with: the pull credentials, and for
+	// an incremental build's previous image, the push credentials.
+	pullAuth registry.AuthFile
+}
+
 // prepareSource makes a Source build a Dockerfile build (package s2i): it
 // reads the builder image of the target platform, with the pull
 // credentials, and writes the build context and Dockerfile from it and the
@@ -46,21 +56,21 @@ func buildOptions(s buildv1.BuildStrategy) (*buildv1.DockerBuildStrategy, error)
 // assemble and in the image, after the source's .s2i/environment), so the
 // returned fetched source carries it.
 func (d *Run) prepareSource(ctx context.Context, b ImageBuilder, fetched source.Fetched, target platform.Platform,
-	env []string, pullAuth registry.AuthFile, workDir string) (source.Fetched, error) {
+	env []string, pullAuth, pushAuth registry.AuthFile, workDir string) (sourceBuild, error) {
 	ss := d.Build.Spec.Strategy.SourceStrategy
 	printf(d.log, "Reading the builder image %s for %s\n", ss.From.Name, target)
 	builderImage, err := b.PlatformConfig(ctx, "builder image", ss.From.Name, target, pullAuth)
 	if err != nil {
-		return source.Fetched{}, &statusError{reason: buildv1.StatusReasonPullBuilderImageFailed, err: err}
+		return sourceBuild{}, &statusError{reason: buildv1.StatusReasonPullBuilderImageFailed, err: err}
 	}
 	printf(d.log, "Builder image %s\n", builderImage.Reference)
 	previous := ""
 	if ptr.Deref(ss.Incremental, false) {
-		previous = d.previousImage(ctx, b, target, pullAuth)
+		previous, pullAuth = d.previousImage(ctx, b, target, pullAuth, pushAuth, workDir)
 	}
 	dir := filepath.Join(workDir, "s2i")
 	if err := os.RemoveAll(dir); err != nil {
-		return source.Fetched{}, err
+		return sourceBuild{}, err
 	}
 	prepared, err := s2i.Prepare(s2i.Inputs{
 		SourceDir:  fetched.ContextDir,
@@ -72,36 +82,57 @@ func (d *Run) prepareSource(ctx context.Context, b ImageBuilder, fetched source.
 		IncrementalFrom: previous,
 	})
 	if err != nil {
-		return source.Fetched{}, &statusError{reason: buildv1.StatusReasonGenericBuildFailed, err: err}
+		return sourceBuild{}, &statusError{reason: buildv1.StatusReasonGenericBuildFailed, err: err}
 	}
 	printf(d.log, "Assembling as user %s with the scripts of %s\n", prepared.AssembleUser, scriptsOf(ss.Scripts, builderImage))
 	fetched.ContextDir, fetched.Dockerfile = prepared.ContextDir, prepared.Dockerfile
-	return fetched, nil
+	return sourceBuild{fetched: fetched, pullAuth: pullAuth}, nil
 }
 
 // previousImage returns the previous image of an incremental build's
 // platform, by digest: the child for target of the Build's output (the
 // index, which build-controller names in the pod's copy of the Build), or
-// the output itself for a build of one platform; read with the pull
-// credentials, which the build pulls it with. It returns "" when there is
-// none, or it cannot be read: the platform then builds in full, as
-// OpenShift's builder does.
-func (d *Run) previousImage(ctx context.Context, b ImageBuilder, target platform.Platform, pullAuth registry.AuthFile) string {
+// the output itself for a build of one platform. It lives in the output's
+// repository, so it is read, as OpenShift's builder pulls it, with the
+// credentials the build pushes with (the push secret, else the service
+// account's for the output's registry); with none for that repository,
+// with the pull credentials. It returns the credentials the build pulls
+// with: pullAuth, with the push credential added for the previous image's
+// repository alone. It returns "" when there is no previous image, or it
+// cannot be read: the platform then builds in full, as OpenShift's builder
+// does.
+func (d *Run) previousImage(ctx context.Context, b ImageBuilder, target platform.Platform,
+	pullAuth, pushAuth registry.AuthFile, workDir string) (string, registry.AuthFile) {
 	ref := d.Build.Annotations[buildv1.IncrementalFromAnnotation]
 	if ref == "" && d.Build.Spec.Output.To != nil {
 		ref = d.Build.Spec.Output.To.Name
 	}
 	if ref == "" {
 		printf(d.log, "Incremental build without an output: no previous image, a full build\n")
-		return ""
+		return "", pullAuth
 	}
-	prev, err := b.PlatformConfig(ctx, "previous image", ref, target, pullAuth)
+	auth, err := withPushAuth(ref, pullAuth, pushAuth, workDir)
 	if err != nil {
 		printf(d.log, "No previous image for %s (%v): a full build\n", target, err)
-		return ""
+		return "", pullAuth
+	}
+	prev, err := b.PlatformConfig(ctx, "previous image", ref, target, auth)
+	if err != nil {
+		printf(d.log, "No previous image for %s (%v): a full build\n", target, err)
+		return "", pullAuth
 	}
 	printf(d.log, "Incremental build: restoring the artifacts of the previous image %s\n", prev.Reference)
-	return prev.Reference
+	return prev.Reference, auth
+}
+
+// withPushAuth returns pullAuth with pushAuth's credential for ref's
+// repository added for that repository alone.
+func withPushAuth(ref string, pullAuth, pushAuth registry.AuthFile, workDir string) (registry.AuthFile, error) {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return registry.AuthFile{}, fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	return registry.WithRepositoryAuth(pullAuth, reference.TrimNamed(named), pushAuth, workDir)
 }
 
 // scriptsOf says where a Source build's scripts come from, for the log.

@@ -1,16 +1,9 @@
 package image
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"go.podman.io/image/v5/docker/reference"
-	"go.podman.io/image/v5/pkg/docker/config"
 
 	"github.com/archway-build/archway/pkg/registry"
 )
@@ -49,58 +42,14 @@ func (c *Cache) reference() (reference.Named, error) {
 // with pull and uses cache: buildah reaches the cache with the build's one
 // set of credentials, so when the cache's credentials are another file, it
 // is a copy of pull with the cache's credential added for the cache
-// repository alone (a repository key is more specific than a registry's,
-// so it wins there and nowhere else).
+// repository alone (registry.WithRepositoryAuth).
 func (b *Builder) buildAuth(pull registry.AuthFile, cache *Cache, repo reference.Named) (registry.AuthFile, error) {
-	if cache == nil || cache.Auth == pull {
+	if cache == nil {
 		return pull, nil
 	}
-	cred, err := config.GetCredentialsForRef(registry.Access{AuthFile: cache.Auth}.SystemContext(""), repo)
+	auth, err := registry.WithRepositoryAuth(pull, repo, cache.Auth, b.confDir)
 	if err != nil {
-		return registry.AuthFile{}, fmt.Errorf("layer cache credentials for %s: %w", repo.Name(), err)
+		return registry.AuthFile{}, fmt.Errorf("layer cache: %w", err)
 	}
-	entry := map[string]string{}
-	switch {
-	case cred.IdentityToken != "":
-		entry["identitytoken"] = cred.IdentityToken
-	case cred.Username != "" || cred.Password != "":
-		entry["auth"] = base64.StdEncoding.EncodeToString([]byte(cred.Username + ":" + cred.Password))
-	default:
-		return pull, nil // anonymous: the pull credentials do
-	}
-	top := map[string]json.RawMessage{}
-	auths := map[string]json.RawMessage{}
-	if pull.Path != "" {
-		data, err := os.ReadFile(pull.Path)
-		if err != nil {
-			return registry.AuthFile{}, err
-		}
-		if pull.Legacy {
-			// The legacy format is the auths map alone.
-			err = json.Unmarshal(data, &auths)
-		} else if err = json.Unmarshal(data, &top); err == nil && top["auths"] != nil {
-			err = json.Unmarshal(top["auths"], &auths)
-		}
-		if err != nil {
-			return registry.AuthFile{}, fmt.Errorf("docker config %s: %w", pull.Path, err)
-		}
-	}
-	raw, err := json.Marshal(entry)
-	if err != nil {
-		return registry.AuthFile{}, err
-	}
-	auths[repo.Name()] = raw
-	if top["auths"], err = json.Marshal(auths); err != nil {
-		return registry.AuthFile{}, err
-	}
-	data, err := json.Marshal(top)
-	if err != nil {
-		return registry.AuthFile{}, err
-	}
-	sum := sha256.Sum256(data)
-	path := filepath.Join(b.confDir, "auth-"+hex.EncodeToString(sum[:6])+".json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return registry.AuthFile{}, fmt.Errorf("imagebuild: %w", err)
-	}
-	return registry.AuthFile{Path: path}, nil
+	return auth, nil
 }
