@@ -113,19 +113,77 @@ func (i *Image) OnlyTopLayerFile(ctx context.Context, d digest.Digest, path stri
 	return data, err
 }
 
+// LayerEntry is one entry of one of an image's layers.
+type LayerEntry struct {
+	// Layer is the layer's index, 0 the base's lowest.
+	Layer int
+	// Name is the entry's path, without a leading "./" or "/".
+	Name string
+	// Content is a regular file's content.
+	Content []byte
+}
+
+// LayerEntries returns every entry of every layer of the image d of the
+// same repository (a child of the index): what a pull of it would bring,
+// whiteouts and files later layers remove included.
+func (i *Image) LayerEntries(ctx context.Context, d digest.Digest) ([]LayerEntry, error) {
+	raw, mt, err := i.src.GetManifest(ctx, &d)
+	if err != nil {
+		return nil, err
+	}
+	m, err := manifest.FromBlob(raw, mt)
+	if err != nil {
+		return nil, err
+	}
+	var out []LayerEntry
+	for n, layer := range m.LayerInfos() {
+		err := i.walkLayer(ctx, layer, func(hdr *tar.Header, r io.Reader) (bool, error) {
+			e := LayerEntry{Layer: n, Name: strings.TrimPrefix(strings.TrimPrefix(hdr.Name, "./"), "/")}
+			if hdr.Typeflag == tar.TypeReg {
+				data, err := io.ReadAll(r)
+				if err != nil {
+					return false, err
+				}
+				e.Content = data
+			}
+			out = append(out, e)
+			return false, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // layerFile returns the content of path in one layer, and whether the
 // layer holds it.
 func (i *Image) layerFile(ctx context.Context, layer manifest.LayerInfo, path string) (string, bool, error) {
+	var data string
+	found := false
+	err := i.walkLayer(ctx, layer, func(hdr *tar.Header, r io.Reader) (bool, error) {
+		if strings.TrimPrefix(hdr.Name, "./") != strings.TrimPrefix(path, "/") {
+			return false, nil
+		}
+		content, err := io.ReadAll(r)
+		data, found = string(content), true
+		return true, err
+	})
+	return data, found, err
+}
+
+// walkLayer calls fn for each entry of layer, until fn says it is done.
+func (i *Image) walkLayer(ctx context.Context, layer manifest.LayerInfo, fn func(*tar.Header, io.Reader) (bool, error)) error {
 	blob, _, err := i.src.GetBlob(ctx, layer.BlobInfo, none.NoCache)
 	if err != nil {
-		return "", false, err
+		return err
 	}
 	defer func() { _ = blob.Close() }()
 	var rd io.Reader = blob
 	if strings.Contains(layer.MediaType, "gzip") {
 		gz, err := gzip.NewReader(blob)
 		if err != nil {
-			return "", false, err
+			return err
 		}
 		defer func() { _ = gz.Close() }()
 		rd = gz
@@ -134,14 +192,13 @@ func (i *Image) layerFile(ctx context.Context, layer manifest.LayerInfo, path st
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return "", false, nil
+			return nil
 		}
 		if err != nil {
-			return "", false, err
+			return err
 		}
-		if strings.TrimPrefix(hdr.Name, "./") == strings.TrimPrefix(path, "/") {
-			data, err := io.ReadAll(tr)
-			return string(data), true, err
+		if done, err := fn(hdr, tr); done || err != nil {
+			return err
 		}
 	}
 }

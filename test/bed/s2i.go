@@ -4,6 +4,11 @@ package bed
 // its io.openshift.s2i.scripts-url label says.
 const S2IScriptsDir = "/usr/libexec/s2i"
 
+// S2IWorkDir is the test S2I builder image's working directory, where
+// OpenShift's builder images keep the application (and where a Source
+// build's secrets go, below their destinationDir).
+const S2IWorkDir = "/opt/app-root/src"
+
 // S2IArtifact is the file the test builder image's assemble "compiles" the
 // source into.
 const S2IArtifact = "/opt/app/artifact"
@@ -15,13 +20,14 @@ const S2IArtifact = "/opt/app/artifact"
 // GREETING of its environment, which assemble made it and how many builds
 // made it (builds=N: one more than the previous image's artifact restored
 // by an incremental build, which its save-artifacts saves); its run prints
-// the artifact; its labels name the scripts and the assemble user, as
-// OpenShift's builder images do.
+// the artifact; its labels name the scripts and the assemble user, and its
+// working directory is S2IWorkDir, as OpenShift's builder images do.
 func S2IBuilderFiles(base string) map[string]string {
 	return map[string]string{
 		"Dockerfile": "FROM " + base + "\n" +
 			"COPY s2i/ " + S2IScriptsDir + "/\n" +
-			"RUN chmod 755 " + S2IScriptsDir + "/* && mkdir -p /opt/app && chown 1001:0 /opt/app\n" +
+			"RUN chmod 755 " + S2IScriptsDir + "/* && mkdir -p /opt/app " + S2IWorkDir + " && chown 1001:0 /opt/app " + S2IWorkDir + "\n" +
+			"WORKDIR " + S2IWorkDir + "\n" +
 			"LABEL io.openshift.s2i.scripts-url=image://" + S2IScriptsDir + " \\\n" +
 			"      io.openshift.s2i.assemble-user=1001 \\\n" +
 			"      io.openshift.expose-services=8080:http\n",

@@ -60,6 +60,10 @@ func TestBuildReferences(t *testing.T) {
 			sourceStrategy(s)
 			s["strategy"].(map[string]any)["sourceStrategy"].(map[string]any)["env"] = valueFrom("secretKeyRef", secret)
 		},
+		"Source strategy source.secrets": func(s map[string]any) {
+			sourceStrategy(s)
+			s["source"].(map[string]any)["secrets"] = []any{map[string]any{"secret": map[string]any{"name": secret}, "destinationDir": "creds"}}
+		},
 		"Source strategy pullSecret": func(s map[string]any) {
 			sourceStrategy(s)
 			s["strategy"].(map[string]any)["sourceStrategy"].(map[string]any)["pullSecret"] = map[string]any{"name": secret}
@@ -183,6 +187,14 @@ func TestBuildReferences(t *testing.T) {
 	eventually(t, "with the policy unbound, alice's Build naming team-c-token is allowed", func() bool {
 		return create(alice, unreadable) == nil
 	})
+	// A Source build's source.secrets were refused by the policy, not by
+	// anything else: unbound, it goes through too.
+	if err := create(alice, build(func(s map[string]any) {
+		sourceStrategy(s)
+		s["source"].(map[string]any)["secrets"] = []any{map[string]any{"secret": map[string]any{"name": "team-c-token"}}}
+	})); err != nil {
+		t.Errorf("with the policy unbound, a Source Build naming team-c-token in source.secrets: %v", err)
+	}
 }
 
 // grantGet lets user get one object of resource (core group) in ns.

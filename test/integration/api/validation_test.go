@@ -135,19 +135,19 @@ func TestAdmissionRejects(t *testing.T) {
 			want:   []string{`spec.strategy: Invalid value: type Source needs sourceStrategy, and no dockerStrategy`},
 		},
 		{
-			name: "source: a file:// scripts URL and source secrets",
+			name: "source: a file:// scripts URL and a source secret's destinationDir out of the working directory",
 			mutate: func(s map[string]any) {
 				s["strategy"] = map[string]any{"type": "Source", "sourceStrategy": map[string]any{
 					"from":    map[string]any{"kind": "DockerImage", "name": "registry.example.com/builders/go:1"},
 					"scripts": "file:///var/run/secrets/openshift.io/push",
 				}}
 				s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"},
-					"secrets": []any{map[string]any{"secret": map[string]any{"name": "npmrc"}}}}
+					"secrets": []any{map[string]any{"secret": map[string]any{"name": "npmrc"}, "destinationDir": "app/../../etc"}}}
 			},
 			want: []string{
 				`spec.strategy.sourceStrategy.scripts: Invalid value: "file:///var/run/secrets/openshift.io/push": scripts must be image:///directory/in/the/builder/image or an http(s) URL`,
-				`spec.source.secrets: Invalid value: source.secrets are not supported with strategy Source: OpenShift gives them to assemble and empties them afterwards, ` +
-					`archway would leave them in the image; give assemble the secrets as sourceStrategy.volumes (mounted for assemble, left out of the image) instead`,
+				`spec.source.secrets: Invalid value: with strategy Source, source.secrets[].destinationDir may hold only letters, digits and . _ - + @ /, ` +
+					`and no .. (assemble finds the keys there, mounted for its step alone)`,
 			},
 		},
 		{
@@ -466,6 +466,17 @@ func TestAdmissionAccepts(t *testing.T) {
 			}}
 			s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"},
 				"configMaps": []any{map[string]any{"configMap": map[string]any{"name": "settings"}}}}
+		}},
+		{name: "source strategy: secrets in the working directory, below it and at an absolute path", mutate: func(s map[string]any) {
+			s["strategy"] = map[string]any{"type": "Source", "sourceStrategy": map[string]any{
+				"from": map[string]any{"kind": "DockerImage", "name": "registry.example.com/builders/go:1"},
+			}}
+			s["source"] = map[string]any{"type": "Git", "git": map[string]any{"uri": "https://example.com/a.git"},
+				"secrets": []any{
+					map[string]any{"secret": map[string]any{"name": "npmrc"}},
+					map[string]any{"secret": map[string]any{"name": "maven"}, "destinationDir": ".m2/conf..d"},
+					map[string]any{"secret": map[string]any{"name": "ca"}, "destinationDir": "/etc/pki/app"},
+				}}
 		}},
 		{name: "source strategy: incremental, image scripts", mutate: func(s map[string]any) {
 			s["strategy"] = map[string]any{"type": "Source", "sourceStrategy": map[string]any{

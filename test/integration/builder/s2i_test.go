@@ -1,11 +1,15 @@
 package builder_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -261,6 +265,90 @@ func TestSourceBuildIncrementalPushCredentials(t *testing.T) {
 	g.Expect(topLayerArtifactIn(t, g, reg, output)).To(ContainSubstring("builds=2\n"),
 		"the second build restored the first one's artifact, read with the push credentials")
 	g.Expect(log).NotTo(ContainSubstring("not-the-password"))
+}
+
+// kubeletSecret writes a Secret's keys under dir/name as the kubelet mounts
+// a secret volume: each key a link into a ..data directory.
+func kubeletSecret(t *testing.T, dir, name string, keys map[string]string) {
+	t.Helper()
+	data := filepath.Join(dir, name, "..2026_11_29_13_00_00.1")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(data), filepath.Join(dir, name, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range keys {
+		if err := os.WriteFile(filepath.Join(data, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..data", k), filepath.Join(dir, name, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSourceBuildSecrets builds a Source Build with two source.secrets,
+// mounted as a build pod has them, for amd64 and arm64: assemble (the
+// source's own) reads one's keys at its destinationDir relative to the
+// builder image's working directory and the other's at an absolute one,
+// owned by the assemble user; no layer of the pushed images holds the
+// keys, under any name, nor their values, and neither does the build
+// context.
+func TestSourceBuildSecrets(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilder(t)
+	token := "tok-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	secrets := t.TempDir()
+	kubeletSecret(t, secrets, "npm-creds", map[string]string{"token": token, "user": "builder-bot"})
+	kubeletSecret(t, secrets, "company-ca", map[string]string{"ca.crt": "CA-" + token})
+	repo, _ := gitRepo(t, map[string]string{
+		"app/main.txt": "with secrets\n",
+		"app/.s2i/bin/assemble": "#!/bin/sh\nset -e\necho \"assembling in $(pwd)\"\nls -ln creds /etc/pki/app\n" +
+			"{ cat /tmp/src/main.txt; echo \"machine=$(uname -m)\"; echo \"token-sha=$(sha256sum creds/token | cut -d' ' -f1)\"; " +
+			"echo \"user=$(cat creds/user)\"; echo \"ca-sha=$(sha256sum /etc/pki/app/ca.crt | cut -d' ' -f1)\"; } > " + bed.S2IArtifact + "\n",
+	})
+	output := theBed.Registry.Host + "/it/s2i-secrets:v1"
+	b := sourceBuild(repo, builder, output, nil)
+	b.Spec.Source.Secrets = []buildv1.SecretBuildSource{
+		{Secret: corev1.LocalObjectReference{Name: "npm-creds"}, DestinationDir: "creds"},
+		{Secret: corev1.LocalObjectReference{Name: "company-ca"}, DestinationDir: "/etc/pki/app"},
+	}
+	sha := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+	for _, p := range []string{"linux/amd64", "linux/arm64"} {
+		log, code := runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, b, p)},
+			"docker-build", "--no-report", "--allow-file-git-uris", "--build-secrets-dir", secrets)
+		g.Expect(code).To(Equal(0), log)
+		g.Expect(log).To(ContainSubstring("Secrets for assemble, left out of the image: /etc/pki/app/ca.crt " +
+			bed.S2IWorkDir + "/creds/token " + bed.S2IWorkDir + "/creds/user\n"))
+		g.Expect(log).To(ContainSubstring("assembling in " + bed.S2IWorkDir + "\n"))
+		g.Expect(log).To(MatchRegexp(`-rw-r--r-- +1 1001 +0 .* token`), "the keys are the assemble user's")
+		g.Expect(log).NotTo(ContainSubstring(token), "the build log")
+		artifact, _, _ := artifactOf(t, g, output, p)
+		g.Expect(artifact).To(Equal("with secrets\nmachine=" + unameOf[p] + "\ntoken-sha=" + sha(token) + "\nuser=builder-bot\nca-sha=" + sha("CA-"+token) + "\n"))
+
+		tag, err := platform.Tag(output, p)
+		g.Expect(err).NotTo(HaveOccurred())
+		img, err := theBed.Registry.OpenImage(t.Context(), tag)
+		g.Expect(err).NotTo(HaveOccurred())
+		repoName, ref, _ := strings.Cut(strings.TrimPrefix(tag, theBed.Registry.Host+"/"), ":")
+		d, err := theBed.Registry.ManifestDigest(t.Context(), repoName, ref)
+		g.Expect(err).NotTo(HaveOccurred())
+		entries, err := img.LayerEntries(t.Context(), digestOf(d))
+		g.Expect(err).NotTo(HaveOccurred())
+		cfg, err := img.Config(t.Context())
+		img.Close()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(len(entries)).To(BeNumerically(">", 10))
+		for _, e := range entries {
+			g.Expect(e.Name).NotTo(Or(HaveSuffix("creds/token"), HaveSuffix("creds/user"), HaveSuffix("ca.crt"), ContainSubstring("creds/")),
+				"%s: layer %d", p, e.Layer)
+			g.Expect(string(e.Content)).NotTo(ContainSubstring(token), "%s: layer %d's %s", p, e.Layer, e.Name)
+		}
+		for _, h := range cfg.History {
+			g.Expect(h.CreatedBy).NotTo(ContainSubstring(token), "%s: the image's history", p)
+		}
+	}
 }
 
 // topLayerArtifact reads the S2I artifact from the top layer of the image

@@ -21,7 +21,7 @@ const MaxPlatforms = 16
 // checks against the rules in the generated CRDs.
 //
 // +kubebuilder:validation:XValidation:rule=`!has(self.platforms) || self.platforms.size() == 0 || !has(self.platformsAllowedToFail) || self.platformsAllowedToFail.all(f, self.platforms.exists(p, (p.matches('^[^/]+/(arm64/v8([.]0)?|amd64/v1|ppc64(le)?/power8|riscv64/rva20u64)$') ? p.substring(0, p.lastIndexOf('/')) : p.matches('/arm64/v9[.]0$') ? p.substring(0, p.size() - 2) : p.matches('^[^/]+/arm$') ? p + '/v7' : p) == (f.matches('^[^/]+/(arm64/v8([.]0)?|amd64/v1|ppc64(le)?/power8|riscv64/rva20u64)$') ? f.substring(0, f.lastIndexOf('/')) : f.matches('/arm64/v9[.]0$') ? f.substring(0, f.size() - 2) : f.matches('^[^/]+/arm$') ? f + '/v7' : f)))`,messageExpression=`'"' + self.platformsAllowedToFail.filter(f, !self.platforms.exists(p, (p.matches('^[^/]+/(arm64/v8([.]0)?|amd64/v1|ppc64(le)?/power8|riscv64/rva20u64)$') ? p.substring(0, p.lastIndexOf('/')) : p.matches('/arm64/v9[.]0$') ? p.substring(0, p.size() - 2) : p.matches('^[^/]+/arm$') ? p + '/v7' : p) == (f.matches('^[^/]+/(arm64/v8([.]0)?|amd64/v1|ppc64(le)?/power8|riscv64/rva20u64)$') ? f.substring(0, f.lastIndexOf('/')) : f.matches('/arm64/v9[.]0$') ? f.substring(0, f.size() - 2) : f.matches('^[^/]+/arm$') ? f + '/v7' : f)))[0] + '" is not in platforms; platformsAllowedToFail must be a subset of platforms'`,fieldPath=`.platformsAllowedToFail`
-// +kubebuilder:validation:XValidation:rule=`self.strategy.type != 'Source' || !has(self.source) || !has(self.source.secrets) || size(self.source.secrets) == 0`,message="source.secrets are not supported with strategy Source: OpenShift gives them to assemble and empties them afterwards, archway would leave them in the image; give assemble the secrets as sourceStrategy.volumes (mounted for assemble, left out of the image) instead",fieldPath=`.source.secrets`
+// +kubebuilder:validation:XValidation:rule=`self.strategy.type != 'Source' || !has(self.source) || !has(self.source.secrets) || self.source.secrets.all(x, !has(x.destinationDir) || (x.destinationDir.matches('^[A-Za-z0-9._/@+-]*$') && !x.destinationDir.matches('(^|/)[.][.](/|$)')))`,message="with strategy Source, source.secrets[].destinationDir may hold only letters, digits and . _ - + @ /, and no .. (assemble finds the keys there, mounted for its step alone)",fieldPath=`.source.secrets`
 type CommonSpec struct {
 	// serviceAccount is the name of the ServiceAccount the build pods run
 	// as. Default: the controller's configured builder service account
@@ -194,10 +194,12 @@ type BuildSource struct {
 	// +optional
 	SourceSecret *corev1.LocalObjectReference `json:"sourceSecret,omitempty"`
 
-	// secrets are Secrets copied into the build context for the build to
-	// use. Default: none.
+	// secrets are Secrets given to the build: copied into the build context
+	// (Docker), or mounted for the assemble step and left out of the image
+	// (Source). Default: none.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
 	Secrets []SecretBuildSource `json:"secrets,omitempty"`
 
 	// configMaps are ConfigMaps copied into the build context for the build
@@ -215,14 +217,21 @@ type BuildSource struct {
 	Images []runtime.RawExtension `json:"images,omitempty"`
 }
 
-// SecretBuildSource copies a Secret into the build context.
+// SecretBuildSource gives a Secret's keys to the build: with strategy
+// Docker they are copied into the build context; with strategy Source they
+// are mounted for the assemble step alone and left out of the image.
 type SecretBuildSource struct {
 	// secret names the Secret. Required.
 	Secret corev1.LocalObjectReference `json:"secret"`
 
-	// destinationDir is the directory, relative to the build context, the
-	// Secret's keys are copied into. Default: the build context's root.
+	// destinationDir is the directory the Secret's keys go into, one file
+	// each. Docker: relative to the build context, into which they are
+	// copied. Source: relative to the builder image's working directory,
+	// or absolute; assemble finds the keys there, and they are in no layer
+	// of the image. Default: the build context's root (Docker), the
+	// working directory (Source).
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	DestinationDir string `json:"destinationDir,omitempty"`
 }
 

@@ -28,8 +28,8 @@
 // refused at admission, never dropped and ignored (as the apiserver would
 // prune a field the schema lacks, with only a warning, for a client that
 // does not ask for strict field validation). The strategy type enum only
-// allows Docker and Source. A Source build refuses what archway does not
-// implement for it (incremental, source.secrets), naming the field. What archway does not
+// allows Docker and Source. A Source build refuses a source.secrets
+// destinationDir its assemble step cannot mount, naming the field. What archway does not
 // implement yet (ImageChange triggers) is refused by rules of its own,
 // naming the field.
 //

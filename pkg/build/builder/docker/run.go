@@ -340,6 +340,12 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 			srcOpts.SecretDir = dir
 		}
 	}
+	if isSource {
+		// A Source build's secrets are mounted for assemble alone
+		// (prepareSource), never copied into the source, which goes into
+		// the image.
+		srcOpts.Source.Secrets = nil
+	}
 	if source.Type(spec.Source) == buildv1.BuildSourceBinary {
 		srcOpts.Binary = d.Stdin
 		switch {
@@ -377,12 +383,13 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	if target == (platform.Platform{}) {
 		target = image.HostPlatform()
 	}
+	var secrets []string
 	if isSource {
 		sb, err := d.prepareSource(ctx, b, fetched, target, env, pullAuth, pushAuth, workDir)
 		if err != nil {
 			return report.Result{}, err
 		}
-		fetched, pullAuth = sb.fetched, sb.pullAuth
+		fetched, pullAuth, secrets = sb.fetched, sb.pullAuth, sb.secrets
 		env = nil // in the Dockerfile, after the source's .s2i/environment
 	}
 
@@ -395,6 +402,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		Labels:     imageLabels(d.Build, fetched.Revision),
 		Env:        env,
 		RunMounts:  mounts,
+		Secrets:    secrets,
 		NoCache:    strategy.NoCache,
 		ForcePull:  strategy.ForcePull,
 		Squash:     strategy.ImageOptimizationPolicy.SkipsLayers(),

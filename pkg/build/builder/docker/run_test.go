@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -629,5 +630,44 @@ func TestRunIncrementalPushCredentials(t *testing.T) {
 	}
 	if !strings.Contains(string(df), "FROM "+b.Spec.Output.To.Name+" as cached\n") {
 		t.Errorf("the Dockerfile does not restore the previous image's artifacts:\n%s", df)
+	}
+}
+
+// TestRunSourceSecrets: a Source build's source.secrets are not copied
+// into the source (which goes into the image): the image builder gets them
+// as secrets that the assemble step mounts.
+func TestRunSourceSecrets(t *testing.T) {
+	b := dockerfileBuild()
+	b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceNone,
+		Secrets: []buildv1.SecretBuildSource{{Secret: corev1.LocalObjectReference{Name: "creds"}, DestinationDir: "creds"}}}
+	b.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From: corev1.ObjectReference{Kind: "DockerImage", Name: "registry.example.com/s2i/builder:1"}}}
+	secrets := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(secrets, "creds"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secrets, "creds", "token"), []byte("s3cret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ib := &builder{}
+	run, rep, out := newRun(t, b, ib)
+	run.Options.BuildSecretsDir = secrets
+	run.Fetch = func(_ context.Context, opts source.Options, dir string) (source.Fetched, error) {
+		if len(opts.Source.Secrets) != 0 {
+			t.Errorf("the fetch copies source.secrets into the source: %v", opts.Source.Secrets)
+		}
+		return source.Fetched{Root: dir, ContextDir: dir}, os.MkdirAll(dir, 0o755)
+	}
+	if err := run.Do(t.Context()); err != nil || rep.complete == nil {
+		t.Fatalf("%v %v\n%s", err, rep.calls, out)
+	}
+	if want := []string{"id=s2i-secret-0,src=" + filepath.Join(secrets, "creds", "token")}; !slices.Equal(ib.req.Secrets, want) {
+		t.Errorf("request secrets %v, want %v", ib.req.Secrets, want)
+	}
+	if !strings.Contains(out.String(), "Secrets for assemble, left out of the image: /opt/app-root/src/creds/token\n") {
+		t.Errorf("the log does not say where assemble finds the secrets:\n%s", out)
+	}
+	if len(b.Spec.Source.Secrets) != 1 {
+		t.Errorf("the Build's source.secrets changed: %v", b.Spec.Source.Secrets)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"go.podman.io/image/v5/docker/reference"
 	"k8s.io/utils/ptr"
@@ -47,6 +48,9 @@ type sourceBuild struct {
 	// pullAuth is what the build pulls with: the pull credentials, and for
 	// an incremental build's previous image, the push credentials.
 	pullAuth registry.AuthFile
+	// secrets are the source.secrets the assemble step mounts
+	// (image.Request.Secrets).
+	secrets []string
 }
 
 // prepareSource makes a Source build a Dockerfile build (package s2i): it
@@ -80,13 +84,31 @@ func (d *Run) prepareSource(ctx context.Context, b ImageBuilder, fetched source.
 		Env:        env,
 
 		IncrementalFrom: previous,
+		Secrets:         d.sourceSecrets(),
 	})
 	if err != nil {
 		return sourceBuild{}, &statusError{reason: buildv1.StatusReasonGenericBuildFailed, err: err}
 	}
 	printf(d.log, "Assembling as user %s with the scripts of %s\n", prepared.AssembleUser, scriptsOf(ss.Scripts, builderImage))
+	if len(prepared.SecretFiles) > 0 {
+		printf(d.log, "Secrets for assemble, left out of the image: %s\n", strings.Join(prepared.SecretFiles, " "))
+	}
 	fetched.ContextDir, fetched.Dockerfile = prepared.ContextDir, prepared.Dockerfile
-	return sourceBuild{fetched: fetched, pullAuth: pullAuth}, nil
+	return sourceBuild{fetched: fetched, pullAuth: pullAuth, secrets: prepared.Secrets}, nil
+}
+
+// sourceSecrets are the Build's source.secrets, as the pod has them
+// mounted (Options.BuildSecretsDir, one directory per Secret).
+func (d *Run) sourceSecrets() []s2i.Secret {
+	dir := d.Options.BuildSecretsDir
+	if dir == "" {
+		dir = source.DefaultBuildSecretsDir
+	}
+	var out []s2i.Secret
+	for _, s := range d.Build.Spec.Source.Secrets {
+		out = append(out, s2i.Secret{Name: s.Secret.Name, Dir: filepath.Join(dir, s.Secret.Name), DestinationDir: s.DestinationDir})
+	}
+	return out
 }
 
 // previousImage returns the previous image of an incremental build's

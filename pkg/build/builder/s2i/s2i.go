@@ -19,7 +19,9 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +68,27 @@ type Inputs struct {
 	// the destination's artifacts directory before assemble. "" builds
 	// in full.
 	IncrementalFrom string
+	// Secrets are the Build's source.secrets, given to assemble alone.
+	Secrets []Secret
+}
+
+// Secret is one of a Build's source.secrets. Each of its keys is given to
+// the assemble step as a file in DestinationDir, as OpenShift's builder
+// gives them, and is left out of the image: OpenShift copies the keys in
+// before assemble and removes them after it, in a build it commits as one
+// layer; archway mounts each key for the assemble step alone
+// (RUN --mount=type=secret), so that no layer, cached or pushed, ever
+// holds it.
+type Secret struct {
+	// Name is the Secret's name.
+	Name string
+	// Dir is where the build pod has the Secret mounted: one file per key.
+	Dir string
+	// DestinationDir is the directory assemble finds the keys in: relative
+	// to the builder image's working directory (its WORKDIR, else
+	// source-to-image's /opt/app-root/src), or absolute. Default: that
+	// working directory.
+	DestinationDir string
 }
 
 // Prepared is a Source build ready for the Docker strategy's build.
@@ -78,6 +101,11 @@ type Prepared struct {
 	Dockerfile string
 	// AssembleUser is the user assemble runs as.
 	AssembleUser string
+	// Secrets are the secrets the Dockerfile's assemble step mounts, as
+	// buildah takes them (id=ID,src=FILE): image.Request.Secrets.
+	Secrets []string
+	// SecretFiles are where assemble finds the secrets' keys, sorted.
+	SecretFiles []string
 }
 
 // Error is a Source build that cannot be prepared: a bad scripts URL, a
@@ -158,7 +186,138 @@ func Prepare(in Inputs) (Prepared, error) {
 	if err := sortLabels(cfg.AsDockerfile); err != nil {
 		return Prepared{}, err
 	}
-	return Prepared{ContextDir: dir, Dockerfile: cfg.AsDockerfile, AssembleUser: cfg.AssembleUser}, nil
+	prepared := Prepared{ContextDir: dir, Dockerfile: cfg.AsDockerfile, AssembleUser: cfg.AssembleUser}
+	if len(in.Secrets) > 0 {
+		// cfg.ImageWorkDir is the builder image's WORKDIR, or what
+		// source-to-image defaulted it to.
+		mounts, err := secretMounts(in.Secrets, cfg.ImageWorkDir, cfg.AssembleUser)
+		if err != nil {
+			return Prepared{}, &Error{err}
+		}
+		if err := mountForAssemble(cfg.AsDockerfile, mounts); err != nil {
+			return Prepared{}, err
+		}
+		for _, m := range mounts {
+			prepared.Secrets = append(prepared.Secrets, "id="+m.id+",src="+m.src)
+			prepared.SecretFiles = append(prepared.SecretFiles, m.target)
+		}
+		slices.Sort(prepared.SecretFiles)
+	}
+	return prepared, nil
+}
+
+// secretMount is one key of a Secret, mounted for assemble.
+type secretMount struct {
+	id, src, target string
+	uid             string
+	mode            fs.FileMode
+}
+
+// safePath is what a secret's target may hold: it is written into a RUN
+// instruction's --mount flag, whose options a comma separates, and which
+// ends at a space.
+var safePath = regexp.MustCompile(`^[A-Za-z0-9._/@+-]+$`)
+
+// secretMounts lists the keys of secrets, as mounted in the build pod, and
+// where assemble finds each (a later Secret's key wins a file both name).
+// The keys' owner is the assemble user (when numeric; root otherwise, with
+// the keys readable by all), their group root, and their mode the pod's,
+// as OpenShift copies them in and gives them to the assemble user.
+func secretMounts(secrets []Secret, workDir, assembleUser string) ([]secretMount, error) {
+	if workDir == "" {
+		workDir = "/"
+	}
+	uid, _, _ := strings.Cut(assembleUser, ":")
+	if _, err := strconv.ParseUint(uid, 10, 32); err != nil {
+		uid = ""
+	}
+	var mounts []secretMount
+	byTarget := map[string]int{}
+	for _, s := range secrets {
+		dest := path.Clean("/" + s.DestinationDir)
+		if !path.IsAbs(s.DestinationDir) {
+			if rel := path.Clean(s.DestinationDir); strings.HasPrefix(rel, "..") {
+				return nil, fmt.Errorf("secret %s: destinationDir %q must not start with \"..\"", s.Name, s.DestinationDir)
+			}
+			dest = path.Join(workDir, s.DestinationDir)
+		}
+		if !safePath.MatchString(dest) {
+			return nil, fmt.Errorf("secret %s: destinationDir %q: with strategy Source it may hold only letters, digits and . _ - + @ / "+
+				"(assemble finds the keys at %s, a mount of its RUN step)", s.Name, s.DestinationDir, dest)
+		}
+		entries, err := os.ReadDir(s.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("secret %s is not mounted at %s: %w", s.Name, s.Dir, err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "..") {
+				continue // the kubelet's ..data and timestamped directories
+			}
+			src := filepath.Join(s.Dir, e.Name())
+			info, err := os.Stat(src)
+			if err != nil || !info.Mode().IsRegular() {
+				continue
+			}
+			if strings.ContainsAny(src, ",=") || !safePath.MatchString(e.Name()) {
+				return nil, fmt.Errorf("secret %s: key %q cannot be mounted for assemble (its path %s)", s.Name, e.Name(), src)
+			}
+			m := secretMount{src: src, target: path.Join(dest, e.Name()), uid: uid, mode: info.Mode().Perm()}
+			if uid == "" {
+				m.mode |= 0o444
+			}
+			if i, ok := byTarget[m.target]; ok {
+				m.id = mounts[i].id
+				mounts[i] = m
+				continue
+			}
+			m.id = "s2i-secret-" + strconv.Itoa(len(mounts))
+			byTarget[m.target] = len(mounts)
+			mounts = append(mounts, m)
+		}
+	}
+	return mounts, nil
+}
+
+// mountForAssemble gives the assemble step of the Dockerfile at path (the
+// RUN of an assemble script in the last stage, which source-to-image
+// writes once) a secret mount for each of mounts.
+func mountForAssemble(path string, mounts []secretMount) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	last := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "FROM ") {
+			last = i
+		}
+	}
+	assemble := -1
+	for i := last + 1; last >= 0 && i < len(lines); i++ {
+		l := strings.TrimSuffix(lines[i], "\n")
+		if strings.HasPrefix(l, "RUN ") && strings.HasSuffix(l, "/assemble") && !strings.ContainsAny(l[len("RUN "):], " \\") {
+			if assemble >= 0 {
+				return fmt.Errorf("the generated Dockerfile runs assemble twice")
+			}
+			assemble = i
+		}
+	}
+	if assemble < 0 {
+		return fmt.Errorf("the generated Dockerfile has no assemble step to give the secrets to")
+	}
+	var b strings.Builder
+	b.WriteString("RUN")
+	for _, m := range mounts {
+		uid := m.uid
+		if uid == "" {
+			uid = "0"
+		}
+		fmt.Fprintf(&b, " --mount=type=secret,id=%s,target=%s,required=true,uid=%s,gid=0,mode=%04o \\\n   ", m.id, m.target, uid, m.mode)
+	}
+	b.WriteString(" " + strings.TrimPrefix(lines[assemble], "RUN "))
+	lines[assemble] = b.String()
+	return os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644) //nolint:gosec // the Dockerfile Prepare wrote in its own build context
 }
 
 // removeExcluded removes what source-to-image leaves out of a source it

@@ -1,6 +1,7 @@
 package s2i
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,6 +212,123 @@ func TestCheckScriptsURL(t *testing.T) {
 	} {
 		if err := CheckScriptsURL(raw); (err == nil) != ok {
 			t.Errorf("CheckScriptsURL(%q) = %v, want ok %v", raw, err, ok)
+		}
+	}
+}
+
+// secretDir writes a Secret's keys as the kubelet mounts them: each key a
+// link into a ..data directory.
+func secretDir(t *testing.T, keys map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "..2026_11_29_12_00_00.1")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(data), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range keys {
+		if err := os.WriteFile(filepath.Join(data, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestPrepareSecrets: each key of source.secrets is mounted for the
+// assemble step alone, at destinationDir relative to the builder image's
+// working directory (or absolute), owned by the assemble user; nothing of
+// the Secrets is in the build context, and no other step mounts them.
+func TestPrepareSecrets(t *testing.T) {
+	labels := map[string]string{ScriptsURLLabel: "image:///usr/libexec/s2i", AssembleUserLabel: "1001"}
+	creds := secretDir(t, map[string]string{"token": "s3cret", "user": "me"})
+	ca := secretDir(t, map[string]string{"ca.crt": "PEM"})
+	p, df, err := prepare(t, map[string]string{"main.txt": "hello"}, Inputs{
+		Builder: builderImage(labels, ""),
+		Secrets: []Secret{{Name: "creds", Dir: creds, DestinationDir: "creds"}, {Name: "ca", Dir: ca, DestinationDir: "/etc/pki/app"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "RUN --mount=type=secret,id=s2i-secret-0,target=/opt/app/creds/token,required=true,uid=1001,gid=0,mode=0644 \\\n" +
+		"    --mount=type=secret,id=s2i-secret-1,target=/opt/app/creds/user,required=true,uid=1001,gid=0,mode=0644 \\\n" +
+		"    --mount=type=secret,id=s2i-secret-2,target=/etc/pki/app/ca.crt,required=true,uid=1001,gid=0,mode=0644 \\\n" +
+		"    /usr/libexec/s2i/assemble\n"
+	if !strings.Contains(df, want) {
+		t.Errorf("the Dockerfile has no\n%s\nin:\n%s", want, df)
+	}
+	if n := strings.Count(df, "--mount"); n != 3 {
+		t.Errorf("%d mounts, want the assemble step's 3:\n%s", n, df)
+	}
+	wantSecrets := []string{"id=s2i-secret-0,src=" + filepath.Join(creds, "token"), "id=s2i-secret-1,src=" + filepath.Join(creds, "user"),
+		"id=s2i-secret-2,src=" + filepath.Join(ca, "ca.crt")}
+	if strings.Join(p.Secrets, " ") != strings.Join(wantSecrets, " ") {
+		t.Errorf("secrets %v, want %v", p.Secrets, wantSecrets)
+	}
+	if strings.Join(p.SecretFiles, " ") != "/etc/pki/app/ca.crt /opt/app/creds/token /opt/app/creds/user" {
+		t.Errorf("secret files %v", p.SecretFiles)
+	}
+	err = filepath.WalkDir(p.ContextDir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			data, rerr := os.ReadFile(path)
+			if rerr == nil && strings.Contains(string(data), "s3cret") {
+				t.Errorf("the build context's %s holds the secret", path)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPrepareSecretsDefaults: no destinationDir is the working directory
+// (source-to-image's /opt/app-root/src for an image without one); a user
+// that is a name gets keys readable by all; a key two Secrets give is the
+// later one's.
+func TestPrepareSecretsDefaults(t *testing.T) {
+	labels := map[string]string{ScriptsURLLabel: "image:///usr/libexec/s2i", AssembleUserLabel: "default"}
+	a := secretDir(t, map[string]string{"token": "a"})
+	b := secretDir(t, map[string]string{"token": "b"})
+	img := builderImage(labels, "")
+	img.Config.WorkingDir = ""
+	p, df, err := prepare(t, map[string]string{"main.txt": "hello"}, Inputs{
+		Builder: img, Secrets: []Secret{{Name: "a", Dir: a}, {Name: "b", Dir: b, DestinationDir: "."}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "RUN --mount=type=secret,id=s2i-secret-0,target=/opt/app-root/src/token,required=true,uid=0,gid=0,mode=0644 \\\n"; !strings.Contains(df, want) {
+		t.Errorf("the Dockerfile has no %q:\n%s", want, df)
+	}
+	if strings.Join(p.Secrets, " ") != "id=s2i-secret-0,src="+filepath.Join(b, "token") {
+		t.Errorf("secrets %v, want b's token alone", p.Secrets)
+	}
+}
+
+// TestPrepareSecretsRefused: a destinationDir leaving its directory, one a
+// mount flag cannot hold, and a Secret that is not mounted are refused,
+// saying which.
+func TestPrepareSecretsRefused(t *testing.T) {
+	labels := map[string]string{ScriptsURLLabel: "image:///usr/libexec/s2i"}
+	dir := secretDir(t, map[string]string{"token": "x"})
+	for _, tc := range []struct {
+		secret Secret
+		want   string
+	}{
+		{Secret{Name: "s", Dir: dir, DestinationDir: "../etc"}, `secret s: destinationDir "../etc" must not start with ".."`},
+		{Secret{Name: "s", Dir: dir, DestinationDir: "a,uid=0"}, `secret s: destinationDir "a,uid=0": with strategy Source it may hold only`},
+		{Secret{Name: "s", Dir: dir, DestinationDir: "my dir"}, `secret s: destinationDir "my dir"`},
+		{Secret{Name: "gone", Dir: filepath.Join(dir, "missing")}, "secret gone is not mounted at "},
+	} {
+		_, _, err := prepare(t, map[string]string{"main.txt": "x"}, Inputs{Builder: builderImage(labels, ""), Secrets: []Secret{tc.secret}})
+		var perr *Error
+		if !errors.As(err, &perr) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an *Error saying %q", tc.secret, err, tc.want)
 		}
 	}
 }

@@ -30,8 +30,9 @@ type BuildSourceApplyConfiguration struct {
 	// sourceSecret names a Secret with the credentials to fetch the source
 	// (basic auth, SSH key, .gitconfig or CA certificate). Default: none.
 	SourceSecret *corev1.LocalObjectReference `json:"sourceSecret,omitempty"`
-	// secrets are Secrets copied into the build context for the build to
-	// use. Default: none.
+	// secrets are Secrets given to the build: copied into the build context
+	// (Docker), or mounted for the assemble step and left out of the image
+	// (Source). Default: none.
 	Secrets []SecretBuildSourceApplyConfiguration `json:"secrets,omitempty"`
 	// configMaps are ConfigMaps copied into the build context for the build
 	// to use. Default: none.

@@ -9,12 +9,18 @@ import (
 // SecretBuildSourceApplyConfiguration represents a declarative configuration of the SecretBuildSource type for use
 // with apply.
 //
-// SecretBuildSource copies a Secret into the build context.
+// SecretBuildSource gives a Secret's keys to the build: with strategy
+// Docker they are copied into the build context; with strategy Source they
+// are mounted for the assemble step alone and left out of the image.
 type SecretBuildSourceApplyConfiguration struct {
 	// secret names the Secret. Required.
 	Secret *corev1.LocalObjectReference `json:"secret,omitempty"`
-	// destinationDir is the directory, relative to the build context, the
-	// Secret's keys are copied into. Default: the build context's root.
+	// destinationDir is the directory the Secret's keys go into, one file
+	// each. Docker: relative to the build context, into which they are
+	// copied. Source: relative to the builder image's working directory,
+	// or absolute; assemble finds the keys there, and they are in no layer
+	// of the image. Default: the build context's root (Docker), the
+	// working directory (Source).
 	DestinationDir *string `json:"destinationDir,omitempty"`
 }
 
