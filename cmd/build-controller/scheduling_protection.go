@@ -8,7 +8,13 @@ import (
 )
 
 // setupControlPlaneProtection serves the control-plane protection webhook
-// (pkg/scheduling/protection) on every replica.
-func setupControlPlaneProtection(mgr ctrl.Manager, _ *options) error {
-	return protection.Setup(mgr, metrics.Registry)
+// (pkg/scheduling/protection) on every replica; once the manager has
+// stopped, the replica's last denials go into the status.
+func setupControlPlaneProtection(mgr ctrl.Manager, opts *options) error {
+	finish, err := protection.Setup(mgr, metrics.Registry)
+	if err != nil {
+		return err
+	}
+	opts.afterStop = append(opts.afterStop, finish)
+	return nil
 }

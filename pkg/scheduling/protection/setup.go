@@ -45,26 +45,27 @@ func ConfigureCache(o *cache.Options) {
 // with the denials it counted (status.go), and serves ConfigWebhookPath,
 // which refuses an override that would not lapse within MaxOverride
 // (override.go). The scheme must hold
-// schedulingv1alpha1. Metrics are registered with reg.
-func Setup(mgr ctrl.Manager, reg prometheus.Registerer) error {
+// schedulingv1alpha1. Metrics are registered with reg. Once mgr has
+// stopped, finish writes the denials not yet in the status.
+func Setup(mgr ctrl.Manager, reg prometheus.Registerer) (finish func(context.Context) error, err error) {
 	m, err := newMetrics(reg)
 	if err != nil {
-		return fmt.Errorf("control-plane protection metrics: %w", err)
+		return nil, fmt.Errorf("control-plane protection metrics: %w", err)
 	}
 	ctx := context.Background()
 	if _, err := mgr.GetCache().GetInformer(ctx, &schedulingv1alpha1.ControlPlaneProtection{}); err != nil {
-		return fmt.Errorf("control-plane protection: informer for ControlPlaneProtection: %w", err)
+		return nil, fmt.Errorf("control-plane protection: informer for ControlPlaneProtection: %w", err)
 	}
 	if _, err := mgr.GetCache().GetInformer(ctx, &metav1.PartialObjectMetadata{TypeMeta: nodeType}); err != nil {
-		return fmt.Errorf("control-plane protection: informer for nodes: %w", err)
+		return nil, fmt.Errorf("control-plane protection: informer for nodes: %w", err)
 	}
 	recorder := mgr.GetEventRecorder("control-plane-protection")
 	if err := setupFailurePolicy(mgr, recorder); err != nil {
-		return fmt.Errorf("control-plane protection: failure policy controller: %w", err)
+		return nil, fmt.Errorf("control-plane protection: failure policy controller: %w", err)
 	}
 	denials := newDenialCounter()
 	if err := setupStatus(mgr, denials); err != nil {
-		return fmt.Errorf("control-plane protection: status controller: %w", err)
+		return nil, fmt.Errorf("control-plane protection: status controller: %w", err)
 	}
 	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: &webhook{
 		decoder:  admission.NewDecoder(mgr.GetScheme()),
@@ -79,7 +80,7 @@ func Setup(mgr ctrl.Manager, reg prometheus.Registerer) error {
 		decoder: admission.NewDecoder(mgr.GetScheme()),
 		now:     time.Now,
 	}})
-	return mgr.AddReadyzCheck("control-plane-protection-cache", func(req *http.Request) error {
+	err = mgr.AddReadyzCheck("control-plane-protection-cache", func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
 		defer cancel()
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -87,4 +88,11 @@ func Setup(mgr ctrl.Manager, reg prometheus.Registerer) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	finish = func(ctx context.Context) error {
+		return flushDenials(ctx, mgr.GetClient(), mgr.GetAPIReader(), denials)
+	}
+	return finish, nil
 }

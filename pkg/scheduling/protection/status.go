@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -167,6 +168,39 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	r.lastWrite = now
 	return res, nil
+}
+
+// flushTimeout bounds the writing of a stopped replica's last denials.
+const flushTimeout = 5 * time.Second
+
+// flushDenials writes the denials counted since the status's last write
+// (the write of the last second's denials waits for statusInterval), read
+// and written straight to the apiserver: it runs once the replica's
+// manager has stopped (its webhook, controllers and cache), so that a
+// replica stopped by a rollout or a node drain loses none.
+func flushDenials(ctx context.Context, c client.Client, reader client.Reader, denials *denialCounter) error {
+	n, last := denials.take()
+	if n == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cfg := &schedulingv1alpha1.ControlPlaneProtection{}
+		if err := reader.Get(ctx, types.NamespacedName{Name: schedulingv1alpha1.ControlPlaneProtectionName}, cfg); err != nil {
+			return err
+		}
+		cfg.Status.Denials = addDenials(cfg.Status.Denials, n, last)
+		return c.Status().Update(ctx, cfg)
+	})
+	if apierrors.IsNotFound(err) {
+		// Gone: the denials counted are of no object any more.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing the last %d denials to the ControlPlaneProtection's status: %w", n, err)
+	}
+	return nil
 }
 
 // addDenials adds n denials, the last of them last, to what the status

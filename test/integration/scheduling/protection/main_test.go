@@ -88,13 +88,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "protection suite: binding the test users:", err)
 		return 1
 	}
-	stopWebhook, err := startWebhook(ctx)
+	stopWebhook, err = startWebhook(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "protection suite: starting the webhook:", err)
 		return 1
 	}
-	// Before the bed goes with the webhook's certificates.
-	defer stopWebhook()
+	// Before the bed goes with the webhook's certificates (the webhook
+	// serving then: a case may have restarted it).
+	defer func() { stopWebhook() }()
 	if err := registerWebhook(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "protection suite: registering the webhook:", err)
 		return 1
@@ -108,6 +109,10 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// stopWebhook stops the suite's webhook and finishes it as
+// build-controller does.
+var stopWebhook func()
+
 // webhooks serves the webhook for the whole suite, registered with the
 // webhook configuration of manifests/scheduling/protection as it is
 // (envtest points it at this process with the certificate it made).
@@ -117,13 +122,25 @@ var webhooks *bed.Webhooks
 // waits.
 func startWebhook(ctx context.Context) (stop func(), err error) {
 	registry = prometheus.NewRegistry()
+	var finish func(context.Context) error
 	webhooks, err = testBed.StartWebhooks(ctx, scheme, []string{"manifests/scheduling/protection/validating_webhook_configuration.yaml"},
-		func(mgr ctrl.Manager) error { return protection.Setup(mgr, registry) })
+		func(mgr ctrl.Manager) error {
+			var err error
+			finish, err = protection.Setup(mgr, registry)
+			return err
+		})
 	if err != nil {
 		return nil, err
 	}
 	webhookMgr = webhooks.Manager
-	return webhooks.Stop, nil
+	// As build-controller does once its manager has stopped.
+	stopped := webhooks
+	return func() {
+		stopped.Stop()
+		if err := finish(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "protection suite: finishing the webhook:", err)
+		}
+	}, nil
 }
 
 // registerWebhook creates the webhook configuration, pointed at this
