@@ -31,6 +31,7 @@ import (
 	"github.com/archway-build/archway/pkg/placement/podcontroller"
 	placementwebhook "github.com/archway-build/archway/pkg/placement/webhook"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 // Images the suite pushes (full references, set by TestMain).
@@ -62,30 +63,18 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	bed.SetTestLogger()
-	ctx := context.Background()
-	var err error
-	testBed, err = bed.Start(ctx, bed.Options{AuthRegistry: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = testBed.Stop() }()
-	scheme = bed.NewScheme()
-	k8s = testBed.Client
-	stopWebhook, err := setup(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "placement suite:", err)
-		return 1
-	}
-	// Before the bed goes with the webhook's certificates.
-	defer stopWebhook()
-	defer suiteController.stop()
-	return m.Run()
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "placement suite",
+		Bed:  bed.Options{AuthRegistry: true},
+		Setup: func(ctx context.Context, s *framework.Suite) (func(), error) {
+			testBed, k8s, scheme = s.Bed, s.Bed.Client, s.Scheme
+			stopWebhook, err := setup(ctx)
+			return func() {
+				suiteController.stop()
+				stopWebhook()
+			}, err
+		},
+	}))
 }
 
 // setup pushes the suite's images, starts and registers the webhook and
@@ -101,7 +90,7 @@ func setup(ctx context.Context) (stopWebhook func(), err error) {
 	if stopWebhook, err = startWebhook(ctx); err != nil {
 		return func() {}, fmt.Errorf("starting the webhook: %w", err)
 	}
-	if err := registerWebhook(); err != nil {
+	if err := webhooks.Install(); err != nil {
 		return stopWebhook, fmt.Errorf("registering the webhook: %w", err)
 	}
 	// Before the controller, which discovers OpenShift's registry settings
@@ -192,12 +181,6 @@ func startWebhook(ctx context.Context) (stop func(), err error) {
 	}
 	webhookMgr, webhookURL, webhookCA = webhooks.Manager, webhooks.URL+placement.WebhookPath, webhooks.CA
 	return webhooks.Stop, nil
-}
-
-// registerWebhook creates the webhook configurations of manifests/placement,
-// pointed at this process, and waits until the apiserver has them.
-func registerWebhook() error {
-	return webhooks.Install()
 }
 
 // controllerRun is a running manager with the placement controllers.

@@ -30,7 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -41,6 +41,7 @@ import (
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
 	"github.com/archway-build/archway/pkg/scheduling/protection"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 const (
@@ -59,25 +60,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	bed.SetTestLogger()
-	var err error
-	testBed, err = bed.Start(context.Background(), bed.Options{WithoutNodes: true, WithoutRegistry: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = testBed.Stop() }()
-	scheme := bed.NewScheme()
-	utilruntime.Must(schedulingv1alpha1.AddToScheme(scheme))
-	if k8s, err = client.New(testBed.Config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(framework.Run(m, framework.Options{
+		Name:        "webhookcert suite",
+		Bed:         bed.Options{WithoutNodes: true, WithoutRegistry: true},
+		AddToScheme: []func(*runtime.Scheme) error{schedulingv1alpha1.AddToScheme},
+		Setup: func(_ context.Context, s *framework.Suite) (func(), error) {
+			testBed, k8s = s.Bed, s.Client
+			return nil, nil
+		},
+	}))
 }
 
 // controller is build-controller running as a process.

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,6 +26,7 @@ import (
 	placementwebhook "github.com/archway-build/archway/pkg/placement/webhook"
 	"github.com/archway-build/archway/pkg/scheduling/policy"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 // flushInterval is the suite's status flush interval: short, so status
@@ -45,45 +45,29 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	bed.SetTestLogger()
-	ctx := context.Background()
-	var err error
-	// kube-controller-manager makes the pods of the workload cases'
-	// Deployments.
-	testBed, err = bed.Start(ctx, bed.Options{ControllerManager: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = testBed.Stop() }()
-	scheme = bed.NewScheme()
-	utilruntime.Must(kupidv1alpha1.AddToScheme(scheme))
-	if k8s, err = client.New(testBed.Config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	// archway's namespace, as an install makes it: the placement
-	// controller's heartbeat Lease lives there.
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: placementOptions().Namespace}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	stop, err := startWebhook(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scheduling-policy suite: starting the webhook:", err)
-		return 1
-	}
-	// Before the bed goes with the webhook's certificates.
-	defer stop()
-	if err := registerWebhooks(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "scheduling-policy suite: registering the webhooks:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "scheduling-policy suite",
+		// kube-controller-manager makes the pods of the workload cases'
+		// Deployments.
+		Bed:         bed.Options{ControllerManager: true},
+		AddToScheme: []func(*runtime.Scheme) error{kupidv1alpha1.AddToScheme},
+		Setup: func(ctx context.Context, s *framework.Suite) (func(), error) {
+			testBed, k8s, scheme = s.Bed, s.Client, s.Scheme
+			// archway's namespace, as an install makes it: the placement
+			// controller's heartbeat Lease lives there.
+			if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: placementOptions().Namespace}}); err != nil {
+				return nil, err
+			}
+			stop, err := startWebhook(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("starting the webhook: %w", err)
+			}
+			if err := webhooks.Install(); err != nil {
+				return stop, fmt.Errorf("registering the webhooks: %w", err)
+			}
+			return stop, nil
+		},
+	}))
 }
 
 // placementOptions are the placement options of the suite: the bed's
@@ -120,10 +104,4 @@ func startWebhook(ctx context.Context) (stop func(), err error) {
 	}
 	webhookMgr = webhooks.Manager
 	return webhooks.Stop, nil
-}
-
-// registerWebhooks creates the webhook configurations, pointed at this
-// process.
-func registerWebhooks(context.Context) error {
-	return webhooks.Install()
 }

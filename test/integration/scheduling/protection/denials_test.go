@@ -38,7 +38,7 @@ func TestDenialsOfAStoppedReplica(t *testing.T) {
 	if stopWebhook, err = startWebhook(context.Background()); err != nil {
 		t.Fatalf("starting the webhook again: %v", err)
 	}
-	if err := registerWebhook(context.Background()); err != nil {
+	if err := webhooks.Install(); err != nil {
 		t.Fatalf("registering the webhook again: %v", err)
 	}
 

@@ -21,7 +21,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -29,6 +28,7 @@ import (
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
 	"github.com/archway-build/archway/pkg/scheduling/protection"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 const (
@@ -48,65 +48,56 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "protection suite",
+		// The bed's scheduler would run as the bed's admin: this suite runs
+		// its own as system:kube-scheduler.
+		// Only this suite's CRD: the suite needs no other.
+		Bed: bed.Options{
+			WithoutScheduler: true, WithoutRegistry: true,
+			CRDDirectoryPaths: []string{filepath.Join(bed.RepoRoot(), "manifests", "crd", "bases", "scheduling.archway.dev_controlplaneprotections.yaml")},
+		},
+		AddToScheme: []func(*runtime.Scheme) error{schedulingv1alpha1.AddToScheme},
+		Setup:       setup,
+	}))
 }
 
-func run(m *testing.M) int {
-	bed.SetTestLogger()
-	ctx := context.Background()
-	var err error
-	// The bed's scheduler would run as the bed's admin: this suite runs
-	// its own as system:kube-scheduler.
-	// Only this suite's CRD: the suite needs no other.
-	testBed, err = bed.Start(ctx, bed.Options{
-		WithoutScheduler: true, WithoutRegistry: true,
-		CRDDirectoryPaths: []string{filepath.Join(bed.RepoRoot(), "manifests", "crd", "bases", "scheduling.archway.dev_controlplaneprotections.yaml")},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = testBed.Stop() }()
-	scheme = bed.NewScheme()
-	utilruntime.Must(schedulingv1alpha1.AddToScheme(scheme))
-	if k8s, err = client.New(testBed.Config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+// setup lets the test users in, serves and registers the webhook and starts
+// the suite's kube-scheduler; teardown stops the scheduler, then the
+// webhook.
+func setup(ctx context.Context, s *framework.Suite) (teardown func(), err error) {
+	testBed, k8s, scheme = s.Bed, s.Client, s.Scheme
 	if err := k8s.Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "protection-test-users"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"", "apps", "batch"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
 	}); err != nil {
-		fmt.Fprintln(os.Stderr, "protection suite: the test users' role:", err)
-		return 1
+		return nil, fmt.Errorf("the test users' role: %w", err)
 	}
 	if err := k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "protection-test-users"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "protection-test-users"},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: testUsersGroup}},
 	}); err != nil {
-		fmt.Fprintln(os.Stderr, "protection suite: binding the test users:", err)
-		return 1
+		return nil, fmt.Errorf("binding the test users: %w", err)
 	}
 	stopWebhook, err = startWebhook(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "protection suite: starting the webhook:", err)
-		return 1
+		return nil, fmt.Errorf("starting the webhook: %w", err)
 	}
-	// Before the bed goes with the webhook's certificates (the webhook
-	// serving then: a case may have restarted it).
-	defer func() { stopWebhook() }()
-	if err := registerWebhook(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "protection suite: registering the webhook:", err)
-		return 1
+	// The teardown stops the webhook serving then: a case may have
+	// restarted it.
+	stopCurrent := func() { stopWebhook() }
+	if err := webhooks.Install(); err != nil {
+		return stopCurrent, fmt.Errorf("registering the webhook: %w", err)
 	}
 	scheduler, err := startComponent(ctx, "kube-scheduler", schedulerUser, nil, schedulerArgs)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "protection suite:", err)
-		return 1
+		return stopCurrent, err
 	}
-	defer scheduler.stop()
-	return m.Run()
+	return func() {
+		scheduler.stop()
+		stopCurrent()
+	}, nil
 }
 
 // stopWebhook stops the suite's webhook and finishes it as
@@ -141,12 +132,6 @@ func startWebhook(ctx context.Context) (stop func(), err error) {
 			fmt.Fprintln(os.Stderr, "protection suite: finishing the webhook:", err)
 		}
 	}, nil
-}
-
-// registerWebhook creates the webhook configuration, pointed at this
-// process.
-func registerWebhook(context.Context) error {
-	return webhooks.Install()
 }
 
 // shippedConfig is the default ControlPlaneProtection of
