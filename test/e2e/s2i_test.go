@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -239,4 +241,113 @@ func TestGitHubPushSourceBuild(t *testing.T) {
 	for _, p := range framework.Platforms {
 		g.Expect(artifacts[p]).To(Equal("pushed\nmachine="+framework.UnameOf[p]+"\ngreeting=none\nassembler=image\nbuilds=1"), "the %s child", p)
 	}
+}
+
+// TestSourceBuildSecrets builds a Source BuildConfig naming a Secret in
+// source.secrets for amd64 and arm64 through build-controller: each
+// platform's pod has the Secret mounted, and the source's assemble reads
+// its key at destinationDir in the builder image's working directory
+// (its artifact records the key's digest); no layer of either child of
+// the index holds the key or its value.
+func TestSourceBuildSecrets(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilderImage(t)
+	h := newHarness(t, "s2isecrets")
+	token := "tok-" + h.ns
+	g.Expect(env.Bed.Client.Create(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "npm-creds"},
+		StringData: map[string]string{"token": token}})).To(Succeed())
+	platforms := []string{"linux/amd64", "linux/arm64"}
+	bc := h.buildConfigSpecFiles(map[string]string{
+		"main.txt": "with a secret\n",
+		".s2i/bin/assemble": "#!/bin/sh\nset -e\n" +
+			"{ cat /tmp/src/main.txt; echo \"machine=$(uname -m)\"; echo \"token-sha=$(sha256sum creds/token | cut -d' ' -f1)\"; } > " +
+			bed.S2IArtifact + "\n",
+	}, platforms, nil)
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From: corev1.ObjectReference{Kind: "DockerImage", Name: builder}}}
+	bc.Spec.Source.Secrets = []buildv1.SecretBuildSource{{Secret: corev1.LocalObjectReference{Name: "npm-creds"}, DestinationDir: "creds"}}
+	h.create(bc)
+	h.startBuild()
+	b := h.waitTerminal()
+	g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "message: %s, platforms: %+v", b.Status.Message, b.Status.Platforms)
+
+	sum := sha256.Sum256([]byte(token))
+	artifacts, err := indexChildren(h.ctx, h.output(), bed.S2IArtifact)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(artifacts).To(HaveLen(2))
+	for _, p := range platforms {
+		g.Expect(artifacts[p]).To(Equal("with a secret\nmachine="+framework.UnameOf[p]+"\ntoken-sha="+hex.EncodeToString(sum[:])),
+			"the %s child: assemble read the key", p)
+	}
+	img, err := env.Bed.Registry.OpenImage(h.ctx, h.output())
+	g.Expect(err).NotTo(HaveOccurred())
+	defer img.Close()
+	index, _, err := img.Index(h.ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, m := range index.Manifests {
+		entries, err := img.LayerEntries(h.ctx, m.Digest)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(entries).NotTo(BeEmpty())
+		for _, e := range entries {
+			g.Expect(e.Name).NotTo(ContainSubstring("creds/"), "%s: layer %d", m.Platform.Architecture, e.Layer)
+			g.Expect(string(e.Content)).NotTo(ContainSubstring(token), "%s: layer %d's %s", m.Platform.Architecture, e.Layer, e.Name)
+		}
+	}
+	logs, err := env.Kubectl(h.ctx, "logs", "-n", h.ns, buildv1.PlatformPodName(b.Name, "linux/arm64"))
+	g.Expect(err).NotTo(HaveOccurred(), logs)
+	g.Expect(logs).To(ContainSubstring("Secrets for assemble, left out of the image: " + bed.S2IWorkDir + "/creds/token\n"))
+	g.Expect(logs).NotTo(ContainSubstring(token))
+}
+
+// TestIncrementalSourceBuildPushSecret: the output is on the bed's
+// registry that requires a password, which only the push secret has (the
+// Build names no pull secret, its service account none). The second,
+// incremental, build's pods read the previous image, the first build's
+// index, with the push secret, as OpenShift's builder pulls it: every child
+// of the second index counts two builds.
+func TestIncrementalSourceBuildPushSecret(t *testing.T) {
+	g := NewWithT(t)
+	builder := s2iBuilderImage(t)
+	h := newHarness(t, "s2iincrauth")
+	reg := env.Bed.AuthRegistry
+	config, err := reg.AuthFile(t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	data, err := os.ReadFile(config)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(env.Bed.Client.Create(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "push"},
+		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: data}})).To(Succeed())
+	platforms := []string{"linux/amd64", "linux/arm64"}
+	bc := h.buildConfigSpecFiles(map[string]string{"main.txt": "behind a password\n"}, platforms, nil)
+	bc.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.SourceBuildStrategyType, SourceStrategy: &buildv1.SourceBuildStrategy{
+		From: corev1.ObjectReference{Kind: "DockerImage", Name: builder}}}
+	output := reg.Host + "/" + h.repo + ":v1"
+	bc.Spec.Output = buildv1.BuildOutput{To: &corev1.ObjectReference{Kind: "DockerImage", Name: output},
+		PushSecret: &corev1.LocalObjectReference{Name: "push"}}
+	h.create(bc)
+	for n := int64(1); n <= 2; n++ {
+		h.watchBuild(instantiate.Name(h.bc.Name, n))
+		req := instantiate.Request{TriggeredBy: []buildv1.BuildTriggerCause{{Message: instantiate.CauseManual}}}
+		if n == 2 {
+			req.Incremental = ptr.To(true)
+		}
+		b, err := instantiate.NewStarter(env.Bed.Client, nil).Start(h.ctx, h.ns, h.bc.Name, req)
+		g.Expect(err).NotTo(HaveOccurred())
+		h.b = b
+		b = h.waitTerminal()
+		g.Expect(b.Status.Phase).To(Equal(buildv1.BuildPhaseComplete), "build %d: %s, platforms: %+v", n, b.Status.Message, b.Status.Platforms)
+		img, err := reg.OpenImage(h.ctx, output)
+		g.Expect(err).NotTo(HaveOccurred())
+		index, _, err := img.Index(h.ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(index.Manifests).To(HaveLen(2))
+		for _, m := range index.Manifests {
+			artifact, err := img.TopLayerFile(h.ctx, m.Digest, bed.S2IArtifact)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(artifact).To(HaveSuffix(fmt.Sprintf("builds=%d\n", n)), "build %d, the %s child", n, m.Platform.Architecture)
+		}
+		img.Close()
+	}
+	logs, err := env.Kubectl(h.ctx, "logs", "-n", h.ns, buildv1.PlatformPodName(h.b.Name, "linux/arm64"))
+	g.Expect(err).NotTo(HaveOccurred(), logs)
+	g.Expect(logs).To(ContainSubstring("Incremental build: restoring the artifacts of the previous image " + reg.Host + "/" + h.repo + "@sha256:"))
 }
