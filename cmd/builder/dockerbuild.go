@@ -157,6 +157,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 			Disposable:           disposable,
 			InsecureRegistries:   opts.insecureRegistries,
 			Registries:           registries,
+			AllowedRegistries:    allowedFromEnv(),
 			Format:               image.Format(opts.format),
 			SourceSecretDir:      secretDir,
 			BuildSecretsDir:      opts.buildSecretsDir,
@@ -251,6 +252,18 @@ func disposableStore(opts dockerBuildOptions, workDir, storageDir string) bool {
 		return false
 	}
 	return storageDir == "" || (storageDir == podStorageDir && workDir == podWorkDir)
+}
+
+// allowedFromEnv reads the allowed registry scopes a build pod is handed
+// in $ARCHWAY_ALLOWED_REGISTRIES; unset or empty: every registry.
+func allowedFromEnv() []string {
+	var out []string
+	for _, s := range strings.Split(os.Getenv(buildv1.AllowedRegistriesEnv), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // registriesFromEnv reads the cluster's registry configuration a build pod

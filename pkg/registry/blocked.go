@@ -48,14 +48,22 @@ func (e *BlockedError) Error() string {
 
 // CheckBlocked fails with a *BlockedError when ref is on a registry sys's
 // registries.conf blocks and, for a pull, no mirror serves its kind of
-// reference (a push goes to the registry itself, mirrors or not):
-// containers/image refuses it too, in words that name its files.
+// reference (a push goes to the registry itself, mirrors or not), or when
+// sys's signature policy is an AllowedPolicy that leaves ref's registry
+// out: containers/image refuses it too, in words that name its files.
 func CheckBlocked(sys *types.SystemContext, ref string, push bool) error {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return nil // the pull says what is wrong with it
 	}
 	named = reference.TagNameOnly(named)
+	// Outside the allowed registries: the policy refuses it, mirrors or
+	// not (a push is refused by build-controller before any pod).
+	if allowed, restricted, err := policyAllowed(sys.SignaturePolicyPath); err != nil {
+		return err
+	} else if restricted && !ScopeAllows(allowed, named.Name()) {
+		return &BlockedError{Image: ref, Registry: reference.Domain(named), NotAllowed: true, Push: push}
+	}
 	reg, err := sysregistriesv2.FindRegistry(sys, named.Name())
 	if err != nil {
 		return fmt.Errorf("the registries.conf: %w", err)

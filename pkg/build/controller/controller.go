@@ -618,6 +618,9 @@ func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPla
 		if pl.RegistriesConf, err = RegistriesConf(settings); err != nil {
 			return nil, nil, fmt.Errorf("the registry configuration: %w", err)
 		}
+		if settings != nil {
+			pl.AllowedRegistries = settings.Conf.Allowed
+		}
 	}
 	var specs []*corev1.Pod
 	for _, p := range plan.CreatePods {

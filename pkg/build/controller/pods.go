@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -115,6 +116,10 @@ type PodPlan struct {
 	// registries.conf: mirrors, blocked and insecure registries), handed to
 	// each build pod in $ARCHWAY_REGISTRIES_CONF. Default: none.
 	RegistriesConf string
+	// AllowedRegistries are the only registry scopes images may come from
+	// (the image config's allowedRegistries), handed to each build pod in
+	// $ARCHWAY_ALLOWED_REGISTRIES. Default: every registry.
+	AllowedRegistries []string
 	// AccountPullSecrets are the image pull secrets of the Build's service
 	// account, mounted into its pods when it names no push or no pull
 	// secret (AccountPullSecretsMountDir). Default: none.
@@ -462,6 +467,9 @@ func (pl PodPlan) BuildPod(b *buildv1.Build, p string) (*corev1.Pod, error) {
 	c.Env = append(c.Env, ValueFromEnv(&podBuild.Spec.Strategy)...)
 	if pl.RegistriesConf != "" {
 		c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.RegistriesConfEnv, Value: pl.RegistriesConf})
+	}
+	if len(pl.AllowedRegistries) > 0 {
+		c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.AllowedRegistriesEnv, Value: strings.Join(pl.AllowedRegistries, ",")})
 	}
 	pl.secureBuildPod(pod)
 	if ps := b.Spec.Strategy.StrategyPullSecret(); ps != nil {

@@ -189,31 +189,7 @@ func scopeRegistry(scope string) sysregistriesv2.Registry {
 // repository or one of its parent namespaces, or a wildcard *.domain of
 // its host without the port. No scopes allow everything.
 func allows(scopes []string, repo string) bool {
-	if len(scopes) == 0 {
-		return true
-	}
-	candidates := []string{}
-	for name := repo; ; {
-		candidates = append(candidates, name)
-		i := strings.LastIndex(name, "/")
-		if i < 0 {
-			break
-		}
-		name = name[:i]
-	}
-	host := candidates[len(candidates)-1]
-	if i := strings.Index(host, ":"); i >= 0 {
-		host = host[:i]
-	}
-	for {
-		i := strings.Index(host, ".")
-		if i < 0 {
-			break
-		}
-		host = host[i+1:]
-		candidates = append(candidates, "*."+host)
-	}
-	return slices.ContainsFunc(candidates, func(c string) bool { return slices.Contains(scopes, c) })
+	return registry.ScopeAllows(scopes, repo)
 }
 
 // mergeCAs adds each host's bundle of more to into, after the one it has.

@@ -80,3 +80,50 @@ func TestDockerBuildPullsThroughMirrors(t *testing.T) {
 		g.Expect(strings.Count(log, "blocked")).To(BeZero(), log)
 	})
 }
+
+// TestDockerBuildAllowedRegistries: a build pod handed the image config's
+// allowedRegistries ($ARCHWAY_ALLOWED_REGISTRIES) reads bases only from
+// them, mirrors or not, as OpenShift's nodes do by policy.json: a FROM
+// of a Dockerfile that only the build pod reads (build-controller cannot
+// check it before the pod) on a registry left out is refused with a
+// message saying what to do, even when a mirror serves it; allowed, the
+// same FROM builds through the mirror.
+func TestDockerBuildAllowedRegistries(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	mirror := theBed.Registry.Host + "/allowed-mirror"
+	g.Expect(theBed.Registry.CopyIndex(ctx, theBed.BaseImage, mirror+"/base:1", nil)).To(Succeed())
+	conf := fmt.Sprintf("[[registry]]\nlocation = %q\n[[registry.mirror]]\nlocation = %q\npull-from-mirror = \"tag-only\"\n", origin, mirror)
+	build := func(t *testing.T, from, allowed string) (string, int) {
+		b := newBuild("allowed", "allowed-1", "FROM "+from+"\nLABEL built=1\n", "", []string{"linux/amd64"}, nil)
+		env := []string{buildv1.BuildEnv + "=" + podBuildJSON(t, b, "linux/amd64"), buildv1.RegistriesConfEnv + "=" + conf}
+		if allowed != "" {
+			env = append(env, buildv1.AllowedRegistriesEnv+"="+allowed)
+		}
+		return runBuilder(t, env, "docker-build", "--no-report")
+	}
+
+	t.Run("a registry left out is refused, mirror or not", func(t *testing.T) {
+		g := NewWithT(t)
+		log, code := build(t, origin+"/base:1", theBed.Registry.Host+", *.example.com")
+		g.Expect(code).To(Equal(1), log)
+		g.Expect(log).To(ContainSubstring("registry origin.archway.invalid is not among the allowed registries"))
+		g.Expect(log).To(ContainSubstring("PullBuilderImageFailed"))
+	})
+	t.Run("the bed's registry left out is refused", func(t *testing.T) {
+		g := NewWithT(t)
+		log, code := build(t, theBed.BaseImage, "quay.io")
+		g.Expect(code).To(Equal(1), log)
+		g.Expect(log).To(ContainSubstring("is not among the allowed registries"))
+	})
+	t.Run("an allowed registry is read through its mirror", func(t *testing.T) {
+		g := NewWithT(t)
+		log, code := build(t, origin+"/base:1", "quay.io, origin.archway.invalid/team")
+		g.Expect(code).To(Equal(0), log)
+	})
+	t.Run("without the list every registry is read", func(t *testing.T) {
+		g := NewWithT(t)
+		log, code := build(t, theBed.BaseImage, "")
+		g.Expect(code).To(Equal(0), log)
+	})
+}

@@ -356,6 +356,12 @@ const (
 	// of mirrors, blocked and insecure registries. Unset: none.
 	RegistriesConfEnv = "ARCHWAY_REGISTRIES_CONF"
 
+	// AllowedRegistriesEnv hands a build pod the only registry scopes
+	// images may come from (OpenShift's image config allowedRegistries),
+	// comma-separated: every other registry is refused, mirrors or not.
+	// Unset: every registry not blocked.
+	AllowedRegistriesEnv = "ARCHWAY_ALLOWED_REGISTRIES"
+
 	// StrategyEnvValueFromPrefix and StrategyBuildArgValueFromPrefix name
 	// the build container's environment variables that carry the values of
 	// a Docker strategy's env[i] and buildArgs[i] with a valueFrom:

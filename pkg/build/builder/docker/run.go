@@ -60,6 +60,9 @@ type Options struct {
 	// Registries are the cluster's registry configuration
 	// (image.Config.Registries): mirrors, blocked and insecure registries.
 	Registries []sysregistriesv2.Registry
+	// AllowedRegistries are the only registry scopes images may come from
+	// (image.Config.AllowedRegistries). Empty: every registry.
+	AllowedRegistries []string
 	// Format is the manifest format of the image.
 	Format image.Format
 	// SourceSecretDir is where the source secret is mounted; used when
@@ -305,6 +308,7 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 			StorageDriver:      d.Options.StorageDriver,
 			InsecureRegistries: d.Options.InsecureRegistries,
 			Registries:         d.Options.Registries,
+			AllowedRegistries:  d.Options.AllowedRegistries,
 			Disposable:         d.Options.Disposable,
 		})
 		opening <- opened{b, err}

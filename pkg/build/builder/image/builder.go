@@ -73,8 +73,16 @@ type Config struct {
 	// every image from its own registry.
 	Registries []sysregistriesv2.Registry
 
+	// AllowedRegistries, when set, are the only registry scopes images
+	// may be read from (OpenShift's image config allowedRegistries:
+	// "host[:port][/path]" or "*.domain"): the build's signature policy
+	// rejects every other registry, mirrors or not, and a base from one is
+	// a *BlockedError (NotAllowed). Empty: every registry.
+	AllowedRegistries []string
+
 	// SignaturePolicyPath is a signature policy to use instead of the
-	// embedded one, which accepts every image.
+	// embedded one, which accepts every image (or the one of
+	// AllowedRegistries).
 	SignaturePolicyPath string
 
 	// Isolation is how RUN steps run: IsolationChroot (the default), which
@@ -174,8 +182,15 @@ func New(cfg Config) (*Builder, error) {
 	}
 	b.policyPath = cfg.SignaturePolicyPath
 	if b.policyPath == "" {
+		policy := policyJSON
+		if len(cfg.AllowedRegistries) > 0 {
+			var err error
+			if policy, err = registry.AllowedPolicy(cfg.AllowedRegistries); err != nil {
+				return nil, fmt.Errorf("imagebuild: %w", err)
+			}
+		}
 		b.policyPath = filepath.Join(b.confDir, "policy.json")
-		if err := os.WriteFile(b.policyPath, policyJSON, 0o600); err != nil {
+		if err := os.WriteFile(b.policyPath, policy, 0o600); err != nil {
 			return nil, fmt.Errorf("imagebuild: %w", err)
 		}
 	}
