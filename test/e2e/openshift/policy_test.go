@@ -23,6 +23,10 @@ import (
 // named in skip; it deletes them when the test ends.
 func installOverlay(t *testing.T, ctx context.Context, skip ...string) {
 	t.Helper()
+	// Its SecurityContextConstraints' kind, served as on OpenShift.
+	if err := theBed.ServeOverlayKinds(ctx); err != nil {
+		t.Fatal(err)
+	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(bed.RepoRoot(), "manifests", "openshift-builds"))
 	if err != nil {

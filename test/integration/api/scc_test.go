@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -441,6 +442,20 @@ func TestOpenShiftSCCs(t *testing.T) {
 	users := overlay.sccUsers("archway-build")
 	if len(users) != 1 || users["ServiceAccount archway-system/build-controller"] != "" {
 		t.Errorf("archway-build may be used by %v, want build-controller's service account alone, in every namespace", users)
+	}
+
+	// The custom-builder mode ships the same SCC and the role to use it,
+	// bound to no one: an administrator binds it per build namespace to
+	// the builder account that creates the build pods there.
+	custom := render(t, "openshift-builds")
+	if cscc := custom.sccs["archway-build"]; cscc == nil || !equality.Semantic.DeepEqual(cscc, scc) {
+		t.Errorf("manifests/openshift-builds' archway-build is not manifests/openshift's: %+v", cscc)
+	}
+	if custom.clusterRoles["archway-build-scc"] == nil {
+		t.Error("manifests/openshift-builds has no ClusterRole archway-build-scc to bind per namespace")
+	}
+	if users := custom.sccUsers("archway-build"); len(users) != 0 {
+		t.Errorf("manifests/openshift-builds lets %v use archway-build; want no one until an administrator binds a namespace's builder", users)
 	}
 
 	emulation := render(t, "openshift/emulation")

@@ -64,10 +64,6 @@ func TestReleaseManifests(t *testing.T) {
 	t.Logf("%s/kustomization.yaml:\n%s", out, k)
 
 	t.Run("cert-manager and openshift", func(t *testing.T) {
-		// Their kinds served, as for TestManifestsDryRun.
-		if err := testBed.ServeOverlayKinds(ctx); err != nil {
-			t.Fatal(err)
-		}
 		for _, base := range []string{"cert-manager", "openshift"} {
 			dir := filepath.Join(t.TempDir(), "release")
 			if msg, err := runRelease(ctx, gen, registry, "v1", dir, "--base", base); err != nil {
@@ -179,6 +175,11 @@ func runRelease(ctx context.Context, bin, registry, tag, out string, extra ...st
 func checkRelease(t *testing.T, registry, tag, out string) {
 	t.Helper()
 	ctx := t.Context()
+	// The kinds of the overlays (openshift's and openshift-builds' SCCs
+	// among them), served as for TestManifestsDryRun.
+	if err := testBed.ServeOverlayKinds(ctx); err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]string{}
 	digests := map[string]bool{}
 	for _, name := range releaseImages {
