@@ -56,6 +56,7 @@ func readFile(t testing.TB, path string) string {
 // digest (stored once: one tag per upload), with OpenShift's asFile, and a
 // builder reading it gets the uploaded files.
 func TestStartBinaryBuild(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "binary-start")
 	h.buildConfig("app", false)
 	alice := h.user("alice", "archway:build-starter")
@@ -148,6 +149,7 @@ func TestStartBinaryBuild(t *testing.T) {
 // limit (413), a BuildConfig that is not binary (400), platforms the API
 // refuses (422, its message), an unknown BuildConfig (404), GET (405).
 func TestBinaryBuildRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "binary-refused")
 	h.buildConfig("app", false)
 	h.buildConfig("gitapp", true)
@@ -247,6 +249,7 @@ func TestBinaryBuildRefused(t *testing.T) {
 // TestArtifactField: spec.source.binary.artifact takes only a reference by
 // digest, with the CRD's message.
 func TestArtifactField(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "binary-field")
 	for _, bad := range []string{"registry.example.com/app:latest", "registry.example.com/app@sha256:abc", "x @sha256:" + strings.Repeat("a", 64)} {
 		b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, GenerateName: "b-"}}
@@ -263,6 +266,7 @@ func TestArtifactField(t *testing.T) {
 // the artifact's digest (its stored blob overwritten, same size) fails the
 // download before anything reaches extraction.
 func TestTamperedArtifactRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "binary-tamper")
 	repo := testBed.Registry.Host + "/" + h.repo()
 	content := bytes.Repeat([]byte("the real archive "), 1000)
@@ -314,6 +318,7 @@ func TestTamperedArtifactRefused(t *testing.T) {
 // of the BuildConfig; build-controller, which creates the Build, has it
 // anyway. Without it: 403 "build strategy Docker is not allowed" and
 // nothing stored or created; granted in the namespace, the build starts.
+// Not in parallel: it takes builds/docker from every user for a while.
 func TestBinaryBuildNeedsStrategy(t *testing.T) {
 	h := newHarness(t, "binary-strategy")
 	h.buildConfig("app", false)
@@ -359,6 +364,7 @@ func TestBinaryBuildNeedsStrategy(t *testing.T) {
 // so the first Build to end, which removes its input's tag, leaves the
 // other's input tagged and readable.
 func TestIdenticalUploadsKeptApart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "binary-twice")
 	repo := testBed.Registry.Host + "/" + h.repo()
 	output := repo + ":latest"

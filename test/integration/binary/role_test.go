@@ -13,6 +13,7 @@ import (
 // user without it is refused each (the apiserver's 403), and nothing is
 // started or cancelled.
 func TestBuildStarterRole(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "starter-role")
 	h.buildConfig("app", true)
 	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "alice"},

@@ -55,6 +55,7 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 // always sent), for the BuildConfig's contextDir; --build-arg and
 // --no-cache reach the binary build.
 func TestFromDirLeavesOut(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "from-dir-ignore")
 	bc := h.buildConfig("app", false)
 	bc.Spec.Source.ContextDir = "app"
@@ -89,6 +90,7 @@ func TestFromDirLeavesOut(t *testing.T) {
 // included, and records the commit, its author and message; --commit
 // picks another commit; a directory outside a repository is refused.
 func TestFromRepo(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "from-repo")
 	h.buildConfig("app", false)
 	alice := h.user("alice", "archway:build-starter")

@@ -66,6 +66,7 @@ func (r *hangingRegistry) counts() (hanging, abandoned int) {
 // silent inspection still waits. (Were the inspections run on the workers,
 // the other Build would wait until one of them gave up, 15 s later.)
 func TestSilentBaseRegistryHoldsNoWorker(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "silentbase")
 	reg := newHangingRegistry()
 	const workers = 2

@@ -288,6 +288,7 @@ func podBuild(t testing.TB, pod *corev1.Pod) *buildv1.Build {
 }
 
 func TestBuildController(t *testing.T) {
+	t.Parallel()
 	names := func(h *harness, ps ...string) []string {
 		var out []string
 		for _, p := range ps {
@@ -569,6 +570,7 @@ func TestBuildController(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, "build")
 			h.cfg = testConfig(tc.config)
 			h.ctrl = startController(t, h.ns, h.cfg)

@@ -17,6 +17,7 @@ import (
 // nothing else); the build pods run as builder, never as default; a Build
 // that names its own service account gets no builder account made for it.
 func TestBuilderAccount(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "account")
 	h.cfg = testConfig(nil)
 	h.ctrl = startController(t, h.ns, h.cfg)

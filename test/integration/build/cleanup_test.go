@@ -35,6 +35,7 @@ var builderBinary = sync.OnceValues(func() (string, error) {
 // has ended; then the real `builder manifest-list --remove-tags` removes
 // every per-platform tag, the late one included, and pushes no index.
 func TestLatePushIsUntagged(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "late")
 	h.cfg = testConfig(nil)
 	h.ctrl = startController(t, h.ns, h.cfg)

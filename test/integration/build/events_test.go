@@ -18,6 +18,7 @@ import (
 // controllers have stopped: every event recorded must be on the apiserver
 // when Shutdown returns.
 func TestEventsWrittenBeforeExit(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns, err := testBed.CreateNamespace(ctx, "events")

@@ -16,6 +16,7 @@ import (
 // app-build-linux-amd64. Every Build gets all its pods, each owned by it;
 // none fails with BuildPodExists.
 func TestPodNamesDoNotCollide(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "podnames")
 	h.cfg = testConfig(nil)
 	h.ctrl = startController(t, h.ns, h.cfg)

@@ -14,6 +14,7 @@ import (
 // written by itself, but with the next change of anything else (here the
 // manifest list's outcome) or once the interval has passed.
 func TestProgressWrites(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, interval time.Duration) *harness {
 		h := newHarness(t, "progress")
 		h.cfg = testConfig(nil)

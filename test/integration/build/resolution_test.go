@@ -20,6 +20,8 @@ import (
 // Build's own, else the architectures of the Ready, schedulable nodes the
 // build pods tolerate. Each case adds its nodes first and then starts its
 // own controller, whose caches hold them before its first Build.
+// Not in parallel: its cases add nodes, whose architectures other
+// cases' Builds would resolve to.
 func TestPlatformResolution(t *testing.T) {
 	four := []string{amd64, arm64, ppc64le, s390x}
 	loong := func(name string, mut func(*bed.Node)) []bed.Node {

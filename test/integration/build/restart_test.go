@@ -24,6 +24,7 @@ import (
 // controller must finish the job: every build ends with exactly its four
 // pods (the 13 kept: no pod is made twice) and completes.
 func TestControllerRestartMidFanOut(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "restart")
 	cfg := testConfig(nil)
 	var mu sync.Mutex
@@ -114,6 +115,7 @@ func podNames(h *harness, platforms ...string) []string {
 // kube-controller-manager's garbage collector, deleting a Build deletes its
 // pods.
 func TestDeletingABuildDeletesItsPods(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "gc")
 	startController(t, h.ns, testConfig(nil))
 	h.create(h.buildObj("app", amd64, arm64))
@@ -129,6 +131,7 @@ func TestDeletingABuildDeletesItsPods(t *testing.T) {
 // exist waits, New with reason MissingPushSecret and no pod, and starts
 // once the secret exists.
 func TestMissingPushSecret(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "secret")
 	h.ctrl = startController(t, h.ns, testConfig(nil))
 	b := h.buildObj("app", amd64, arm64)

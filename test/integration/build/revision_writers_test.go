@@ -36,6 +36,7 @@ func (h *harness) patchAs(c client.Client, patch map[string]any, opts ...client.
 // policy's binding gone, the same forged changes go through (so the test
 // can fail).
 func TestRevisionWriters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "revwriters")
 	h.cfg = testConfig(nil)
 	h.ctrl = startController(t, h.ns, h.cfg)

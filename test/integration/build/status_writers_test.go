@@ -142,6 +142,7 @@ func entryStatus(p string, fields map[string]any) map[string]any {
 // until it has ended. With the policy's binding gone, the same forged
 // writes go through (so the test can fail).
 func TestStatusWriters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "writers")
 	h.cfg = testConfig(nil)
 	h.ctrl = startController(t, h.ns, h.cfg)

@@ -19,6 +19,7 @@ import (
 // ConfigMap, key or configuration fails the Build with
 // MissingTrustedCABundle before any pod.
 func TestBuildTrustedCA(t *testing.T) {
+	t.Parallel()
 	configured := func(c *configv1alpha1.BuildControllerConfig) {
 		c.TrustedCA = &configv1alpha1.TrustedCAConfig{ConfigMapName: "cluster-ca"}
 	}

@@ -63,6 +63,7 @@ func unfitConfig() *configv1alpha1.BuildControllerConfig {
 // Build selects a node labelled unfit (by its hostname) gets a pod the
 // scheduler cannot place: it requires that the node not have the label,
 // and stays unscheduled.
+// Not in parallel: it labels a node unfit for every case's builds.
 func TestUnfitNodesKeepBuildsOff(t *testing.T) {
 	h := newHarness(t, "unfit")
 	node := markUnfit(t, h.ctx)
@@ -100,6 +101,7 @@ func TestUnfitNodesKeepBuildsOff(t *testing.T) {
 // on its way to the apiserver, as a mutating webhook or a scheduling
 // policy replacing it would) is deleted, and its platform fails
 // CannotCreateBuildPod saying why.
+// Not in parallel: it labels a node unfit for every case's builds.
 func TestUnfitNodesAdmissionCannotLift(t *testing.T) {
 	h := newHarness(t, "unfit-lifted")
 	markUnfit(t, h.ctx)

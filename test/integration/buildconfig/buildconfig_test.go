@@ -22,6 +22,7 @@ import (
 // Starter (as 20 processes would), give app-1..app-20, no gap, no
 // duplicate, and lastVersion 20.
 func TestConcurrentStartsNumbering(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "numbering")
 	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
 	const n = 20
@@ -68,6 +69,7 @@ func TestConcurrentStartsNumbering(t *testing.T) {
 // TestPlatformOverrideValidatedByTheAPI: a bad override is refused with the
 // CRD's own message, and takes no number.
 func TestPlatformOverrideValidatedByTheAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "override")
 	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
 	s := instantiate.NewStarter(k8s, nil)
@@ -112,6 +114,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 // TestConfigChange: a BuildConfig with a ConfigChange trigger gets build 1
 // when it is created, and a restarted controller starts no second one.
 func TestConfigChange(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "configchange")
 	c := startControllers(t, h.ns, false)
 	h.create(h.bcObj("app", buildv1.BuildRunPolicySerial, buildv1.BuildTriggerPolicy{Type: buildv1.ConfigChangeBuildTriggerType}))
@@ -134,6 +137,7 @@ func TestConfigChange(t *testing.T) {
 // TestLastVersionFollowsBuilds: Builds numbered past status.lastVersion
 // (restored from a backup) raise it, so the next start numbers after them.
 func TestLastVersionFollowsBuilds(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "lastversion")
 	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
 	bc := h.bc("app")
@@ -153,6 +157,7 @@ func TestLastVersionFollowsBuilds(t *testing.T) {
 // successfulBuildsHistoryLimit and failedBuildsHistoryLimit are deleted;
 // running builds never are.
 func TestHistoryLimits(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "history")
 	bc := h.bcObj("app", buildv1.BuildRunPolicyParallel)
 	bc.Spec.SuccessfulBuildsHistoryLimit = ptr.To[int32](2)
@@ -180,6 +185,7 @@ func TestHistoryLimits(t *testing.T) {
 // TestRunPolicySerial: build 2 stays New, unstarted, while build 1 runs, and
 // starts when it ends.
 func TestRunPolicySerial(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "serial")
 	c := startControllers(t, h.ns, true)
 	h.create(h.bcObj("app", buildv1.BuildRunPolicySerial))
@@ -207,6 +213,7 @@ func TestRunPolicySerial(t *testing.T) {
 // TestRunPolicySerialLatestOnly: with build 1 running, queued builds 2 and
 // 3 wait; 2 is cancelled, and 3 starts when 1 ends.
 func TestRunPolicySerialLatestOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "latestonly")
 	c := startControllers(t, h.ns, true)
 	h.create(h.bcObj("app", buildv1.BuildRunPolicySerialLatestOnly))
@@ -231,6 +238,7 @@ func TestRunPolicySerialLatestOnly(t *testing.T) {
 
 // TestRunPolicyParallel: builds start at once.
 func TestRunPolicyParallel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "parallel")
 	startControllers(t, h.ns, true)
 	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))

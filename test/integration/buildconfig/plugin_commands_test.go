@@ -13,6 +13,7 @@ import (
 // that has not ended, a wrong --state nothing, and --restart runs a
 // cancelled build again.
 func TestPluginCancelBuildConfig(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "plugin-cancel")
 	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
 	h.create(h.bcObj("other", buildv1.BuildRunPolicyParallel))
@@ -71,6 +72,7 @@ func TestPluginCancelBuildConfig(t *testing.T) {
 // shows, with the webhook URLs (the secret as <secret>) and the builds,
 // newest first.
 func TestPluginDescribeBuildConfig(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "plugin-describe")
 	bc := h.bcObj("app", buildv1.BuildRunPolicySerial,
 		buildv1.BuildTriggerPolicy{Type: buildv1.GitHubWebHookBuildTriggerType, GitHubWebHook: &buildv1.WebHookTrigger{Secret: "s3cr3t-gh"}},
@@ -108,6 +110,7 @@ func TestPluginDescribeBuildConfig(t *testing.T) {
 // TestPluginCompletion: the shell completion of Build and BuildConfig
 // names, through cobra's __complete as the shells call it.
 func TestPluginCompletion(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "plugin-complete")
 	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
 	h.create(h.bcObj("web", buildv1.BuildRunPolicyParallel))
@@ -158,6 +161,7 @@ func TestPluginCompletion(t *testing.T) {
 // cluster, its Kubernetes version and that archway serves the build API;
 // --client reaches no cluster.
 func TestPluginVersion(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "plugin-version")
 	out, err := plugin(h.ctx, h.ns, "version")
 	// The version the test binary was linked with (make test sets it).

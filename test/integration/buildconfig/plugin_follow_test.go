@@ -131,6 +131,7 @@ func (p *countingProxy) counts() map[string]int {
 // change from watches: while it follows, it makes no GET of the Build and
 // no more than one LIST of pods (a poll makes one of each per tick).
 func TestPluginFollowWatchesOnATerminal(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "plugin-watch")
 	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
 	ptmx, tty, err := pty.Open()
@@ -193,6 +194,7 @@ func TestPluginFollowWatchesOnATerminal(t *testing.T) {
 // kubectl logs does. The build pods are processes run by the bed's pod
 // runner, their logs served through the kubelet API.
 func TestPluginLogs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "plugin-logs")
 	runner, err := testBed.StartPodRunner(h.ctx, bed.RunnerOptions{Images: map[string]string{"registry.example.com/test/shell": "/bin/sh"}})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // starts nothing, --from-build runs a build again with its own spec as the
 // next number, and --list-webhooks prints the webhook URLs.
 func TestPluginStartBuildOptions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "plugin-options")
 	bc := h.bcObj("app", buildv1.BuildRunPolicyParallel, buildv1.BuildTriggerPolicy{Type: buildv1.GenericWebHookBuildTriggerType,
 		GenericWebHook: &buildv1.WebHookTrigger{SecretReference: &buildv1.SecretLocalReference{Name: "hook"}}})

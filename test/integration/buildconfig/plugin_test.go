@@ -35,6 +35,7 @@ func pluginRaw(ctx context.Context, args ...string) (string, error) {
 // platform flags, the API's messages for bad ones, and a helpful error for
 // a BuildConfig that does not exist.
 func TestPluginStartBuild(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "plugin-start")
 	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
 	h.create(h.bcObj("web", buildv1.BuildRunPolicyParallel))
@@ -70,6 +71,7 @@ func TestPluginStartBuild(t *testing.T) {
 // exits with an error naming the phase, and describe shows the summary,
 // the per-platform table and the events.
 func TestPluginFollowDescribeCancel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "plugin-follow")
 	startControllers(t, h.ns, true)
 	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))

@@ -37,6 +37,7 @@ func githubSignature(key string, body []byte) string {
 // an unsigned delivery with the URL's secret still starts one, as in
 // OpenShift.
 func TestWebhookSignatures(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "hooks-signed")
 	h.hookSecret()
 	h.create(h.hookBC("app"))
@@ -90,6 +91,7 @@ func TestWebhookSignatures(t *testing.T) {
 // limit is answered 429 with Retry-After, whatever it sends (the right
 // secret too), and starts nothing until the limit refills.
 func TestWebhookFailureLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "hooks-limit")
 	h.hookSecret()
 	h.create(h.hookBC("app"))
@@ -121,6 +123,7 @@ func TestWebhookFailureLimit(t *testing.T) {
 // deliveries to unknown BuildConfigs and with wrong secrets sends the
 // apiserver no request at all: a miss costs what a hit does.
 func TestWebhookReadsFromCaches(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "hooks-cache")
 	h.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hooks", Namespace: h.ns, Annotations: map[string]string{"note": "x"}},
 		Data: map[string][]byte{buildv1.WebHookSecretKey: []byte(hookSecret), "other": []byte("not for the cache")}})

@@ -108,6 +108,7 @@ func with(m map[string]string, kv ...string) map[string]string {
 // starts a build whose revision is the pushed commit and whose cause names
 // the provider with the secret hidden.
 func TestWebhookPushes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "hooks")
 	h.hookSecret()
 	h.create(h.hookBC("app"))
@@ -167,6 +168,7 @@ func TestWebhookPushes(t *testing.T) {
 // BuildConfig without that trigger, an unknown type and a missing Secret
 // are answered alike, and start nothing.
 func TestWebhookNoMatchIsOneAnswer(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "hooks-nomatch")
 	h.hookSecret()
 	h.create(h.hookBC("app"))
@@ -207,6 +209,7 @@ func TestWebhookNoMatchIsOneAnswer(t *testing.T) {
 // TestWebhookBadInput: each bad delivery gets its 4xx, saying why, and
 // starts nothing (lastVersion stays 0).
 func TestWebhookBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "hooks-bad")
 	h.hookSecret()
 	h.create(h.hookBC("app"))
@@ -258,6 +261,7 @@ func TestWebhookBadInput(t *testing.T) {
 // branch are answered 200 and start nothing; env is ignored (and said so)
 // when the trigger does not allow it.
 func TestWebhookNoBuild(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "hooks-skip")
 	h.hookSecret()
 	bc := h.hookBC("app")

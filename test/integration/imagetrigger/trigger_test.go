@@ -71,6 +71,7 @@ func wantRecorded(t testing.TB, bc *buildv1.BuildConfig, base, id string) {
 // and a new digest pushed to the tag starts exactly one more, each naming
 // the image and digest in triggeredBy and building that digest.
 func TestImageChangeTrigger(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "imagetrigger")
 	base := testBed.Registry.Host + "/" + h.ns + "/base:1"
 	first := h.pushBase(base)
@@ -116,6 +117,7 @@ func TestImageChangeTrigger(t *testing.T) {
 // a paused trigger start no build, whatever the image; the BuildConfig
 // builds once it is unpaused.
 func TestImageChangeTriggerPaused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "imagetrigger-paused")
 	base := testBed.Registry.Host + "/" + h.ns + "/base:1"
 	id := h.pushBase(base)
@@ -152,6 +154,7 @@ func TestImageChangeTriggerPaused(t *testing.T) {
 // reached gives a warning event on the BuildConfig that names the image,
 // and no build.
 func TestImageChangeTriggerUnreachable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "imagetrigger-unreachable")
 	tr := startTrigger(t, h.ns, false)
 	base := "127.0.0.1:1/team/base:1"
@@ -174,6 +177,7 @@ func TestImageChangeTriggerUnreachable(t *testing.T) {
 // that image without a second build (as OpenShift's ConfigChange build
 // records the images it resolved); a new digest then starts one.
 func TestImageChangeTriggerConfigChange(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "imagetrigger-configchange")
 	base := testBed.Registry.Host + "/" + h.ns + "/base:1"
 	first := h.pushBase(base)
@@ -199,6 +203,7 @@ func TestImageChangeTriggerConfigChange(t *testing.T) {
 // without one, with its builder service account's image pull secrets; with
 // neither it is refused, with an event and no build.
 func TestImageChangeTriggerCredentials(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "imagetrigger-auth")
 	reg := testBed.AuthRegistry
 	base := reg.Host + "/" + h.ns + "/base:1"
