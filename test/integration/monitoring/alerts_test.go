@@ -261,6 +261,7 @@ placement:
 	checkRunbooks(t, groups)
 
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 10_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	checkDashboard(t, ctx, engine, st, sc.families, sc.virtual(sc.start), end)
 	seen := map[string]bool{}
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
@@ -361,46 +362,56 @@ func checkReferences(t *testing.T, groups *rulefmt.RuleGroups, families map[stri
 	t.Helper()
 	doc, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "docs", "reference", "metrics.md"))
 	must(t, err)
-	p := parser.NewParser(parser.Options{})
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
-			expr, err := p.ParseExpr(r.Expr)
-			if err != nil {
-				t.Errorf("%s: %v", r.Alert, err)
-				continue
+			for _, missing := range checkSelectors(t, r.Alert, r.Expr, families, string(doc)) {
+				t.Errorf("%s selects %s, which no component exported", r.Alert, missing)
 			}
-			parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
-				vs, ok := node.(*parser.VectorSelector)
-				if !ok {
-					return nil
-				}
-				name := vs.Name
-				if name == "up" {
-					return nil
-				}
-				family := name
-				for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-					if base, ok := strings.CutSuffix(name, suffix); ok && families[base] != nil {
-						family = base
-					}
-				}
-				got := families[family]
-				if got == nil {
-					t.Errorf("%s selects %s, which no component exported", r.Alert, name)
-					return nil
-				}
-				if !strings.Contains(string(doc), "`"+family+"`") {
-					t.Errorf("%s selects %s, which docs/reference/metrics.md does not document", r.Alert, family)
-				}
-				for _, m := range vs.LabelMatchers {
-					if m.Name != model.MetricNameLabel && m.Name != "job" && m.Name != "instance" && !got[m.Name] {
-						t.Errorf("%s matches label %s of %s, which has none (labels: %v)", r.Alert, m.Name, name, got)
-					}
-				}
-				return nil
-			})
 		}
 	}
+}
+
+// checkSelectors parses expr (what names it in errors) and checks each
+// metric it selects but up: docs/reference/metrics.md (doc) documents its
+// family, and each label it matches is one the family was exported with.
+// It returns the selected metrics no component exported during the run
+// (their labels unchecked).
+func checkSelectors(t *testing.T, what, expr string, families map[string]map[string]bool, doc string) []string {
+	t.Helper()
+	parsed, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return nil
+	}
+	var missing []string
+	parser.Inspect(parsed, func(node parser.Node, _ []parser.Node) error {
+		vs, ok := node.(*parser.VectorSelector)
+		if !ok || vs.Name == "up" {
+			return nil
+		}
+		name := vs.Name
+		family := name
+		for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && (families[base] != nil || strings.Contains(doc, "`"+base+"`")) {
+				family = base
+			}
+		}
+		if !strings.Contains(doc, "`"+family+"`") {
+			t.Errorf("%s selects %s, which docs/reference/metrics.md does not document", what, family)
+		}
+		got := families[family]
+		if got == nil {
+			missing = append(missing, name)
+			return nil
+		}
+		for _, m := range vs.LabelMatchers {
+			if m.Name != model.MetricNameLabel && m.Name != "job" && m.Name != "instance" && !got[m.Name] {
+				t.Errorf("%s matches label %s of %s, which has none (labels: %v)", what, m.Name, name, got)
+			}
+		}
+		return nil
+	})
+	return missing
 }
 
 // checkRunbooks asserts that every alert links its runbook: a section of
