@@ -19,6 +19,7 @@ import (
 	"go.podman.io/buildah/imagebuildah"
 	lplatform "go.podman.io/common/libimage/platform"
 	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/types"
 
 	"github.com/archway-build/archway/pkg/build/dockerfile"
 	"github.com/archway-build/archway/pkg/platform"
@@ -151,199 +152,293 @@ func HostPlatform() platform.Platform {
 // StageBuild otherwise; a base image without the target platform fails
 // with a *BaseImagePlatformError inside.
 func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
-	return b.build(ctx, req, false)
+	return b.build(ctx, req, resultStoreFor(req, ""))
 }
 
-// build is Build; with cachedResults and a layer cache, a build whose
-// inputs can all be digested is keyed without its labels, is looked up in
-// the cache repository (unless NoCache), and is built without its labels:
-// BuildAndPush applies them when it pushes (cachedresult.go).
-func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (Result, error) {
-	start := time.Now()
-	target := req.Platform
-	if target == (platform.Platform{}) {
-		target = HostPlatform()
-	}
-	out := req.Out
-	if out == nil {
-		out = io.Discard
-	}
-	keying := (cachedResults && req.Cache != nil) || req.ReuseResults
-	if keying {
+// platformBuild is one platform's build as its steps fill it in.
+type platformBuild struct {
+	req   Request
+	store resultStore // where results are kept; nil: nowhere
+	start time.Time
+	out   io.Writer
+	// target is the platform built for; spelled is how buildah is told
+	// it, and osName, arch and variant are what buildah makes of that.
+	target, spelled       platform.Platform
+	osName, arch, variant string
+
+	dfPath string           // the Dockerfile buildah reads
+	df     *dockerfile.File // and its model
+	ignore ignoreFile
+	// args are the build args; platformArgs the TARGET* and BUILD* ones
+	// buildah sets itself; fromArgs what FROM lines expand with.
+	args, platformArgs, fromArgs map[string]string
+	images                       dockerfile.Images // the images the Dockerfile names
+	lastStage                    int               // the target stage (-1: the last)
+
+	cacheRepo reference.Named // the layer cache's repository; nil: none
+	sys       *types.SystemContext
+
+	keyed    keyedBuild
+	key      string // the result key; "" when the result is not kept
+	cacheTag string // where the layer cache keeps the result; "" for none
+}
+
+// build runs the steps of one platform's build. store is where results
+// are kept for later builds of the same inputs (nil: nowhere): a build
+// with a key and a kept result reuses it instead of running buildah.
+func (b *Builder) build(ctx context.Context, req Request, store resultStore) (Result, error) {
+	p := newPlatformBuild(req, store)
+	if store != nil {
 		go func() { _, _ = executableDigest() }() // read beside the base images
 	}
 	if req.Squash && req.Cache != nil {
 		return Result{}, &StageError{Stage: StageBuild, Err: errSquashWithCache}
 	}
-	dfPath, df, err := b.prepareDockerfile(req)
-	if err != nil {
-		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	if err := b.readDockerfile(p); err != nil {
+		return Result{}, err
 	}
-	ignore, err := findIgnoreFile(req.ContextDir, dockerfilePath(req))
-	if err != nil {
-		return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+	p.expandArgs()
+	if err := b.reachRegistries(p); err != nil {
+		return Result{}, err
 	}
+	if err := b.resolveBases(ctx, p); err != nil {
+		return Result{}, err
+	}
+	if res, reused, err := b.reuse(ctx, p); reused || err != nil {
+		return res, err
+	}
+	if p.key != "" {
+		cleanup, err := b.pinBases(p)
+		if err != nil {
+			return Result{}, err
+		}
+		defer cleanup()
+	}
+	opts, err := b.buildahOptions(p)
+	if err != nil {
+		return Result{}, err
+	}
+	id, err := b.runBuildah(ctx, p, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	return b.built(p, id), nil
+}
 
+// runBuildah runs the Dockerfile's steps with buildah and returns the
+// image's ID.
+func (b *Builder) runBuildah(ctx context.Context, p *platformBuild, opts define.BuildOptions) (string, error) {
+	if p.req.Steps != nil {
+		p.req.Steps()
+	}
+	watch := newWatchWriter(p.out, reexecSealBusy)
+	opts.Out, opts.Err, opts.ReportWriter = watch, watch, watch
+	id, err := buildRetryingReexec(ctx, watch, func() (string, error) {
+		id, _, err := imagebuildah.BuildDockerfiles(ctx, b.store, opts, p.dfPath)
+		return id, err
+	})
+	if err != nil {
+		return "", &StageError{Stage: StageBuild, Err: contextErr(ctx, err)}
+	}
+	return id, nil
+}
+
+func newPlatformBuild(req Request, store resultStore) *platformBuild {
+	p := &platformBuild{req: req, store: store, start: time.Now(), target: req.Platform, out: req.Out}
+	if p.target == (platform.Platform{}) {
+		p.target = HostPlatform()
+	}
+	if p.out == nil {
+		p.out = io.Discard
+	}
+	return p
+}
+
+// readDockerfile finds, prepares (prepareDockerfile) and parses the
+// Dockerfile, and reads the context's ignore file.
+func (b *Builder) readDockerfile(p *platformBuild) error {
+	var err error
+	if p.dfPath, p.df, err = b.prepareDockerfile(p.req); err != nil {
+		return &StageError{Stage: StageDockerfile, Err: err}
+	}
+	if p.ignore, err = findIgnoreFile(p.req.ContextDir, dockerfilePath(p.req)); err != nil {
+		return &StageError{Stage: StageDockerfile, Err: err}
+	}
+	return nil
+}
+
+// expandArgs works out the build args and, with them, the images the
+// Dockerfile names.
+func (p *platformBuild) expandArgs() {
 	// buildah derives the TARGET* args from the platform it is given, so
 	// it is given buildx's spelling, the canonical one: linux/arm64 (not
 	// linux/arm64/v8), linux/arm/v7, linux/amd64 (not linux/amd64/v1).
 	// Dockerfiles written for buildx name files by these values.
-	spelled := target.Normalize()
+	p.spelled = p.target.Normalize()
 	// The values buildah gives the TARGET* args, for expanding FROM lines.
-	osName, arch, variant := lplatform.Normalize(spelled.OS, spelled.Architecture, spelled.Variant)
-	args := maps.Clone(req.Args)
-	if args == nil {
-		args = map[string]string{}
+	p.osName, p.arch, p.variant = lplatform.Normalize(p.spelled.OS, p.spelled.Architecture, p.spelled.Variant)
+	p.args = maps.Clone(p.req.Args)
+	if p.args == nil {
+		p.args = map[string]string{}
 	}
-	platformArgs := platformBuildArgs(osName, arch, variant)
-	fromArgs := maps.Clone(platformArgs)
-	maps.Copy(fromArgs, args)
+	p.platformArgs = platformBuildArgs(p.osName, p.arch, p.variant)
+	p.fromArgs = maps.Clone(p.platformArgs)
+	maps.Copy(p.fromArgs, p.args)
 	// buildah drops a build arg named TARGETPLATFORM: its own always holds.
-	fromArgs["TARGETPLATFORM"] = platformArgs["TARGETPLATFORM"]
-	found := df.Images(fromArgs, imagebuilder.ProcessWord)
-	// The stages after the target are not built: their bases are neither
-	// checked nor keyed.
-	lastStage := df.TargetStage(req.Target)
-	bases := dockerfile.UpTo(dockerfile.Unique(found.Bases()), lastStage)
-	// A FROM with a --platform flag of its own pulls for that platform
-	// ($BUILDPLATFORM for a cross-compiling stage): it is checked and keyed
-	// by its digest for that platform.
-	platformed := dockerfile.UpTo(dockerfile.Unique(found.PlatformBases()), lastStage)
+	p.fromArgs["TARGETPLATFORM"] = p.platformArgs["TARGETPLATFORM"]
+	p.images = p.df.Images(p.fromArgs, imagebuilder.ProcessWord)
+	p.lastStage = p.df.TargetStage(p.req.Target)
+}
+
+// reachRegistries sets up how the build reaches registries: the
+// credentials (pull and layer cache) and the registry settings.
+func (b *Builder) reachRegistries(p *platformBuild) error {
 	// The registry settings cover every image the build pulls, also those
 	// it does not key: a FROM with a --platform flag of its own, COPY
 	// --from=image, RUN --mount=from=image.
-	refs := found.Refs()
-	var cacheRepo reference.Named
-	if req.Cache != nil {
-		if cacheRepo, err = req.Cache.reference(); err != nil {
-			return Result{}, &StageError{Stage: StageBuild, Err: err}
+	refs := p.images.Refs()
+	var err error
+	if p.req.Cache != nil {
+		if p.cacheRepo, err = p.req.Cache.reference(); err != nil {
+			return &StageError{Stage: StageBuild, Err: err}
 		}
-		refs = append(refs, cacheRepo.Name())
+		refs = append(refs, p.cacheRepo.Name())
 	}
-	auth, err := b.buildAuth(req.PullAuth, req.Cache, cacheRepo)
+	auth, err := b.buildAuth(p.req.PullAuth, p.req.Cache, p.cacheRepo)
 	if err != nil {
-		return Result{}, &StageError{Stage: StageBuild, Err: err}
+		return &StageError{Stage: StageBuild, Err: err}
 	}
-	sys, err := b.systemContext(refs, auth)
-	if err != nil {
-		return Result{}, &StageError{Stage: StageBuild, Err: err}
+	if p.sys, err = b.systemContext(refs, auth); err != nil {
+		return &StageError{Stage: StageBuild, Err: err}
 	}
-	choice := *sys
-	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = osName, arch, variant
+	return nil
+}
+
+// resolveBases checks that the base images the build pulls exist for
+// their platforms (and are not blocked), reading their digests when the
+// result is kept; what it finds is what the build is keyed by.
+func (b *Builder) resolveBases(ctx context.Context, p *platformBuild) error {
+	// The stages after the target are not built: their bases are neither
+	// checked nor keyed.
+	bases := dockerfile.UpTo(dockerfile.Unique(p.images.Bases()), p.lastStage)
+	// A FROM with a --platform flag of its own pulls for that platform
+	// ($BUILDPLATFORM for a cross-compiling stage): it is checked and keyed
+	// by its digest for that platform.
+	platformed := dockerfile.UpTo(dockerfile.Unique(p.images.PlatformBases()), p.lastStage)
+	choice := *p.sys
+	choice.OSChoice, choice.ArchitectureChoice, choice.VariantChoice = p.osName, p.arch, p.variant
 	// The bases the target stage (the last, or --target) pulls itself.
-	targetStage := lastStage
+	targetStage := p.lastStage
 	if targetStage < 0 {
-		targetStage = len(df.Stages) - 1
+		targetStage = len(p.df.Stages) - 1
 	}
 	targetBases := map[string]bool{}
-	for _, b := range found.Bases() {
-		if b.Stage == targetStage {
-			targetBases[b.Ref] = true
+	for _, base := range p.images.Bases() {
+		if base.Stage == targetStage {
+			targetBases[base.Ref] = true
 		}
 	}
 	resolved := make([]resolvedBase, 0, len(bases)+len(platformed))
 	for _, base := range slices.Concat(bases, platformed) {
-		want, sysFor := target, &choice
+		want, sysFor := p.target, &choice
 		if base.Platform != "" {
+			var err error
 			if want, err = platform.Parse(base.Platform); err != nil {
-				return Result{}, &StageError{Stage: StageDockerfile, Err: err}
+				return &StageError{Stage: StageDockerfile, Err: err}
 			}
-			own := *sys
+			own := *p.sys
 			own.OSChoice, own.ArchitectureChoice, own.VariantChoice = lplatform.Normalize(want.OS, want.Architecture, want.Variant)
 			sysFor = &own
 		}
 		rb, err := resolvedBase{}, registry.CheckBlocked(sysFor, base.Ref, false)
 		if err == nil {
-			rb, err = checkBaseImage(ctx, sysFor, base.Ref, want, keying)
+			rb, err = checkBaseImage(ctx, sysFor, base.Ref, want, p.store != nil)
 		}
 		if err != nil && (base.Platform != "" || !targetBases[base.Ref]) {
 			// Only the target stage's base is sure to be pulled: buildah
 			// skips the stages the target does not need, and says so
 			// itself for one it builds. The build is not keyed by it.
-			_, _ = fmt.Fprintf(out, "note: %v; going on, since the target stage does not pull it\n", err)
+			_, _ = fmt.Fprintf(p.out, "note: %v; going on, since the target stage does not pull it\n", err)
 			rb, err = resolvedBase{Ref: base.Ref}, nil
 		}
 		if err != nil {
-			_, _ = fmt.Fprintf(out, "error: %v\n", err)
-			return Result{}, &StageError{Stage: StageBuild, Err: err}
+			_, _ = fmt.Fprintf(p.out, "error: %v\n", err)
+			return &StageError{Stage: StageBuild, Err: err}
 		}
 		rb.Platform = base.Platform
 		resolved = append(resolved, rb)
 	}
 	// A build arg for a BUILD* platform arg makes what buildah gives
 	// those args a guess.
-	setsBuildArgs := slices.ContainsFunc(slices.Collect(maps.Keys(req.Args)), func(name string) bool {
+	setsBuildArgs := slices.ContainsFunc(slices.Collect(maps.Keys(p.req.Args)), func(name string) bool {
 		return strings.HasPrefix(name, "BUILD") && dockerfile.IsPlatformArg(name)
 	})
-	keyed := keyedBuild{file: df, target: target, bases: resolved, platformArgs: platformArgs, ignore: ignore,
-		unkeyedImages: found.Unkeyed() || setsBuildArgs}
-	var key, cacheTag string
-	if cachedResults && cacheRepo != nil {
-		unlabelled := req
-		unlabelled.Labels = nil
-		if key, err = resultKey(unlabelled, keyed); err != nil {
-			return Result{}, &StageError{Stage: StageBuild, Err: err}
-		}
-		if key != "" {
-			cacheTag = cacheRepo.Name() + ":" + cachedResultTag(key)
-		}
-	}
-	if cacheTag != "" {
-		req.ReuseResults = false // the cache repository keeps the result
-		if !req.NoCache {
-			if hit := b.findCachedResult(ctx, req, cacheTag, target, out); hit != nil {
-				return Result{Platform: target, Duration: time.Since(start), Reused: true, resultKey: key,
-					unlabelled: true, cacheTag: cacheTag, cached: hit}, nil
-			}
-		}
-	} else if req.ReuseResults {
-		if key, err = resultKey(req, keyed); err != nil {
-			return Result{}, &StageError{Stage: StageBuild, Err: err}
-		}
-	}
-	if key != "" && req.ReuseResults && !req.NoCache {
-		if rec := b.loadResult(key); rec != nil {
-			_, _ = fmt.Fprintf(out, "Reusing image %s: built before in this work directory from the same Dockerfile, context, "+
-				"build args and base images\n", shortImageID(rec.ImageID))
-			return Result{ImageID: rec.ImageID, Platform: target, Duration: time.Since(start), Reused: true,
-				resultKey: key, pushed: rec.Pushed}, nil
-		}
-	}
+	p.keyed = keyedBuild{file: p.df, target: p.target, bases: resolved, platformArgs: p.platformArgs, ignore: p.ignore,
+		unkeyedImages: p.images.Unkeyed() || setsBuildArgs}
+	return nil
+}
 
-	if key != "" {
-		// buildah pulls each base by the digest the key has: a tag moved
-		// meanwhile cannot put another base under the key.
-		digests := make(map[string]string, len(resolved))
-		for _, rb := range resolved {
-			digests[pinKey(rb.Ref, rb.Platform)] = rb.Digest
-		}
-		pinned, err := pinBases(df, found, digests)
-		if err != nil {
-			return Result{}, &StageError{Stage: StageDockerfile, Err: err}
-		}
-		if dfPath, err = b.writeDockerfile(pinned); err != nil {
-			return Result{}, &StageError{Stage: StageBuild, Err: err}
-		}
-		defer func() { _ = os.RemoveAll(filepath.Dir(dfPath)) }()
+// reuse keys the build in its store and returns the result the store
+// keeps for the key, when there is one usable and the build may reuse it
+// (not NoCache).
+func (b *Builder) reuse(ctx context.Context, p *platformBuild) (Result, bool, error) {
+	if p.store == nil {
+		return Result{}, false, nil
 	}
+	key, err := p.store.key(p.req, p.keyed)
+	if err != nil {
+		return Result{}, false, &StageError{Stage: StageBuild, Err: err}
+	}
+	if key == "" {
+		return Result{}, false, nil
+	}
+	p.key, p.cacheTag = key, p.store.tag(p, key)
+	if p.req.NoCache {
+		return Result{}, false, nil
+	}
+	return p.store.find(ctx, b, p)
+}
+
+// pinBases writes the Dockerfile buildah reads with each base pinned to
+// the digest the key has: a tag moved meanwhile cannot put another base
+// under the key. cleanup removes it.
+func (b *Builder) pinBases(p *platformBuild) (cleanup func(), err error) {
+	digests := make(map[string]string, len(p.keyed.bases))
+	for _, rb := range p.keyed.bases {
+		digests[pinKey(rb.Ref, rb.Platform)] = rb.Digest
+	}
+	pinned, err := pinBases(p.df, p.images, digests)
+	if err != nil {
+		return nil, &StageError{Stage: StageDockerfile, Err: err}
+	}
+	if p.dfPath, err = b.writeDockerfile(pinned); err != nil {
+		return nil, &StageError{Stage: StageBuild, Err: err}
+	}
+	dir := filepath.Dir(p.dfPath)
+	return func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// buildahOptions are the options buildah builds p with.
+func (b *Builder) buildahOptions(p *platformBuild) (define.BuildOptions, error) {
+	req := p.req
 	ulimits, err := hardLimitUlimits()
 	if err != nil {
-		return Result{}, &StageError{Stage: StageBuild, Err: err}
+		return define.BuildOptions{}, &StageError{Stage: StageBuild, Err: err}
 	}
 	opts := define.BuildOptions{
 		ContextDirectory: req.ContextDir,
 		PullPolicy:       define.PullIfMissing,
 		Isolation:        define.IsolationChroot,
 		Runtime:          b.cfg.OCIRuntime,
-		Args:             args,
+		Args:             p.args,
 		Labels:           formatLabels(req.Labels),
 		Envs:             req.Env,
 		TransientMounts:  req.RunMounts,
 		// buildah excludes what the ignore file read here says, so that
 		// it is what the result key has; with no patterns it reads an
 		// empty file rather than look for one itself.
-		Excludes:   ignore.Excludes,
-		IgnoreFile: ignore.Path,
+		Excludes:   p.ignore.Excludes,
+		IgnoreFile: p.ignore.Path,
 		// buildah commits a layer per step only when it keeps an image
 		// per step (Layers); without Layers it commits the stage's result
 		// once, on top of the base (Squash). A build that keeps no images
@@ -353,11 +448,11 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		// Only the final image is kept: intermediate containers go at once.
 		RemoveIntermediateCtrs:  true,
 		ForceRmIntermediateCtrs: true,
-		Out:                     out,
-		Err:                     out,
-		ReportWriter:            out,
+		Out:                     p.out,
+		Err:                     p.out,
+		ReportWriter:            p.out,
 		SignaturePolicyPath:     b.policyPath,
-		SystemContext:           sys,
+		SystemContext:           p.sys,
 		NamespaceOptions: []define.NamespaceOption{
 			{Name: string(specs.NetworkNamespace), Host: true},
 		},
@@ -366,7 +461,7 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 		OutputFormat:     manifestType(req.Format),
 		Target:           req.Target,
 		Platforms: []struct{ OS, Arch, Variant string }{
-			{OS: spelled.OS, Arch: spelled.Architecture, Variant: spelled.Variant},
+			{OS: p.spelled.OS, Arch: p.spelled.Architecture, Variant: p.spelled.Variant},
 		},
 		MaxPullPushRetries: 2,
 		PullPushRetryDelay: 2 * time.Second,
@@ -382,51 +477,40 @@ func (b *Builder) build(ctx context.Context, req Request, cachedResults bool) (R
 	}
 	// With a cache tag the labels are applied at the push, so that the
 	// result is the same for every build of these inputs.
-	unlabelled := cacheTag != ""
-	if unlabelled {
+	if p.cacheTag != "" {
 		opts.Labels = nil
 	}
-	if (req.Layers && !req.NoCache) || cacheRepo != nil {
-		if argsDigest := cacheArgsDigest(df, fromArgs); argsDigest != "" {
+	if (req.Layers && !req.NoCache) || p.cacheRepo != nil {
+		if argsDigest := cacheArgsDigest(p.df, p.fromArgs); argsDigest != "" {
 			opts.UnsetLabels = []string{cacheArgsLabelPrefix + argsDigest}
 		}
 	}
-	if cacheRepo != nil {
-		opts.CacheTo = []reference.Named{cacheRepo}
+	if p.cacheRepo != nil {
+		opts.CacheTo = []reference.Named{p.cacheRepo}
 		if !req.NoCache {
 			opts.NoCache = false
-			opts.CacheFrom = []reference.Named{cacheRepo}
+			opts.CacheFrom = []reference.Named{p.cacheRepo}
 		}
 	}
-	if req.Steps != nil {
-		req.Steps()
-	}
-	watch := newWatchWriter(out, reexecSealBusy)
-	opts.Out, opts.Err, opts.ReportWriter = watch, watch, watch
-	id, err := buildRetryingReexec(ctx, watch, func() (string, error) {
-		id, _, err := imagebuildah.BuildDockerfiles(ctx, b.store, opts, dfPath)
-		return id, err
-	})
-	if err != nil {
-		return Result{}, &StageError{Stage: StageBuild, Err: contextErr(ctx, err)}
-	}
-	if key != "" {
-		// The context was digested before the build read it: a file
-		// changed meanwhile may be in the image, so the result is kept
-		// only when the context is still what was digested.
-		again := req
-		if cacheTag != "" {
-			again.Labels = nil
-		}
-		if after, err := resultKey(again, keyed); err != nil || after != key {
-			_, _ = fmt.Fprintf(out, "The build context changed during the build: its image is not kept for reuse\n")
-			key, cacheTag = "", ""
-		} else if cacheTag == "" {
-			b.saveResult(key, resultRecord{ImageID: id})
+	return opts, nil
+}
+
+// built is the Result of the image buildah built as id, kept in the store
+// under the build's key. The context was digested before the build read
+// it: a file changed meanwhile may be in the image, so the result is kept
+// only when the context is still what was digested.
+func (b *Builder) built(p *platformBuild, id string) Result {
+	res := Result{ImageID: id, Platform: p.target, unlabelled: p.cacheTag != ""}
+	if p.key != "" {
+		if after, err := p.store.key(p.req, p.keyed); err != nil || after != p.key {
+			_, _ = fmt.Fprintf(p.out, "The build context changed during the build: its image is not kept for reuse\n")
+		} else {
+			p.store.keep(b, p.key, id)
+			res.resultKey, res.cacheTag = p.key, p.cacheTag
 		}
 	}
-	return Result{ImageID: id, Platform: target, Duration: time.Since(start), resultKey: key,
-		unlabelled: unlabelled, cacheTag: cacheTag}, nil
+	res.Duration = time.Since(p.start)
+	return res
 }
 
 // errSquashWithCache refuses a squashed build with a layer cache.

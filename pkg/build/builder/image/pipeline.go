@@ -56,7 +56,7 @@ func (b *Builder) BuildAndPush(ctx context.Context, req Request, dest string, pu
 		}
 	}
 	var err error
-	if out.Build, err = b.build(ctx, req, dest != "" && req.PostCommit == nil); err != nil {
+	if out.Build, err = b.build(ctx, req, resultStoreFor(req, dest)); err != nil {
 		return out, err
 	}
 	if req.PostCommit != nil {

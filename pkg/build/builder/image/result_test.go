@@ -63,6 +63,16 @@ func (k *keyTest) write(name, content string, mode os.FileMode) {
 // and ignore file are read as build reads them.
 func (k *keyTest) key() string {
 	k.t.Helper()
+	key, err := resultKey(k.req, k.keyed())
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return key
+}
+
+// keyed is k.in with the Dockerfile and ignore file as they are now.
+func (k *keyTest) keyed() keyedBuild {
+	k.t.Helper()
 	in := k.in
 	path := dockerfilePath(k.req)
 	df, err := os.ReadFile(path)
@@ -75,11 +85,7 @@ func (k *keyTest) key() string {
 	if in.ignore, err = findIgnoreFile(k.req.ContextDir, path); err != nil {
 		k.t.Fatal(err)
 	}
-	key, err := resultKey(k.req, in)
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	return key
+	return in
 }
 
 // TestResultKey checks that each input of a build changes its result key
