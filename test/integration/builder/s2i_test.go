@@ -288,13 +288,14 @@ func kubeletSecret(t *testing.T, dir, name string, keys map[string]string) {
 	}
 }
 
-// TestSourceBuildSecrets builds a Source Build with two source.secrets,
-// mounted as a build pod has them, for amd64 and arm64: assemble (the
-// source's own) reads one's keys at its destinationDir relative to the
-// builder image's working directory and the other's at an absolute one,
-// owned by the assemble user; no layer of the pushed images holds the
-// keys, under any name, nor their values, and neither does the build
-// context.
+// TestSourceBuildSecrets builds a Source Build with two source.secrets
+// and a source.configMaps, mounted as a build pod has them, for amd64 and
+// arm64: assemble (the source's own) reads one Secret's keys at its
+// destinationDir relative to the builder image's working directory and the
+// other's at an absolute one, owned by the assemble user; no layer of the
+// pushed images holds the Secrets' keys, under any name, nor their values.
+// The ConfigMap's key is in the working directory too, and stays in the
+// image, as OpenShift's builder leaves it.
 func TestSourceBuildSecrets(t *testing.T) {
 	g := NewWithT(t)
 	builder := s2iBuilder(t)
@@ -302,11 +303,13 @@ func TestSourceBuildSecrets(t *testing.T) {
 	secrets := t.TempDir()
 	kubeletSecret(t, secrets, "npm-creds", map[string]string{"token": token, "user": "builder-bot"})
 	kubeletSecret(t, secrets, "company-ca", map[string]string{"ca.crt": "CA-" + token})
+	configMaps := t.TempDir()
+	kubeletSecret(t, configMaps, "settings", map[string]string{"app.conf": "level=debug\n"})
 	repo, _ := gitRepo(t, map[string]string{
 		"app/main.txt": "with secrets\n",
 		"app/.s2i/bin/assemble": "#!/bin/sh\nset -e\necho \"assembling in $(pwd)\"\nls -ln creds /etc/pki/app\n" +
 			"{ cat /tmp/src/main.txt; echo \"machine=$(uname -m)\"; echo \"token-sha=$(sha256sum creds/token | cut -d' ' -f1)\"; " +
-			"echo \"user=$(cat creds/user)\"; echo \"ca-sha=$(sha256sum /etc/pki/app/ca.crt | cut -d' ' -f1)\"; } > " + bed.S2IArtifact + "\n",
+			"echo \"user=$(cat creds/user)\"; echo \"ca-sha=$(sha256sum /etc/pki/app/ca.crt | cut -d' ' -f1)\"; cat conf/app.conf; } > " + bed.S2IArtifact + "\n",
 	})
 	output := theBed.Registry.Host + "/it/s2i-secrets:v1"
 	b := sourceBuild(repo, builder, output, nil)
@@ -314,10 +317,11 @@ func TestSourceBuildSecrets(t *testing.T) {
 		{Secret: corev1.LocalObjectReference{Name: "npm-creds"}, DestinationDir: "creds"},
 		{Secret: corev1.LocalObjectReference{Name: "company-ca"}, DestinationDir: "/etc/pki/app"},
 	}
+	b.Spec.Source.ConfigMaps = []buildv1.ConfigMapBuildSource{{ConfigMap: corev1.LocalObjectReference{Name: "settings"}, DestinationDir: "conf"}}
 	sha := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
 	for _, p := range []string{"linux/amd64", "linux/arm64"} {
 		log, code := runBuilder(t, []string{buildv1.BuildEnv + "=" + podBuildJSON(t, b, p)},
-			"docker-build", "--no-report", "--allow-file-git-uris", "--build-secrets-dir", secrets)
+			"docker-build", "--no-report", "--allow-file-git-uris", "--build-secrets-dir", secrets, "--build-configmaps-dir", configMaps)
 		g.Expect(code).To(Equal(0), log)
 		g.Expect(log).To(ContainSubstring("Secrets for assemble, left out of the image: /etc/pki/app/ca.crt " +
 			bed.S2IWorkDir + "/creds/token " + bed.S2IWorkDir + "/creds/user\n"))
@@ -325,7 +329,7 @@ func TestSourceBuildSecrets(t *testing.T) {
 		g.Expect(log).To(MatchRegexp(`-rw-r--r-- +1 1001 +0 .* token`), "the keys are the assemble user's")
 		g.Expect(log).NotTo(ContainSubstring(token), "the build log")
 		artifact, _, _ := artifactOf(t, g, output, p)
-		g.Expect(artifact).To(Equal("with secrets\nmachine=" + unameOf[p] + "\ntoken-sha=" + sha(token) + "\nuser=builder-bot\nca-sha=" + sha("CA-"+token) + "\n"))
+		g.Expect(artifact).To(Equal("with secrets\nmachine=" + unameOf[p] + "\ntoken-sha=" + sha(token) + "\nuser=builder-bot\nca-sha=" + sha("CA-"+token) + "\nlevel=debug\n"))
 
 		tag, err := platform.Tag(output, p)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -340,6 +344,8 @@ func TestSourceBuildSecrets(t *testing.T) {
 		img.Close()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(len(entries)).To(BeNumerically(">", 10))
+		g.Expect(entries).To(ContainElement(And(HaveField("Name", strings.TrimPrefix(bed.S2IWorkDir, "/")+"/conf/app.conf"),
+			HaveField("Content", []byte("level=debug\n")))), "%s: the ConfigMap's key stays in the image", p)
 		for _, e := range entries {
 			g.Expect(e.Name).NotTo(Or(HaveSuffix("creds/token"), HaveSuffix("creds/user"), HaveSuffix("ca.crt"), ContainSubstring("creds/")),
 				"%s: layer %d", p, e.Layer)

@@ -202,8 +202,9 @@ type BuildSource struct {
 	// +kubebuilder:validation:MaxItems=64
 	Secrets []SecretBuildSource `json:"secrets,omitempty"`
 
-	// configMaps are ConfigMaps copied into the build context for the build
-	// to use. Default: none.
+	// configMaps are ConfigMaps copied into the build context (Docker), or
+	// into the builder image's working directory before assemble (Source),
+	// for the build to use. Default: none.
 	// +optional
 	// +listType=atomic
 	ConfigMaps []ConfigMapBuildSource `json:"configMaps,omitempty"`
@@ -235,13 +236,16 @@ type SecretBuildSource struct {
 	DestinationDir string `json:"destinationDir,omitempty"`
 }
 
-// ConfigMapBuildSource copies a ConfigMap into the build context.
+// ConfigMapBuildSource copies a ConfigMap's keys into the build context
+// (Docker) or the image (Source).
 type ConfigMapBuildSource struct {
 	// configMap names the ConfigMap. Required.
 	ConfigMap corev1.LocalObjectReference `json:"configMap"`
 
-	// destinationDir is the directory, relative to the build context, the
-	// ConfigMap's keys are copied into. Default: the build context's root.
+	// destinationDir is the directory the ConfigMap's keys are copied into,
+	// one file each: relative to the build context (Docker), or relative to
+	// the builder image's working directory, or absolute (Source). Default:
+	// the build context's root (Docker), the working directory (Source).
 	// +optional
 	DestinationDir string `json:"destinationDir,omitempty"`
 }

@@ -345,10 +345,10 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		}
 	}
 	if isSource {
-		// A Source build's secrets are mounted for assemble alone
-		// (prepareSource), never copied into the source, which goes into
-		// the image.
-		srcOpts.Source.Secrets = nil
+		// A Source build's secrets are mounted for assemble alone, and its
+		// ConfigMaps copied into the working directory (prepareSource),
+		// never into the source.
+		srcOpts.Source.Secrets, srcOpts.Source.ConfigMaps = nil, nil
 	}
 	if source.Type(spec.Source) == buildv1.BuildSourceBinary {
 		srcOpts.Binary = d.Stdin

@@ -85,6 +85,7 @@ func (d *Run) prepareSource(ctx context.Context, b ImageBuilder, fetched source.
 
 		IncrementalFrom: previous,
 		Secrets:         d.sourceSecrets(),
+		ConfigMaps:      d.sourceConfigMaps(),
 	})
 	if err != nil {
 		return sourceBuild{}, &statusError{reason: buildv1.StatusReasonGenericBuildFailed, err: err}
@@ -97,16 +98,30 @@ func (d *Run) prepareSource(ctx context.Context, b ImageBuilder, fetched source.
 	return sourceBuild{fetched: fetched, pullAuth: pullAuth, secrets: prepared.Secrets}, nil
 }
 
+// sourceConfigMaps are the Build's source.configMaps, as the pod has them
+// mounted (Options.BuildConfigMapsDir, one directory per ConfigMap).
+func (d *Run) sourceConfigMaps() []s2i.Input {
+	dir := d.Options.BuildConfigMapsDir
+	if dir == "" {
+		dir = source.DefaultBuildConfigMapsDir
+	}
+	var out []s2i.Input
+	for _, c := range d.Build.Spec.Source.ConfigMaps {
+		out = append(out, s2i.Input{Name: c.ConfigMap.Name, Dir: filepath.Join(dir, c.ConfigMap.Name), DestinationDir: c.DestinationDir})
+	}
+	return out
+}
+
 // sourceSecrets are the Build's source.secrets, as the pod has them
 // mounted (Options.BuildSecretsDir, one directory per Secret).
-func (d *Run) sourceSecrets() []s2i.Secret {
+func (d *Run) sourceSecrets() []s2i.Input {
 	dir := d.Options.BuildSecretsDir
 	if dir == "" {
 		dir = source.DefaultBuildSecretsDir
 	}
-	var out []s2i.Secret
+	var out []s2i.Input
 	for _, s := range d.Build.Spec.Source.Secrets {
-		out = append(out, s2i.Secret{Name: s.Secret.Name, Dir: filepath.Join(dir, s.Secret.Name), DestinationDir: s.DestinationDir})
+		out = append(out, s2i.Input{Name: s.Secret.Name, Dir: filepath.Join(dir, s.Secret.Name), DestinationDir: s.DestinationDir})
 	}
 	return out
 }

@@ -69,20 +69,25 @@ type Inputs struct {
 	// in full.
 	IncrementalFrom string
 	// Secrets are the Build's source.secrets, given to assemble alone.
-	Secrets []Secret
+	Secrets []Input
+	// ConfigMaps are the Build's source.configMaps: as OpenShift's
+	// builder injects them, their keys are copied into DestinationDir
+	// (relative to the working directory, or absolute), owned by the
+	// assemble user, before assemble, and stay in the image.
+	ConfigMaps []Input
 }
 
-// Secret is one of a Build's source.secrets. Each of its keys is given to
-// the assemble step as a file in DestinationDir, as OpenShift's builder
-// gives them, and is left out of the image: OpenShift copies the keys in
-// before assemble and removes them after it, in a build it commits as one
-// layer; archway mounts each key for the assemble step alone
-// (RUN --mount=type=secret), so that no layer, cached or pushed, ever
-// holds it.
-type Secret struct {
-	// Name is the Secret's name.
+// Input is one of a Build's source.secrets or source.configMaps. Each key
+// of a Secret is given to the assemble step as a file in DestinationDir,
+// as OpenShift's builder gives them, and is left out of the image:
+// OpenShift copies the keys in before assemble and removes them after it,
+// in a build it commits as one layer; archway mounts each key for the
+// assemble step alone (RUN --mount=type=secret), so that no layer, cached
+// or pushed, ever holds it. A ConfigMap's keys are copied in and stay.
+type Input struct {
+	// Name is the Secret's or ConfigMap's name.
 	Name string
-	// Dir is where the build pod has the Secret mounted: one file per key.
+	// Dir is where the build pod has it mounted: one file per key.
 	Dir string
 	// DestinationDir is the directory assemble finds the keys in: relative
 	// to the builder image's working directory (its WORKDIR, else
@@ -167,6 +172,9 @@ func Prepare(in Inputs) (Prepared, error) {
 		Incremental:        in.IncrementalFrom != "",
 		IncrementalFromTag: in.IncrementalFrom,
 	}
+	if cfg.Injections, err = stageConfigMaps(in.ConfigMaps, dir+".configmaps"); err != nil {
+		return Prepared{}, &Error{err}
+	}
 	for _, kv := range in.Env {
 		if err := cfg.Environment.Set(kv); err != nil {
 			return Prepared{}, &Error{fmt.Errorf("environment variable: %w", err)}
@@ -223,7 +231,7 @@ var safePath = regexp.MustCompile(`^[A-Za-z0-9._/@+-]+$`)
 // The keys' owner is the assemble user (when numeric; root otherwise, with
 // the keys readable by all), their group root, and their mode the pod's,
 // as OpenShift copies them in and gives them to the assemble user.
-func secretMounts(secrets []Secret, workDir, assembleUser string) ([]secretMount, error) {
+func secretMounts(secrets []Input, workDir, assembleUser string) ([]secretMount, error) {
 	if workDir == "" {
 		workDir = "/"
 	}
@@ -234,34 +242,19 @@ func secretMounts(secrets []Secret, workDir, assembleUser string) ([]secretMount
 	var mounts []secretMount
 	byTarget := map[string]int{}
 	for _, s := range secrets {
-		dest := path.Clean("/" + s.DestinationDir)
-		if !path.IsAbs(s.DestinationDir) {
-			if rel := path.Clean(s.DestinationDir); strings.HasPrefix(rel, "..") {
-				return nil, fmt.Errorf("secret %s: destinationDir %q must not start with \"..\"", s.Name, s.DestinationDir)
-			}
-			dest = path.Join(workDir, s.DestinationDir)
-		}
-		if !safePath.MatchString(dest) {
-			return nil, fmt.Errorf("secret %s: destinationDir %q: with strategy Source it may hold only letters, digits and . _ - + @ / "+
-				"(assemble finds the keys at %s, a mount of its RUN step)", s.Name, s.DestinationDir, dest)
-		}
-		entries, err := os.ReadDir(s.Dir)
+		dest, err := destination("secret", s, workDir)
 		if err != nil {
-			return nil, fmt.Errorf("secret %s is not mounted at %s: %w", s.Name, s.Dir, err)
+			return nil, err
 		}
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), "..") {
-				continue // the kubelet's ..data and timestamped directories
+		keys, err := mountedKeys("secret", s)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			if strings.ContainsAny(k.src, ",=") {
+				return nil, fmt.Errorf("secret %s: key %q cannot be mounted for assemble (its path %s)", s.Name, k.name, k.src)
 			}
-			src := filepath.Join(s.Dir, e.Name())
-			info, err := os.Stat(src)
-			if err != nil || !info.Mode().IsRegular() {
-				continue
-			}
-			if strings.ContainsAny(src, ",=") || !safePath.MatchString(e.Name()) {
-				return nil, fmt.Errorf("secret %s: key %q cannot be mounted for assemble (its path %s)", s.Name, e.Name(), src)
-			}
-			m := secretMount{src: src, target: path.Join(dest, e.Name()), uid: uid, mode: info.Mode().Perm()}
+			m := secretMount{src: k.src, target: path.Join(dest, k.name), uid: uid, mode: k.mode}
 			if uid == "" {
 				m.mode |= 0o444
 			}
@@ -276,6 +269,102 @@ func secretMounts(secrets []Secret, workDir, assembleUser string) ([]secretMount
 		}
 	}
 	return mounts, nil
+}
+
+// destination is where assemble finds in's keys: its destinationDir,
+// relative to workDir or absolute. It must not leave workDir by "..", and
+// must hold only safePath's characters (a mount flag's or COPY's
+// argument).
+func destination(kind string, in Input, workDir string) (string, error) {
+	dest := path.Clean("/" + in.DestinationDir)
+	if !path.IsAbs(in.DestinationDir) {
+		if rel := path.Clean(in.DestinationDir); strings.HasPrefix(rel, "..") {
+			return "", fmt.Errorf("%s %s: destinationDir %q must not start with \"..\"", kind, in.Name, in.DestinationDir)
+		}
+		dest = path.Join(workDir, in.DestinationDir)
+	}
+	if !safePath.MatchString(dest) {
+		return "", fmt.Errorf("%s %s: destinationDir %q: with strategy Source it may hold only letters, digits and . _ - + @ / "+
+			"(assemble finds the keys at %s)", kind, in.Name, in.DestinationDir, dest)
+	}
+	return dest, nil
+}
+
+// key is one key of a mounted Secret or ConfigMap.
+type key struct {
+	name, src string
+	mode      fs.FileMode
+}
+
+// mountedKeys lists the keys of in as the build pod has it mounted: the
+// regular files of in.Dir, without the kubelet's ..data and timestamped
+// directories.
+func mountedKeys(kind string, in Input) ([]key, error) {
+	entries, err := os.ReadDir(in.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s is not mounted at %s: %w", kind, in.Name, in.Dir, err)
+	}
+	var keys []key
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "..") {
+			continue
+		}
+		src := filepath.Join(in.Dir, e.Name())
+		info, err := os.Stat(src)
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		if !safePath.MatchString(e.Name()) {
+			return nil, fmt.Errorf("%s %s: key %q cannot be given to assemble", kind, in.Name, e.Name())
+		}
+		keys = append(keys, key{name: e.Name(), src: src, mode: info.Mode().Perm()})
+	}
+	return keys, nil
+}
+
+// stageConfigMaps copies each ConfigMap's keys, as plain files, into a
+// directory of its own under dir, and returns them as source-to-image's
+// kept injections: it copies each into the image at its destinationDir
+// (relative to the working directory, or absolute) before assemble, and
+// gives it to the assemble user, as OpenShift's builder does.
+func stageConfigMaps(configMaps []Input, dir string) (s2iapi.VolumeList, error) {
+	if len(configMaps) == 0 {
+		return nil, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	var out s2iapi.VolumeList
+	for i, cm := range configMaps {
+		// The working directory is checked by the Dockerfile strategy's
+		// own resolution; "/" stands for it here.
+		if _, err := destination("configMap", cm, "/"); err != nil {
+			return nil, err
+		}
+		keys, err := mountedKeys("configMap", cm)
+		if err != nil {
+			return nil, err
+		}
+		stage := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.MkdirAll(stage, 0o755); err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			data, err := os.ReadFile(k.src)
+			if err != nil {
+				return nil, fmt.Errorf("configMap %s: %w", cm.Name, err)
+			}
+			if err := os.WriteFile(filepath.Join(stage, k.name), data, k.mode|0o400); err != nil { //nolint:gosec // G703: k.name is a key of the mounted ConfigMap, checked against safePath, written in the stage directory Prepare owns
+				return nil, err
+			}
+		}
+		dest := cm.DestinationDir
+		if dest == "" {
+			dest = "."
+		}
+		out = append(out, s2iapi.VolumeSpec{Source: stage, Destination: dest, Keep: true})
+	}
+	return out, nil
 }
 
 // mountForAssemble gives the assemble step of the Dockerfile at path (the

@@ -249,7 +249,7 @@ func TestPrepareSecrets(t *testing.T) {
 	ca := secretDir(t, map[string]string{"ca.crt": "PEM"})
 	p, df, err := prepare(t, map[string]string{"main.txt": "hello"}, Inputs{
 		Builder: builderImage(labels, ""),
-		Secrets: []Secret{{Name: "creds", Dir: creds, DestinationDir: "creds"}, {Name: "ca", Dir: ca, DestinationDir: "/etc/pki/app"}},
+		Secrets: []Input{{Name: "creds", Dir: creds, DestinationDir: "creds"}, {Name: "ca", Dir: ca, DestinationDir: "/etc/pki/app"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +297,7 @@ func TestPrepareSecretsDefaults(t *testing.T) {
 	img := builderImage(labels, "")
 	img.Config.WorkingDir = ""
 	p, df, err := prepare(t, map[string]string{"main.txt": "hello"}, Inputs{
-		Builder: img, Secrets: []Secret{{Name: "a", Dir: a}, {Name: "b", Dir: b, DestinationDir: "."}},
+		Builder: img, Secrets: []Input{{Name: "a", Dir: a}, {Name: "b", Dir: b, DestinationDir: "."}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -317,18 +317,58 @@ func TestPrepareSecretsRefused(t *testing.T) {
 	labels := map[string]string{ScriptsURLLabel: "image:///usr/libexec/s2i"}
 	dir := secretDir(t, map[string]string{"token": "x"})
 	for _, tc := range []struct {
-		secret Secret
+		secret Input
 		want   string
 	}{
-		{Secret{Name: "s", Dir: dir, DestinationDir: "../etc"}, `secret s: destinationDir "../etc" must not start with ".."`},
-		{Secret{Name: "s", Dir: dir, DestinationDir: "a,uid=0"}, `secret s: destinationDir "a,uid=0": with strategy Source it may hold only`},
-		{Secret{Name: "s", Dir: dir, DestinationDir: "my dir"}, `secret s: destinationDir "my dir"`},
-		{Secret{Name: "gone", Dir: filepath.Join(dir, "missing")}, "secret gone is not mounted at "},
+		{Input{Name: "s", Dir: dir, DestinationDir: "../etc"}, `secret s: destinationDir "../etc" must not start with ".."`},
+		{Input{Name: "s", Dir: dir, DestinationDir: "a,uid=0"}, `secret s: destinationDir "a,uid=0": with strategy Source it may hold only`},
+		{Input{Name: "s", Dir: dir, DestinationDir: "my dir"}, `secret s: destinationDir "my dir"`},
+		{Input{Name: "gone", Dir: filepath.Join(dir, "missing")}, "secret gone is not mounted at "},
 	} {
-		_, _, err := prepare(t, map[string]string{"main.txt": "x"}, Inputs{Builder: builderImage(labels, ""), Secrets: []Secret{tc.secret}})
+		_, _, err := prepare(t, map[string]string{"main.txt": "x"}, Inputs{Builder: builderImage(labels, ""), Secrets: []Input{tc.secret}})
 		var perr *Error
 		if !errors.As(err, &perr) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an *Error saying %q", tc.secret, err, tc.want)
 		}
+	}
+}
+
+// TestPrepareConfigMaps: as OpenShift's builder injects source.configMaps,
+// their keys are copied into the image at destinationDir, relative to the
+// working directory (or absolute), and given to the assemble user before
+// assemble; unlike secrets, they stay.
+func TestPrepareConfigMaps(t *testing.T) {
+	labels := map[string]string{ScriptsURLLabel: "image:///usr/libexec/s2i", AssembleUserLabel: "1001"}
+	settings := secretDir(t, map[string]string{"settings.xml": "<settings/>"})
+	p, df, err := prepare(t, map[string]string{"main.txt": "hello"}, Inputs{
+		Builder:    builderImage(labels, ""),
+		ConfigMaps: []Input{{Name: "maven", Dir: settings, DestinationDir: ".m2"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := filepath.Join(filepath.Dir(p.ContextDir), "s2i.configmaps", "0")
+	for _, want := range []string{
+		"COPY upload/injections" + stage + " /opt/app/.m2\n",
+		"RUN chown -R 1001:0 /tmp/src /opt/app/.m2\n",
+	} {
+		if !strings.Contains(df, want) {
+			t.Errorf("the Dockerfile has no %q:\n%s", want, df)
+		}
+	}
+	if strings.Contains(df, "rm ") {
+		t.Errorf("the Dockerfile removes a ConfigMap's key:\n%s", df)
+	}
+	data, err := os.ReadFile(filepath.Join(p.ContextDir, "upload/injections", stage, "settings.xml"))
+	if err != nil || string(data) != "<settings/>" {
+		t.Errorf("the build context's copy of settings.xml: %q, %v", data, err)
+	}
+	if _, err := os.Lstat(filepath.Join(p.ContextDir, "upload/injections", stage, "..data")); err == nil {
+		t.Error("the kubelet's ..data went into the build context")
+	}
+	_, _, err = prepare(t, map[string]string{"main.txt": "x"}, Inputs{Builder: builderImage(labels, ""),
+		ConfigMaps: []Input{{Name: "maven", Dir: settings, DestinationDir: "../etc"}}})
+	if err == nil || !strings.Contains(err.Error(), `configMap maven: destinationDir "../etc" must not start with ".."`) {
+		t.Errorf("a destinationDir out of the working directory: %v", err)
 	}
 }

@@ -34,8 +34,9 @@ type BuildSourceApplyConfiguration struct {
 	// (Docker), or mounted for the assemble step and left out of the image
 	// (Source). Default: none.
 	Secrets []SecretBuildSourceApplyConfiguration `json:"secrets,omitempty"`
-	// configMaps are ConfigMaps copied into the build context for the build
-	// to use. Default: none.
+	// configMaps are ConfigMaps copied into the build context (Docker), or
+	// into the builder image's working directory before assemble (Source),
+	// for the build to use. Default: none.
 	ConfigMaps []ConfigMapBuildSourceApplyConfiguration `json:"configMaps,omitempty"`
 	// images is OpenShift's image source (files copied from other images
 	// into the build context), which archway does not implement: a Build

@@ -9,12 +9,15 @@ import (
 // ConfigMapBuildSourceApplyConfiguration represents a declarative configuration of the ConfigMapBuildSource type for use
 // with apply.
 //
-// ConfigMapBuildSource copies a ConfigMap into the build context.
+// ConfigMapBuildSource copies a ConfigMap's keys into the build context
+// (Docker) or the image (Source).
 type ConfigMapBuildSourceApplyConfiguration struct {
 	// configMap names the ConfigMap. Required.
 	ConfigMap *corev1.LocalObjectReference `json:"configMap,omitempty"`
-	// destinationDir is the directory, relative to the build context, the
-	// ConfigMap's keys are copied into. Default: the build context's root.
+	// destinationDir is the directory the ConfigMap's keys are copied into,
+	// one file each: relative to the build context (Docker), or relative to
+	// the builder image's working directory, or absolute (Source). Default:
+	// the build context's root (Docker), the working directory (Source).
 	DestinationDir *string `json:"destinationDir,omitempty"`
 }
 
