@@ -30,6 +30,15 @@ BIN_DIR := bin
 # two beds (and their builds) from competing for the machine's 2 cores.
 TEST_FLAGS ?=
 UNIT_PKGS = $(shell go list -tags "$(BUILD_TAGS)" ./... | grep -v /test/)
+# The race detector where the code under test runs in the test's process:
+# the unit tests and the bed suites that run controllers in-process (RACE=
+# turns it off). The other bed suites run without it: their code runs in
+# programs they start (builder, buildah, kubelet) or awaits a diagnosis
+# under -race (build: docs/dev-guide/tests.md).
+RACE ?= -race
+MODULE = github.com/archway-build/archway
+RACE_SUITES = $(addprefix $(MODULE)/test/integration/,buildconfig imagetrigger binary)
+INTEGRATION_PKGS = $(shell go list -tags "$(BUILD_TAGS)" ./test/bed/... ./test/integration/...)
 
 .PHONY: all
 all: build
@@ -71,12 +80,13 @@ tools-all: ## Install every tool, the linters and controller-gen included.
 test: tools test-unit test-integration test-e2e ## Everything CI runs.
 
 .PHONY: test-unit
-test-unit: ## Unit tests: pure functions and packages, no bed.
-	go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) $(UNIT_PKGS)
+test-unit: ## Unit tests: pure functions and packages, no bed (with -race; RACE= without).
+	go test $(GO_BUILD_FLAGS) $(RACE) $(TEST_FLAGS) $(UNIT_PKGS)
 
 .PHONY: test-integration
 test-integration: tools ## Integration tests on the bed (apiserver, scheduler, kwok, registry).
-	go test $(GO_BUILD_FLAGS) -p 1 -timeout 30m $(TEST_FLAGS) ./test/bed/... ./test/integration/...
+	go test $(GO_BUILD_FLAGS) $(RACE) -p 1 -timeout 30m $(TEST_FLAGS) $(RACE_SUITES)
+	go test $(GO_BUILD_FLAGS) -p 1 -timeout 30m $(TEST_FLAGS) $(filter-out $(RACE_SUITES),$(INTEGRATION_PKGS))
 
 .PHONY: test-e2e
 test-e2e: tools ## End-to-end tests on the full bed: four-platform builds through build-controller and build pods.
