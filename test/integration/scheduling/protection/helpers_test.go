@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -210,22 +209,24 @@ func setGroup(ctx context.Context, g schedulingv1alpha1.ProtectionGroup) error {
 	key := types.NamespacedName{Name: schedulingv1alpha1.ControlPlaneProtectionName}
 	spec := schedulingv1alpha1.ControlPlaneProtectionSpec{Groups: []schedulingv1alpha1.ProtectionGroup{g}}
 	cfg := &schedulingv1alpha1.ControlPlaneProtection{}
-	// The webhook's status controller writes the object's status whenever
-	// it counts a denial: a conflict with it is read again and retried.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		switch err := k8s.Get(ctx, key, cfg); {
-		case apierrors.IsNotFound(err):
-			cfg = &schedulingv1alpha1.ControlPlaneProtection{ObjectMeta: metav1.ObjectMeta{Name: key.Name}, Spec: spec}
-			return k8s.Create(ctx, cfg)
-		case err != nil:
+	// The webhook's status controller writes the object's status on its
+	// own events (denials, node labels, a replica's start and stop): the
+	// spec is merge-patched, never updated at a resource version, so that
+	// no status write in between makes it conflict.
+	switch err := k8s.Get(ctx, key, cfg); {
+	case apierrors.IsNotFound(err):
+		cfg = &schedulingv1alpha1.ControlPlaneProtection{ObjectMeta: metav1.ObjectMeta{Name: key.Name}, Spec: spec}
+		if err := k8s.Create(ctx, cfg); err != nil {
 			return err
-		default:
-			cfg.Spec = spec
-			return k8s.Update(ctx, cfg)
 		}
-	})
-	if err != nil {
+	case err != nil:
 		return err
+	default:
+		orig := cfg.DeepCopy()
+		cfg.Spec = spec
+		if err := k8s.Patch(ctx, cfg, client.MergeFrom(orig)); err != nil {
+			return err
+		}
 	}
 	generation := cfg.Generation
 	return wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {

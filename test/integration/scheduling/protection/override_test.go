@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
 	"github.com/archway-build/archway/test/bed"
@@ -92,8 +93,10 @@ func setOverride(t *testing.T, o *schedulingv1alpha1.ProtectionOverride) {
 	if err := k8s.Get(ctx, key, cfg); err != nil {
 		t.Fatal(err)
 	}
+	// Merge-patched: a status write in between does not conflict.
+	orig := cfg.DeepCopy()
 	cfg.Spec.Override = o
-	if err := k8s.Update(ctx, cfg); err != nil {
+	if err := k8s.Patch(ctx, cfg, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
