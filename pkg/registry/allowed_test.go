@@ -11,19 +11,23 @@ import (
 )
 
 func TestScopeAllows(t *testing.T) {
-	scopes := []string{"quay.io/team", "*.example.com", "localhost:5000"}
+	scopes := []string{"quay.io/team", "*.example.com", "localhost:5000", "docker.io/library"}
 	for repo, want := range map[string]bool{
-		"quay.io/team/app":            true,
-		"quay.io/team":                true,
-		"quay.io/other/app":           false,
-		"registry.example.com/x/y":    true,
-		"a.b.example.com/x":           true,
-		"example.com/x":               false,
-		"localhost:5000/x":            true,
-		"localhost:5001/x":            false,
-		"docker.io/library/busybox":   false,
-		"quay.io/teamother/app":       false,
-		"registry.example.com.evil/x": false,
+		"quay.io/team/app":               true,
+		"quay.io/team":                   true,
+		"quay.io/other/app":              false,
+		"quay.io/teamother/app":          false,
+		"evilquay.io/team/app":           false,
+		"quay.io.evil.example.org/team/": false,
+		"registry.example.com/x/y":       true,
+		"a.b.example.com:443/x":          true,
+		"example.com/x":                  false,
+		"registry.example.com.evil/x":    false,
+		"localhost:5000/x":               true,
+		"localhost:5001/x":               false,
+		"localhost/x":                    false,
+		"docker.io/library/busybox":      true,
+		"docker.io/someone/busybox":      false,
 	} {
 		if got := ScopeAllows(scopes, repo); got != want {
 			t.Errorf("ScopeAllows(%s) = %v, want %v", repo, got, want)

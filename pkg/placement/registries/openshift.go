@@ -183,14 +183,6 @@ func scopeRegistry(scope string) sysregistriesv2.Registry {
 	return r
 }
 
-// allows says whether an image repository ("host/path", as
-// reference.Named.Name gives it) is within one of the allowed scopes, as
-// containers/image's policy.json matches a docker reference: the
-// repository or one of its parent namespaces, or a wildcard *.domain of
-// its host without the port. No scopes allow everything.
-func allows(scopes []string, repo string) bool {
-	return registry.ScopeAllows(scopes, repo)
-}
 
 // mergeCAs adds each host's bundle of more to into, after the one it has.
 func mergeCAs(into, more map[string][]byte) map[string][]byte {

@@ -250,28 +250,3 @@ func TestOpenShiftSourcesRefused(t *testing.T) {
 		})
 	}
 }
-
-func TestAllows(t *testing.T) {
-	scopes := []string{"quay.io/team", "registry.example.com:5000", "*.corp.example.com", "docker.io/library"}
-	for repo, want := range map[string]bool{
-		"quay.io/team/app":               true,
-		"quay.io/team":                   true,
-		"quay.io/other/app":              false,
-		"registry.example.com:5000/a/b":  true,
-		"registry.example.com/a":         false,
-		"a.corp.example.com/x":           true,
-		"a.b.corp.example.com:443/x":     true,
-		"corp.example.com/x":             false,
-		"docker.io/library/busybox":      true,
-		"docker.io/someone/busybox":      false,
-		"evilquay.io/team/app":           false,
-		"quay.io.evil.example.com/team/": false,
-	} {
-		if got := allows(scopes, repo); got != want {
-			t.Errorf("allows(%s) = %v, want %v", repo, got, want)
-		}
-	}
-	if !allows(nil, "anything.example.com/x") {
-		t.Error("no scopes must allow everything")
-	}
-}

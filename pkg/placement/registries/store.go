@@ -57,7 +57,7 @@ func (s *Settings) SystemContext(sys *types.SystemContext) {
 // allowed registries (Generated.Allowed) gets a blocked entry of its host
 // without mirrors: a node rejects its image whatever mirrors it has.
 func (s *Settings) Registry(repo string) (*sysregistriesv2.Registry, error) {
-	if !allows(s.Conf.Allowed, repo) {
+	if !registry.ScopeAllows(s.Conf.Allowed, repo) {
 		host, _, _ := strings.Cut(repo, "/")
 		return &sysregistriesv2.Registry{Prefix: host, Endpoint: sysregistriesv2.Endpoint{Location: host}, Blocked: true}, nil
 	}
@@ -70,7 +70,7 @@ func (s *Settings) Registry(repo string) (*sysregistriesv2.Registry, error) {
 // *registry.BlockedError when ref is on a blocked registry that no mirror
 // serves for it (for a pull), or outside the allowed registries.
 func (s *Settings) CheckBlocked(ref string, push bool) error {
-	if named, err := reference.ParseNormalizedNamed(ref); err == nil && !allows(s.Conf.Allowed, named.Name()) {
+	if named, err := reference.ParseNormalizedNamed(ref); err == nil && !registry.ScopeAllows(s.Conf.Allowed, named.Name()) {
 		return &registry.BlockedError{Image: ref, Registry: reference.Domain(named), NotAllowed: true, Push: push}
 	}
 	sys := &types.SystemContext{}
