@@ -183,7 +183,6 @@ func scopeRegistry(scope string) sysregistriesv2.Registry {
 	return r
 }
 
-
 // mergeCAs adds each host's bundle of more to into, after the one it has.
 func mergeCAs(into, more map[string][]byte) map[string][]byte {
 	if len(more) == 0 {
