@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/archway-build/archway/pkg/registry"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 // fourPlatforms are the platforms the tests build for, and what `uname -m`
@@ -38,24 +38,15 @@ func TestMain(m *testing.M) {
 	if buildah.InitReexec() {
 		return
 	}
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if err := bed.CheckQemu(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	b, err := bed.Start(ctx, bed.Options{WithoutNodes: true, AuthRegistry: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = b.Stop() }()
-	theBed = b
-	return m.Run()
+	os.Exit(framework.Run(m, framework.Options{
+		Name:   "builder suite",
+		Bed:    bed.Options{WithoutNodes: true, AuthRegistry: true},
+		Before: func(context.Context) error { return bed.CheckQemu() },
+		Setup: func(_ context.Context, s *framework.Suite) (func(), error) {
+			theBed = s.Bed
+			return nil, nil
+		},
+	}))
 }
 
 // builderBinary builds cmd/builder once per test binary: the tests run the

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -26,6 +25,7 @@ import (
 	"github.com/archway-build/archway/pkg/manifestlist"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 // fourPlatforms are the platforms the tests build manifest lists of.
@@ -41,25 +41,19 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	b, err := bed.Start(ctx, bed.Options{WithoutNodes: true, AuthRegistry: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer b.Stop()
-	theBed = b
-	baseRepo = strings.TrimSuffix(b.BaseImage, ":latest")
-	if baseChildren, err = readBaseChildren(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "reading the base image:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "manifestlist suite",
+		Bed:  bed.Options{WithoutNodes: true, AuthRegistry: true},
+		Setup: func(ctx context.Context, s *framework.Suite) (func(), error) {
+			theBed = s.Bed
+			baseRepo = strings.TrimSuffix(theBed.BaseImage, ":latest")
+			var err error
+			if baseChildren, err = readBaseChildren(ctx); err != nil {
+				return nil, fmt.Errorf("reading the base image: %w", err)
+			}
+			return nil, nil
+		},
+	}))
 }
 
 // readBaseChildren reads the base index's children.
