@@ -12,14 +12,12 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
+	testframework "github.com/archway-build/archway/test/framework"
 )
 
 var (
@@ -33,37 +31,40 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	// The bed's envtest logs through controller-runtime; its lines are
-	// noise here (every part's log is in the bed's directory).
-	logf.SetLogger(logr.Discard())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	dir, err := os.MkdirTemp("", "archway-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bins, err := framework.BuildBinaries(ctx, dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	env, err = framework.Start(ctx, framework.Options{Binaries: bins, Bed: bed.Options{AuthRegistry: true}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer env.Stop()
-	if watcher, err = client.NewWithWatch(env.Bed.Config, client.Options{Scheme: bed.NewScheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "e2e: build-controller's log ends:\n%s\n", tail(env.ControllerLog, 40))
-	}
-	return code
+	var bins framework.Binaries
+	return testframework.Run(m, testframework.Options{
+		Name: "e2e suite",
+		Bed:  bed.Options{AuthRegistry: true},
+		// The bed's envtest logs through controller-runtime; its lines
+		// are noise here (every part's log is in the bed's directory).
+		QuietLogs: true,
+		Before: func(ctx context.Context) error {
+			if err := bed.CheckQemu(); err != nil {
+				return err
+			}
+			bins, err = framework.BuildBinaries(ctx, dir)
+			return err
+		},
+		Setup: func(ctx context.Context, s *testframework.Suite) (func(), error) {
+			if env, err = framework.StartOn(ctx, s.Bed, framework.Options{Binaries: bins}); err != nil {
+				return nil, err
+			}
+			teardown := func() { _ = env.Stop() }
+			if watcher, err = client.NewWithWatch(s.Bed.Config, client.Options{Scheme: s.Scheme}); err != nil {
+				return teardown, err
+			}
+			return teardown, nil
+		},
+		AfterFailure: func() {
+			fmt.Fprintf(os.Stderr, "e2e: build-controller's log ends:\n%s\n", tail(env.ControllerLog, 40))
+		},
+	})
 }
 
 func tail(path string, n int) string {

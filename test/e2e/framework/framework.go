@@ -90,6 +90,7 @@ type Env struct {
 	buildExtra  string // more of the config's build section (YAML, indented by two)
 	controller  *exec.Cmd
 	done        chan error
+	ownBed      bool // started by Start: Stop stops it
 }
 
 // Start checks qemu, starts the bed, the pod runner and build-controller.
@@ -102,17 +103,28 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	e, err := StartOn(ctx, b, opts)
+	if err != nil {
+		_ = b.Stop()
+		return nil, err
+	}
+	e.ownBed = true
+	return e, nil
+}
+
+// StartOn starts the pod runner and build-controller on a running bed
+// (opts.Bed is not used); Env.Stop then stops them, not the bed. On error
+// what it started is stopped.
+func StartOn(ctx context.Context, b *bed.Bed, opts Options) (_ *Env, err error) {
 	e := &Env{Bed: b, Binaries: opts.Binaries, opts: opts}
 	defer func() {
 		if err != nil {
-			e.Stop()
+			e.StopController()
 		}
 	}()
 	// Build pods reach the apiserver with the bed's kubeconfig: the runner
-	// has no in-cluster network. They run in user namespaces, whose root is
-	// no one on the host: their copy is readable by all (the bed's machine
-	// has no other users to hide it from).
-	podKubeconfig, err := podReadable(b.Kubeconfig)
+	// has no in-cluster network (see bed.Bed.PodKubeconfig).
+	podKubeconfig, err := b.PodKubeconfig()
 	if err != nil {
 		return nil, err
 	}
@@ -134,20 +146,6 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	return e, nil
-}
-
-// podReadable copies a file of the bed's directory next to it, readable by
-// every user, and makes the directory searchable.
-func podReadable(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	dst := path + "-pods"
-	if err := os.WriteFile(dst, data, 0o644); err != nil {
-		return "", err
-	}
-	return dst, bed.SearchableByOthers(filepath.Dir(dst))
 }
 
 // controllerConfig is build-controller's --config on the bed, with
@@ -304,13 +302,16 @@ func (e *Env) StopController() {
 	e.controller = nil
 }
 
-// Stop stops build-controller, then the bed (runner, pods' processes and
-// all). It is safe to call more than once.
+// Stop stops build-controller, then, if Start started it, the bed (runner,
+// pods' processes and all). It is safe to call more than once.
 func (e *Env) Stop() error {
 	if e == nil {
 		return nil
 	}
 	e.StopController()
+	if !e.ownBed {
+		return nil
+	}
 	return e.Bed.Stop()
 }
 

@@ -11,17 +11,14 @@ package openshift_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/dynamic"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 // builderImage is the builder image the Builds' custom strategy names; the
@@ -35,72 +32,42 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	logf.SetLogger(logr.Discard())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := bed.CheckQemu(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "archway-openshift-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	// custom-builder beside builder, as in the builder image.
-	builder, err := bed.GoBuild(ctx, dir, "./cmd/builder")
-	if err == nil {
-		_, err = bed.GoBuild(ctx, dir, "./cmd/custom-builder")
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	root := bed.RepoRoot()
-	theBed, err = bed.Start(ctx, bed.Options{CRDDirectoryPaths: []string{
-		filepath.Join(root, "test", "e2e", "openshift", "testdata", "crds"),
-		filepath.Join(root, "manifests", "crd", "bases", "build.archway.dev_multiarchbuilds.yaml"),
-	}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer theBed.Stop()
-	// The pods reach the apiserver with the bed's kubeconfig (the runner
-	// has no in-cluster network); pods in user namespaces read it as no
-	// one on the host.
-	kubeconfig, err := os.ReadFile(theBed.Kubeconfig)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	podKubeconfig := theBed.Kubeconfig + "-pods"
-	if err := os.WriteFile(podKubeconfig, kubeconfig, 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := bed.SearchableByOthers(filepath.Dir(podKubeconfig)); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if runner, err = theBed.StartPodRunner(ctx, bed.RunnerOptions{
-		Images: map[string]string{"quay.io/archway/builder": builder},
-		Env:    []string{"KUBECONFIG=" + podKubeconfig},
-	}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if dyn, err = dynamic.NewForConfig(theBed.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	standInCtx, stopStandIn := context.WithCancel(context.Background())
-	defer stopStandIn()
-	go (&standIn{dyn: dyn, kube: theBed.Clientset}).run(standInCtx)
-	return m.Run()
+	var builder string
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "openshift suite",
+		Bed: bed.Options{CRDDirectoryPaths: []string{
+			filepath.Join(bed.RepoRoot(), "test", "e2e", "openshift", "testdata", "crds"),
+			filepath.Join(bed.RepoRoot(), "manifests", "crd", "bases", "build.archway.dev_multiarchbuilds.yaml"),
+		}},
+		QuietLogs: true,
+		Before:    func(context.Context) error { return bed.CheckQemu() },
+		Setup: func(ctx context.Context, s *framework.Suite) (func(), error) {
+			theBed = s.Bed
+			// custom-builder beside builder, as in the builder image.
+			var err error
+			builder, err = bed.GoBuild(ctx, theBed.Dir, "./cmd/builder")
+			if err == nil {
+				_, err = bed.GoBuild(ctx, theBed.Dir, "./cmd/custom-builder")
+			}
+			if err != nil {
+				return nil, err
+			}
+			podKubeconfig, err := theBed.PodKubeconfig()
+			if err != nil {
+				return nil, err
+			}
+			if runner, err = theBed.StartPodRunner(ctx, bed.RunnerOptions{
+				Images: map[string]string{"quay.io/archway/builder": builder},
+				Env:    []string{"KUBECONFIG=" + podKubeconfig},
+			}); err != nil {
+				return nil, err
+			}
+			if dyn, err = dynamic.NewForConfig(theBed.Config); err != nil {
+				return nil, err
+			}
+			standInCtx, stopStandIn := context.WithCancel(ctx)
+			go (&standIn{dyn: dyn, kube: theBed.Clientset}).run(standInCtx)
+			return stopStandIn, nil
+		},
+	}))
 }
