@@ -29,27 +29,23 @@ import (
 	"go.podman.io/image/v5/manifest"
 
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 var testBed *bed.Bed
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	bed.SetTestLogger()
-	var err error
-	// A real node runs the images (TestInstallOnRealNode).
-	// No kwok nodes: the other architectures are built under emulation on
-	// the real node (TestInstallOnRealNode).
-	testBed, err = bed.Start(context.Background(), bed.Options{RealNode: true, Nodes: []bed.Node{}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = testBed.Stop() }()
-	return m.Run()
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "images suite",
+		// A real node runs the images (TestInstallOnRealNode).
+		// No kwok nodes: the other architectures are built under emulation
+		// on the real node (TestInstallOnRealNode).
+		Bed: bed.Options{RealNode: true, Nodes: []bed.Node{}},
+		Setup: func(_ context.Context, s *framework.Suite) (func(), error) {
+			testBed = s.Bed
+			return nil, nil
+		},
+	}))
 }
 
 // platforms are what make images builds by default, with the ELF machine

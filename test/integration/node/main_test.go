@@ -6,12 +6,11 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 var (
@@ -22,25 +21,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	bed.SetTestLogger()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	// NODE_BED_DIR keeps the bed (logs of containerd, the kubelet...) there.
-	b, err := bed.Start(ctx, bed.Options{RealNode: true, Dir: os.Getenv("NODE_BED_DIR"), Nodes: bed.ArchNodes(1, "arm64")})
-	if err == nil {
-		builderImage, _, err = b.PushBuilderImage(ctx, "archway/builder:node")
-	}
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if b != nil {
-			_ = b.Stop()
-		}
-		os.Exit(1)
-	}
-	testBed = b
-	code := m.Run()
-	if err := b.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the bed:", err)
-	}
-	os.Exit(code)
+	os.Exit(framework.Run(m, framework.Options{
+		Name: "node suite",
+		// NODE_BED_DIR keeps the bed (logs of containerd, the kubelet...) there.
+		Bed: bed.Options{RealNode: true, Dir: os.Getenv("NODE_BED_DIR"), Nodes: bed.ArchNodes(1, "arm64")},
+		Setup: func(ctx context.Context, s *framework.Suite) (func(), error) {
+			testBed = s.Bed
+			var err error
+			builderImage, _, err = testBed.PushBuilderImage(ctx, "archway/builder:node")
+			return nil, err
+		},
+	}))
 }
