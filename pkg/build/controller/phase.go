@@ -128,6 +128,17 @@ func ExpectedPods(b *buildv1.Build, platforms []string, pods map[string]*corev1.
 	return out
 }
 
+// fanOutUnrecorded reports whether a platform's entry is still New: the
+// Build's status does not show its fan-out yet.
+func fanOutUnrecorded(b *buildv1.Build, platforms []string) bool {
+	for _, p := range platforms {
+		if ph := entryOf(b, p).Phase; ph == "" || ph == buildv1.BuildPhaseNew {
+			return true
+		}
+	}
+	return false
+}
+
 func entryOf(b *buildv1.Build, p string) buildv1.BuildStatusPlatform {
 	for _, e := range b.Status.Platforms {
 		if e.Platform == p {
@@ -253,7 +264,12 @@ func Decide(in PlanInput) Plan {
 			started = true
 		}
 	}
-	if mlName := buildv1.ManifestListPodName(b.Name); in.ManifestList && len(plan.CreatePods) > 0 && in.Pods[mlName] == nil && in.CreateErrors[mlName] == "" {
+	// It comes with them, or after them when the fan-out was cut short
+	// once they were made (a controller that died before its status
+	// write: the entries still New); once the status shows the fan-out, a
+	// missing one is gone and comes again only at the end.
+	if mlName := buildv1.ManifestListPodName(b.Name); in.ManifestList && in.Pods[mlName] == nil && in.CreateErrors[mlName] == "" &&
+		(len(plan.CreatePods) > 0 || fanOutUnrecorded(b, in.Platforms)) {
 		plan.CreateManifestList = true
 	}
 

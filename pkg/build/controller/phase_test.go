@@ -102,6 +102,12 @@ func TestDecide(t *testing.T) {
 			want: want{phase: pendingP, create: []string{ppc, s390x}, createML: true, entries: map[string]buildv1.BuildPhase{amd: pendingP, arm: pendingP}},
 		},
 		{
+			name: "fan-out cut short after every platform's pod (entries still New): the manifest-list pod is created",
+			in: PlanInput{Build: entries4(makeBuild("app").phase(newP), newP).obj(), ManifestList: true,
+				Pods: podsOf(makePod(podAmd).obj(), makePod(podArm).obj(), makePod(podPpc).obj(), makePod(podS390x).obj())},
+			want: want{phase: pendingP, createML: true, entries: map[string]buildv1.BuildPhase{amd: pendingP, arm: pendingP, ppc: pendingP, s390x: pendingP}},
+		},
+		{
 			name: "fan-out: the manifest-list pod that exists is not created twice",
 			in: PlanInput{Build: entries4(makeBuild("app").phase(newP), newP).obj(), ManifestList: true,
 				Pods: podsOf(makePod(podML).obj())},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,12 +23,12 @@ import (
 // of fanning out ten four-platform builds: its client creates 13 pods and
 // then fails every create, as if the process had been killed. A new
 // controller must finish the job: every build ends with exactly its four
-// pods (the 13 kept: no pod is made twice) and completes.
-//
-// Not parallel: beside another case, under -race, app-9's manifest-list
-// pod was once not made within 30 s of the restart; until that is traced
-// the case runs alone, as it did when it passed every run before.
+// pods and its manifest-list pod (the 13 kept: no pod is made twice) and
+// completes. Which pods the 13 are depends on how the eight workers'
+// creates interleave: TestRestartAfterEveryPlatformPod pins the case that
+// once made this one fail.
 func TestControllerRestartMidFanOut(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, "restart")
 	cfg := testConfig(nil)
 	var mu sync.Mutex
@@ -104,6 +105,52 @@ func TestControllerRestartMidFanOut(t *testing.T) {
 		finishManifestList(0, "").do(h)
 		h.waitPhase(buildv1.BuildPhaseComplete, "")
 	}
+}
+
+// TestRestartAfterEveryPlatformPod: the controller made a Build's four
+// platform pods and died before its manifest-list pod (and before the
+// status write). The restarted controller makes the manifest-list pod at
+// once, as the fan-out would have: it does not wait for the platforms to
+// end as it does for a manifest-list pod that was gone once the status
+// showed the fan-out.
+func TestRestartAfterEveryPlatformPod(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "restart-ml")
+	cfg := testConfig(nil)
+	h.build = "app"
+	ml := buildv1.ManifestListPodName(h.build)
+	// The manifest-list pod's create fails, and every status write after
+	// it: the platform pods' creates, made at the same time, go through.
+	var mu sync.Mutex
+	dead := false
+	first := startControllerWith(t, h.ns, cfg, &interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if pod, ok := obj.(*corev1.Pod); ok && pod.Name == ml {
+				mu.Lock()
+				defer mu.Unlock()
+				dead = true
+				return errors.New("injected: the controller died")
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if dead {
+				return errors.New("injected: the controller died")
+			}
+			return c.SubResource(sub).Apply(ctx, obj, opts...)
+		},
+	})
+	h.create(h.buildObj(h.build, fourPlatforms...))
+	h.waitPodNames(podNames(h, fourPlatforms...)...)
+	first.stop()
+	if b := h.get(); len(b.Status.Platforms) > 0 && b.Status.Platforms[0].Phase != buildv1.BuildPhaseNew {
+		t.Fatalf("the dead controller recorded the fan-out (%+v): the case needs its entries New", b.Status.Platforms)
+	}
+
+	startController(t, h.ns, cfg)
+	h.waitPodNames(append(podNames(h, fourPlatforms...), ml)...)
 }
 
 func podNames(h *harness, platforms ...string) []string {
