@@ -223,47 +223,33 @@ func TargetPlatform(b *buildv1.Build) (platform.Platform, error) {
 		len(b.Spec.Platforms))
 }
 
-// run fetches, builds and pushes.
+// runInputs are what a run reads from its Build and the pod before any
+// work: the strategy's options, where the image goes, its build
+// arguments, environment, RUN mounts and credentials.
+type runInputs struct {
+	strategy *buildv1.DockerBuildStrategy
+	// isSource is set for a Source build, which prepareSource makes a
+	// Dockerfile build.
+	isSource bool
+	// dest is where the image is pushed; "" for nowhere.
+	dest     string
+	args     map[string]string
+	env      []string
+	mounts   []string
+	pushAuth registry.AuthFile
+	pullAuth registry.AuthFile
+}
+
+// run is a build's steps: check the sandbox; read the Build's inputs and
+// the credentials; fetch the source while the image builder opens; make
+// a Source build a Dockerfile build; build, push and say what was pushed.
 func (d *Run) run(ctx context.Context) (report.Result, error) {
-	if d.Options.RequireUserNamespace {
-		if err := CheckUserNamespace(uidMapPath); err != nil {
-			return report.Result{}, &statusError{reason: buildv1.StatusReasonUserNamespaceIgnored, err: err}
-		}
-	}
-	spec := d.Build.Spec
-	strategy, err := buildOptions(spec.Strategy)
-	if err != nil {
+	if err := d.checkSandbox(); err != nil {
 		return report.Result{}, err
 	}
-	isSource := spec.Strategy.Type == buildv1.SourceBuildStrategyType
-	dest, err := outputReference(spec.Output)
+	in, err := d.readInputs()
 	if err != nil {
 		return report.Result{}, err
-	}
-	lookup := d.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	args, err := buildArgs(strategy.BuildArgs, lookup)
-	if err != nil {
-		return report.Result{}, err
-	}
-	env, err := buildEnv(strategy.Env, lookup)
-	if err != nil {
-		return report.Result{}, err
-	}
-	mounts := runMounts(strategy.Volumes, buildVolumeMountDir)
-	if ptr.Deref(spec.MountTrustedCA, false) {
-		dir := d.Options.TrustedCADir
-		if dir == "" {
-			dir = TrustedCAMountDir
-		}
-		ca, err := trustedCAMounts(dir)
-		if err != nil {
-			return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
-		}
-		// A build volume mounted at a trust path wins.
-		mounts = append(withoutDestinations(ca, mounts), mounts...)
 	}
 	workDir := d.Options.WorkDir
 	if workDir == "" {
@@ -272,29 +258,133 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		}
 		defer func() { _ = os.RemoveAll(workDir) }()
 	}
-	pushAuth, err := d.pushAuth(dest)
-	if err != nil {
-		return report.Result{}, &statusError{reason: buildv1.StatusReasonPushImageToRegistryFailed, err: err}
+	if err := d.readCredentials(&in, workDir); err != nil {
+		return report.Result{}, err
 	}
-	// Without a pull secret, the service account's pull secrets are the
-	// credentials of every image the build pulls.
-	pullAuth, err := registry.FindAuthFile(d.Options.PullAuthDir)
+	builder, err := d.openBuilder(workDir)
+	if err != nil {
+		return report.Result{}, err
+	}
+	// Whatever happens to the fetch, the builder is waited for and closed.
+	defer func() {
+		if b, err := builder(); err == nil {
+			if err := b.Close(); err != nil {
+				printf(d.log, "Warning: %v\n", err)
+			}
+		}
+	}()
+	fetched, err := d.fetchSource(ctx, in, workDir)
+	if err != nil {
+		return report.Result{}, err
+	}
+	b, err := builder()
+	if err != nil {
+		return report.Result{}, err
+	}
+	if err := os.Setenv("TMPDIR", b.TempDir()); err != nil {
+		return report.Result{}, err
+	}
+	target := d.Target
+	if target == (platform.Platform{}) {
+		target = image.HostPlatform()
+	}
+	var secrets []string
+	if in.isSource {
+		sb, err := d.prepareSource(ctx, b, fetched, target, in.env, in.pullAuth, in.pushAuth, workDir)
+		if err != nil {
+			return report.Result{}, err
+		}
+		fetched, in.pullAuth, secrets = sb.fetched, sb.pullAuth, sb.secrets
+		in.env = nil // in the Dockerfile, after the source's .s2i/environment
+	}
+	req, err := d.request(in, fetched, target, secrets)
+	if err != nil {
+		return report.Result{}, err
+	}
+	return d.buildAndPush(ctx, b, req, in)
+}
+
+// checkSandbox refuses to build in the node's user namespace when the pod
+// was made to run in one of its own (--require-user-namespace): a runtime
+// that ignores hostUsers: false.
+func (d *Run) checkSandbox() error {
+	if !d.Options.RequireUserNamespace {
+		return nil
+	}
+	if err := CheckUserNamespace(uidMapPath); err != nil {
+		return &statusError{reason: buildv1.StatusReasonUserNamespaceIgnored, err: err}
+	}
+	return nil
+}
+
+// readInputs reads the Build's strategy, output, build arguments,
+// environment and RUN mounts (the trusted CA bundle's among them when the
+// Build mounts it).
+func (d *Run) readInputs() (runInputs, error) {
+	spec := d.Build.Spec
+	strategy, err := buildOptions(spec.Strategy)
+	if err != nil {
+		return runInputs{}, err
+	}
+	in := runInputs{strategy: strategy, isSource: spec.Strategy.Type == buildv1.SourceBuildStrategyType}
+	if in.dest, err = outputReference(spec.Output); err != nil {
+		return runInputs{}, err
+	}
+	lookup := d.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if in.args, err = buildArgs(strategy.BuildArgs, lookup); err != nil {
+		return runInputs{}, err
+	}
+	if in.env, err = buildEnv(strategy.Env, lookup); err != nil {
+		return runInputs{}, err
+	}
+	in.mounts = runMounts(strategy.Volumes, buildVolumeMountDir)
+	if ptr.Deref(spec.MountTrustedCA, false) {
+		dir := d.Options.TrustedCADir
+		if dir == "" {
+			dir = TrustedCAMountDir
+		}
+		ca, err := trustedCAMounts(dir)
+		if err != nil {
+			return runInputs{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
+		}
+		// A build volume mounted at a trust path wins.
+		in.mounts = append(withoutDestinations(ca, in.mounts), in.mounts...)
+	}
+	return in, nil
+}
+
+// readCredentials finds the push credentials and those of every pull: the
+// pull secret's or, without one, the service account's pull secrets
+// (merged into workDir).
+func (d *Run) readCredentials(in *runInputs, workDir string) error {
+	var err error
+	if in.pushAuth, err = d.pushAuth(in.dest); err != nil {
+		return &statusError{reason: buildv1.StatusReasonPushImageToRegistryFailed, err: err}
+	}
+	in.pullAuth, err = registry.FindAuthFile(d.Options.PullAuthDir)
 	if err == nil && d.Options.PullAuthDir == "" {
-		pullAuth, err = registry.MergeAccountAuth(d.Options.AccountAuthDir, workDir)
+		in.pullAuth, err = registry.MergeAccountAuth(d.Options.AccountAuthDir, workDir)
 	}
 	if err != nil {
-		return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
+		return &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
 	}
-	// The image builder (its container store) is opened while the source
-	// is fetched: neither needs the other. Until it is open, temporary
-	// files go to the work directory (a pod's root file system is
-	// read-only).
+	return nil
+}
+
+// openBuilder starts opening the image builder (its container store) and
+// returns how to wait for it: the source is fetched meanwhile, as neither
+// needs the other. Until it is open, temporary files go to the work
+// directory (a pod's root file system is read-only).
+func (d *Run) openBuilder(workDir string) (func() (ImageBuilder, error), error) {
 	fetchTmp := filepath.Join(workDir, "tmp")
 	if err := os.MkdirAll(fetchTmp, 0o700); err != nil {
-		return report.Result{}, err
+		return nil, err
 	}
 	if err := os.Setenv("TMPDIR", fetchTmp); err != nil {
-		return report.Result{}, err
+		return nil, err
 	}
 	type opened struct {
 		b   ImageBuilder
@@ -313,26 +403,24 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		})
 		opening <- opened{b, err}
 	}()
-	builder := sync.OnceValues(func() (ImageBuilder, error) {
+	return sync.OnceValues(func() (ImageBuilder, error) {
 		o := <-opening
 		return o.b, o.err
-	})
-	// Whatever happens to the fetch, the builder is waited for and closed.
-	defer func() {
-		if b, err := builder(); err == nil {
-			if err := b.Close(); err != nil {
-				printf(d.log, "Warning: %v\n", err)
-			}
-		}
-	}()
+	}), nil
+}
 
-	// Fetch the source.
-	fetchStart := time.Now()
-	srcOpts := source.Options{
+// fetchSource fetches the source into workDir/source and records the
+// stage: the commit the Build pins, the uploaded binary (the stored
+// artifact every platform's pod reads, or the pod's own input) or the
+// inline Dockerfile.
+func (d *Run) fetchSource(ctx context.Context, in runInputs, workDir string) (source.Fetched, error) {
+	spec := d.Build.Spec
+	start := time.Now()
+	opts := source.Options{
 		Source:         spec.Source,
 		Revision:       spec.Revision,
-		DockerfilePath: strategy.DockerfilePath,
-		NoDockerfile:   isSource,
+		DockerfilePath: in.strategy.DockerfilePath,
+		NoDockerfile:   in.isSource,
 		SecretsDir:     d.Options.BuildSecretsDir,
 		ConfigMapsDir:  d.Options.BuildConfigMapsDir,
 		Out:            d.log,
@@ -341,77 +429,59 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	}
 	if dir := d.Options.SourceSecretDir; dir != "" && spec.Source.SourceSecret != nil {
 		if info, err := os.Stat(dir); err == nil && info.IsDir() {
-			srcOpts.SecretDir = dir
+			opts.SecretDir = dir
 		}
 	}
-	if isSource {
+	if in.isSource {
 		// A Source build's secrets are mounted for assemble alone, and its
 		// ConfigMaps copied into the working directory (prepareSource),
 		// never into the source.
-		srcOpts.Source.Secrets, srcOpts.Source.ConfigMaps = nil, nil
+		opts.Source.Secrets, opts.Source.ConfigMaps = nil, nil
 	}
 	if source.Type(spec.Source) == buildv1.BuildSourceBinary {
-		srcOpts.Binary = d.Stdin
+		opts.Binary = d.Stdin
 		switch {
 		case spec.Source.Binary != nil && spec.Source.Binary.Artifact != "":
 			// Every platform's pod reads the same stored upload, checked
 			// against its digest before anything is extracted.
-			rc, err := d.downloadBinary(ctx, spec, dest, pushAuth, workDir)
+			rc, err := d.downloadBinary(ctx, spec, in.dest, in.pushAuth, workDir)
 			if err != nil {
-				return report.Result{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: err}
+				return source.Fetched{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: err}
 			}
 			defer func() { _ = rc.Close() }()
-			srcOpts.Binary = rc
+			opts.Binary = rc
 		case d.Options.BinaryArchive != "":
 			f, err := os.Open(d.Options.BinaryArchive)
 			if err != nil {
-				return report.Result{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: err}
+				return source.Fetched{}, &source.Error{Reason: buildv1.StatusReasonFetchSourceFailed, Err: err}
 			}
 			defer func() { _ = f.Close() }()
-			srcOpts.Binary = f
+			opts.Binary = f
 		}
 	}
-	fetched, err := d.fetchPinned(ctx, srcOpts, filepath.Join(workDir, "source"))
-	d.stage(buildv1.StageFetchInputs, buildv1.StepFetchGitSource, fetchStart)
-	if err != nil {
-		return report.Result{}, err
-	}
-	b, err := builder()
-	if err != nil {
-		return report.Result{}, err
-	}
-	if err := os.Setenv("TMPDIR", b.TempDir()); err != nil {
-		return report.Result{}, err
-	}
-	target := d.Target
-	if target == (platform.Platform{}) {
-		target = image.HostPlatform()
-	}
-	var secrets []string
-	if isSource {
-		sb, err := d.prepareSource(ctx, b, fetched, target, env, pullAuth, pushAuth, workDir)
-		if err != nil {
-			return report.Result{}, err
-		}
-		fetched, pullAuth, secrets = sb.fetched, sb.pullAuth, sb.secrets
-		env = nil // in the Dockerfile, after the source's .s2i/environment
-	}
+	fetched, err := d.fetchPinned(ctx, opts, filepath.Join(workDir, "source"))
+	d.stage(buildv1.StageFetchInputs, buildv1.StepFetchGitSource, start)
+	return fetched, err
+}
 
-	// Build, push, read back.
+// request is the image build of the fetched source for target, with the
+// layer cache next to the output when the Build has one.
+func (d *Run) request(in runInputs, fetched source.Fetched, target platform.Platform, secrets []string) (image.Request, error) {
+	strategy := in.strategy
 	req := image.Request{
 		ContextDir: fetched.ContextDir,
 		Dockerfile: fetched.Dockerfile,
 		Platform:   target,
-		Args:       args,
+		Args:       in.args,
 		Labels:     imageLabels(d.Build, fetched.Revision),
-		Env:        env,
-		RunMounts:  mounts,
+		Env:        in.env,
+		RunMounts:  in.mounts,
 		Secrets:    secrets,
 		NoCache:    strategy.NoCache,
 		ForcePull:  strategy.ForcePull,
 		Squash:     strategy.ImageOptimizationPolicy.SkipsLayers(),
 		Format:     d.Options.Format,
-		PullAuth:   pullAuth,
+		PullAuth:   in.pullAuth,
 		PostCommit: postCommit(d.Build.Spec.PostCommit),
 		Out:        d.log,
 		Steps:      d.running.begin,
@@ -422,20 +492,27 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 	if p := strategy.ImageOptimizationPolicy; p != nil && *p == buildv1.ImageOptimizationSkipLayersAndWarn {
 		printf(d.log, "Warning: imageOptimizationPolicy %s: the layers this build adds are squashed into one layer on top of the base image's layers\n", *p)
 	}
-	cacheRepo, err := layerCacheRepository(strategy.LayerCache, dest, req.Platform)
+	cacheRepo, err := layerCacheRepository(strategy.LayerCache, in.dest, req.Platform)
 	if err != nil {
-		return report.Result{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
+		return image.Request{}, &statusError{reason: buildv1.StatusReasonDockerBuildFailed, err: err}
 	}
 	switch {
 	case cacheRepo != "":
 		// The push secret writes the output, and so the cache next to it.
-		req.Cache = &image.Cache{Repository: cacheRepo, Auth: pushAuth}
+		req.Cache = &image.Cache{Repository: cacheRepo, Auth: in.pushAuth}
 		printf(d.log, "Layer cache: %s\n", cacheRepo)
 	case strategy.LayerCache != nil:
 		printf(d.log, "No layer cache: the Build has no output and its layerCache names no repository\n")
 	}
+	return req, nil
+}
+
+// buildAndPush builds req and pushes the image to in.dest (nothing when
+// the Build has no output), records each stage's time and returns what to
+// report.
+func (d *Run) buildAndPush(ctx context.Context, b ImageBuilder, req image.Request, in runInputs) (report.Result, error) {
 	printf(d.log, "Building %s/%s for %s\n", d.Build.Namespace, d.Build.Name, req.Platform)
-	out, err := b.BuildAndPush(ctx, req, dest, pushAuth)
+	out, err := b.BuildAndPush(ctx, req, in.dest, in.pushAuth)
 	if out.Build.Duration > 0 || err != nil {
 		d.stageDuration(buildv1.StageBuild, buildv1.StepDockerBuild, out.Build.Duration)
 	}
@@ -449,11 +526,11 @@ func (d *Run) run(ctx context.Context) (report.Result, error) {
 		return report.Result{}, err
 	}
 	res := report.Result{Stages: d.stages, Commit: d.commit}
-	if dest == "" {
+	if in.dest == "" {
 		printf(d.log, "Built %s; the Build has no output, so nothing was pushed\n", shortID(out.Build.ImageID))
 		return res, nil
 	}
-	res.OutputReference = dest
+	res.OutputReference = in.dest
 	res.Image = &out.Image
 	printf(d.log, "Pushed %s (%s/%s", out.Image.Reference, out.Image.Platform.OS, out.Image.Platform.Architecture)
 	if out.Image.Platform.Variant != "" {
