@@ -301,12 +301,12 @@ func Decide(in PlanInput) Plan {
 		if allError {
 			plan.Phase = buildv1.BuildPhaseError
 		}
-		noun := "platform"
+		what := "A platform not allowed to fail did not succeed"
 		if len(failed) > 1 {
-			noun = "platforms"
+			what = "Platforms not allowed to fail did not succeed"
 		}
 		plan.Reason = buildv1.StatusReasonPlatformBuildFailed
-		plan.Message = fmt.Sprintf("A %s not allowed to fail did not succeed: %s.", noun, strings.Join(failed, "; "))
+		plan.Message = fmt.Sprintf("%s: %s.", what, strings.Join(failed, "; "))
 	case allEnded && succeeded == 0:
 		var all []string
 		for _, p := range in.Platforms {
