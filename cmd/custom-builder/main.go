@@ -97,11 +97,16 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 	if err != nil {
 		return err
 	}
+	conf, allowed, err := custom.ClusterRegistries(os.Getenv)
+	if err != nil {
+		return err
+	}
 	cfg := &configv1alpha1.BuildControllerConfiguration{}
 	cfg.Build.BuilderImage = strategy.From.Name
 	configv1alpha1.SetDefaults(cfg)
 	res, err := custom.Run(ctx, b, custom.Options{
 		Kube: kube, Dynamic: dyn, Config: &cfg.Build, InsecureRegistries: opts.insecureRegs,
+		RegistriesConf: conf, AllowedRegistries: allowed,
 		Out: os.Stdout, PodName: os.Getenv("POD_NAME"),
 	})
 	if err != nil {

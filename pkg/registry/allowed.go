@@ -80,10 +80,11 @@ func AllowedPolicy(allowed []string) ([]byte, error) {
 	return json.MarshalIndent(p, "", "  ")
 }
 
-// policyAllowed returns the docker scopes a policy.json written by
-// AllowedPolicy allows, and false when the policy at path rejects no
-// registry by default (nothing is refused for its registry).
-func policyAllowed(path string) ([]string, bool, error) {
+// PolicyAllowed returns the docker scopes the policy.json at path allows
+// (one written by AllowedPolicy, or OpenShift's for its image config's
+// allowedRegistries), and false when it rejects no registry by default
+// (nothing is refused for its registry). path "": none.
+func PolicyAllowed(path string) ([]string, bool, error) {
 	if path == "" {
 		return nil, false, nil
 	}

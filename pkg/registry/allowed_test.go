@@ -80,7 +80,7 @@ func TestAllowedPolicy(t *testing.T) {
 		t.Error("a scope with a digest: no error")
 	}
 	// The embedded accept-everything policy restricts nothing.
-	if _, restricted, err := policyAllowed(""); restricted || err != nil {
+	if _, restricted, err := PolicyAllowed(""); restricted || err != nil {
 		t.Errorf("no policy: restricted %v, %v", restricted, err)
 	}
 }

@@ -59,7 +59,7 @@ func CheckBlocked(sys *types.SystemContext, ref string, push bool) error {
 	named = reference.TagNameOnly(named)
 	// Outside the allowed registries: the policy refuses it, mirrors or
 	// not (a push is refused by build-controller before any pod).
-	if allowed, restricted, err := policyAllowed(sys.SignaturePolicyPath); err != nil {
+	if allowed, restricted, err := PolicyAllowed(sys.SignaturePolicyPath); err != nil {
 		return err
 	} else if restricted && !ScopeAllows(allowed, named.Name()) {
 		return &BlockedError{Image: ref, Registry: reference.Domain(named), NotAllowed: true, Push: push}

@@ -41,6 +41,11 @@ type Options struct {
 	Config *configv1alpha1.BuildControllerConfig
 	// InsecureRegistries are passed to the builders.
 	InsecureRegistries []string
+	// RegistriesConf and AllowedRegistries are the cluster's registry
+	// configuration (ClusterRegistries), handed to every platform's pod
+	// as build-controller hands its own.
+	RegistriesConf    string
+	AllowedRegistries []string
 	// Out is the custom pod's log: every pod's lines, prefixed.
 	Out io.Writer
 	// PodName is the custom pod's own name ("": the name OpenShift gives
@@ -89,7 +94,10 @@ func Run(ctx context.Context, b *buildv1.Build, o Options) (Result, error) {
 	}
 	d := &driver{
 		o: o, ownerUID: b.UID, name: b.Name, ns: b.Namespace,
-		pl:   controller.PodPlan{Config: o.Config, InsecureRegistries: o.InsecureRegistries},
+		pl: controller.PodPlan{
+			Config: o.Config, InsecureRegistries: o.InsecureRegistries,
+			RegistriesConf: o.RegistriesConf, AllowedRegistries: o.AllowedRegistries,
+		},
 		mabs: o.Dynamic.Resource(archwaybuildv1alpha1.Resource).Namespace(b.Namespace),
 		logs: newLogStreams(o.Kube, b.Namespace, o.Out),
 	}

@@ -29,6 +29,8 @@ var (
 	theBed *bed.Bed
 	runner *bed.Runner
 	dyn    dynamic.Interface
+	// theStandIn plays OpenShift's build controller (standin_test.go).
+	theStandIn *standIn
 )
 
 func TestMain(m *testing.M) {
@@ -66,7 +68,8 @@ func TestMain(m *testing.M) {
 				return nil, err
 			}
 			standInCtx, stopStandIn := context.WithCancel(ctx)
-			go (&standIn{dyn: dyn, kube: theBed.Clientset}).run(standInCtx)
+			theStandIn = &standIn{dyn: dyn, kube: theBed.Clientset}
+			go theStandIn.run(standInCtx)
 			return stopStandIn, nil
 		},
 	}))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,14 +40,38 @@ var buildsResource = schema.GroupVersionResource{Group: "build.openshift.io", Ve
 //   - build.(*BuildController).handleActiveBuild: the Build's phase follows
 //     the pod's (Running, then Complete when it succeeded or Failed);
 //   - build.(*BuildController).cancelBuild: status.cancelled deletes the
-//     pod and moves the Build to Cancelled.
+//     pod and moves the Build to Cancelled;
+//   - build.(*BuildController).createBuildSystemConfConfigMap and
+//     strategy.setupContainersConfigs: the Build's <build>-sys-config
+//     ConfigMap (the cluster's registries.conf and policy.json, made from
+//     its image config and ImageContentSourcePolicies: here, what a test
+//     set with setClusterRegistries), owned by the pod, made after it and
+//     mounted into it with the BUILD_*_PATH variables.
 //
 // What it leaves out: image stream resolution (the Builds here push to a
 // DockerImage), the service account's push secret lookup, build defaults
-// and overrides, the CA and registry ConfigMaps, run policies.
+// and overrides, the CA ConfigMap, run policies.
 type standIn struct {
 	dyn  dynamic.Interface
 	kube kubernetes.Interface
+	// registries holds the cluster's registry files by the namespace of
+	// the Builds that get them (registries.conf, policy.json).
+	registries sync.Map
+}
+
+// The Build system ConfigMap's mount and keys, as OpenShift names them.
+const (
+	buildSystemConfigsVolume = "build-system-configs"
+	buildSystemConfigsDir    = "/var/run/configs/openshift.io/build-system"
+	registriesConfKey        = "registries.conf"
+	signaturePolicyKey       = "policy.json"
+)
+
+// setClusterRegistries makes files the cluster's registry configuration
+// for the Builds of namespace ns, as OpenShift's controller renders the
+// image config and mirror policies.
+func (s *standIn) setClusterRegistries(ns string, files map[string]string) {
+	s.registries.Store(ns, files)
 }
 
 // run reconciles every Build once per tick until ctx is done.
@@ -88,7 +113,14 @@ func (s *standIn) handle(ctx context.Context, b *unstructured.Unstructured) erro
 		if err != nil {
 			return s.transition(ctx, b, "Error", "CannotCreateBuildPodSpec", "Failed to create pod spec.")
 		}
-		if _, err := s.kube.CoreV1().Pods(b.GetNamespace()).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		created, err := s.kube.CoreV1().Pods(b.GetNamespace()).Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			created, err = s.kube.CoreV1().Pods(b.GetNamespace()).Get(ctx, pod.Name, metav1.GetOptions{})
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.createSystemConfigs(ctx, b, created); err != nil {
 			return err
 		}
 		ann := b.GetAnnotations()
@@ -125,6 +157,33 @@ func (s *standIn) handle(ctx context.Context, b *unstructured.Unstructured) erro
 		}
 	}
 	return nil
+}
+
+// createSystemConfigs makes the Build's <build>-sys-config ConfigMap, owned
+// by its pod, with the cluster's registry files (none: no data).
+func (s *standIn) createSystemConfigs(ctx context.Context, b *unstructured.Unstructured, pod *corev1.Pod) error {
+	data := map[string]string{}
+	if files, ok := s.registries.Load(b.GetNamespace()); ok {
+		for _, k := range []string{registriesConfKey, signaturePolicyKey} {
+			if v := files.(map[string]string)[k]; v != "" {
+				data[k] = v
+			}
+		}
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: b.GetName() + "-sys-config",
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+			}},
+		},
+		Data: data,
+	}
+	_, err := s.kube.CoreV1().ConfigMaps(b.GetNamespace()).Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 // transition updates the Build's phase, reason and message with an update
@@ -256,5 +315,14 @@ func customPod(b *unstructured.Unstructured) (*corev1.Pod, error) {
 		mount(s.Name+"-source", s.Name, "/var/run/secrets/openshift.io/source")
 		c.Env = append(c.Env, corev1.EnvVar{Name: "SOURCE_SECRET_PATH", Value: "/var/run/secrets/openshift.io/source"})
 	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: buildSystemConfigsVolume,
+		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: b.GetName() + "-sys-config"}}}})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: buildSystemConfigsVolume, MountPath: buildSystemConfigsDir, ReadOnly: true})
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "BUILD_REGISTRIES_CONF_PATH", Value: buildSystemConfigsDir + "/" + registriesConfKey},
+		corev1.EnvVar{Name: "BUILD_REGISTRIES_DIR_PATH", Value: buildSystemConfigsDir + "/registries.d"},
+		corev1.EnvVar{Name: "BUILD_SIGNATURE_POLICY_PATH", Value: buildSystemConfigsDir + "/" + signaturePolicyKey},
+		corev1.EnvVar{Name: "BUILD_STORAGE_CONF_PATH", Value: buildSystemConfigsDir + "/storage.conf"})
 	return pod, nil
 }
