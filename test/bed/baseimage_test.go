@@ -88,7 +88,7 @@ func child(t *testing.T, ctx context.Context, src types.ImageSource, desc ocispe
 // the index lists every platform and each child's config says its platform
 // and runs sh.
 func TestBaseImageIndex(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), CaseTimeout)
 	defer cancel()
 	r := testRegistry(t, ctx, "registry", false)
 	layoutDir, err := baseImageLayout() // built here if the cache is cold, so the timing below is warm
@@ -202,7 +202,7 @@ func TestBaseImageRunsUnderQemu(t *testing.T) {
 	if err := CheckQemu(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), CaseTimeout)
 	defer cancel()
 	r := testRegistry(t, ctx, "registry", false)
 	ref, err := SeedBaseImage(ctx, r)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/docker/distribution/registry/api/errcode"
 	"go.podman.io/image/v5/docker"
@@ -52,7 +51,7 @@ func unauthorized(err error) bool {
 // it back with its credentials, and checks that wrong or missing
 // credentials are refused for pulls, pushes and the API.
 func TestRegistryAuth(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), CaseTimeout)
 	defer cancel()
 	plain := testRegistry(t, ctx, "registry", false)
 	auth := testRegistry(t, ctx, "auth-registry", true)
@@ -140,7 +139,7 @@ func TestRegistryAuth(t *testing.T) {
 // TestRegistryTagsAndUntag checks tag listing and that untagging removes
 // only the tag: the manifest, its other tags and other repositories stay.
 func TestRegistryTagsAndUntag(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), CaseTimeout)
 	defer cancel()
 	r := testRegistry(t, ctx, "registry", false)
 	base, err := SeedBaseImage(ctx, r)

@@ -17,6 +17,11 @@ const (
 	// CaseTimeout bounds one test case of a bed suite, all its waits
 	// together.
 	CaseTimeout = 3 * time.Minute
+	// BuildTimeout bounds a wait for real builds to end: buildah building
+	// a four-platform Build through its pods (the foreign platforms under
+	// qemu on a shared 2-core machine), a builder run, an image pushed for
+	// every platform.
+	BuildTimeout = 10 * time.Minute
 	// StartTimeout bounds starting a suite: its bed, and what it sets up
 	// before its tests (images pushed, binaries built, webhooks served).
 	StartTimeout = 10 * time.Minute

@@ -158,7 +158,7 @@ func TestBinaryBuildFourPlatforms(t *testing.T) {
 	var s, l result
 	select {
 	case s = <-started:
-	case <-time.After(time.Minute):
+	case <-time.After(bed.LongTimeout):
 		t.Fatal("start-build --follow still running a minute after the build ended")
 	}
 	g.Expect(s.err).NotTo(HaveOccurred(), s.out)
@@ -173,7 +173,7 @@ func TestBinaryBuildFourPlatforms(t *testing.T) {
 	}
 	select {
 	case l = <-logs:
-	case <-time.After(time.Minute):
+	case <-time.After(bed.LongTimeout):
 		t.Fatal("logs -f still running a minute after the build ended")
 	}
 	g.Expect(l.err).NotTo(HaveOccurred(), l.out)

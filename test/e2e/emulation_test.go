@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +34,7 @@ const emulationConfig = `  emulation:
 // says armv7l from `uname -m` in a RUN step.
 func TestEmulation(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout+3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout+bed.CaseTimeout)
 	defer cancel()
 	const hostNode = "node-amd64-1"
 

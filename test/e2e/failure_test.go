@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
 )
 
@@ -77,7 +78,7 @@ func TestRequiredFailureStopsOthers(t *testing.T) {
 	h.startBuild()
 
 	g.Eventually(func() []int { return []int{len(sleepersOf("sleep\x003172")), len(sleepersOf("sleep\x003174"))} }).
-		WithContext(h.ctx).WithTimeout(5*time.Minute).WithPolling(250*time.Millisecond).
+		WithContext(h.ctx).WithTimeout(bed.BuildTimeout).WithPolling(250*time.Millisecond).
 		Should(Equal([]int{3, 1}), "every platform's RUN step is running")
 	failed := time.Now()
 	for _, pid := range sleepersOf("sleep\x003174") {
@@ -85,7 +86,7 @@ func TestRequiredFailureStopsOthers(t *testing.T) {
 	}
 
 	g.Eventually(func() []int { return sleepersOf("sleep\x003172") }).
-		WithContext(h.ctx).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).
+		WithContext(h.ctx).WithTimeout(bed.LongTimeout).WithPolling(100*time.Millisecond).
 		Should(BeEmpty(), "the other platforms' RUN steps are stopped")
 	stopped := time.Since(failed)
 	b := h.waitTerminal()
@@ -104,7 +105,7 @@ func TestRequiredFailureStopsOthers(t *testing.T) {
 			left = append(left, processesOf(h.ns, buildv1.PlatformPodName(b.Name, p))...)
 		}
 		return left
-	}).WithContext(h.ctx).WithTimeout(time.Minute).WithPolling(250*time.Millisecond).Should(BeEmpty(), "the builds' processes end")
+	}).WithContext(h.ctx).WithTimeout(bed.LongTimeout).WithPolling(250*time.Millisecond).Should(BeEmpty(), "the builds' processes end")
 	h.waitCleanup()
 	g.Expect(h.tags()).To(BeEmpty(), "no index and no per-platform tags")
 	t.Logf("the other platforms' RUN steps stopped %.2fs after s390x's was cut short", stopped.Seconds())
@@ -134,7 +135,7 @@ func TestCancel(t *testing.T) {
 	h.buildConfig("FROM "+env.Bed.BaseImage+"\nRUN sleep 317\n", framework.Platforms, nil)
 	b := h.startBuild()
 
-	g.Eventually(func() int { return len(sleepers()) }).WithContext(h.ctx).WithTimeout(5*time.Minute).WithPolling(time.Second).
+	g.Eventually(func() int { return len(sleepers()) }).WithContext(h.ctx).WithTimeout(bed.BuildTimeout).WithPolling(time.Second).
 		Should(BeNumerically(">=", 4), "every platform's RUN step is running")
 	for _, p := range framework.Platforms {
 		pt, _ := h.tl.Pod(buildv1.PlatformPodName(b.Name, p))
@@ -152,7 +153,7 @@ func TestCancel(t *testing.T) {
 			left = append(left, processesOf(h.ns, buildv1.PlatformPodName(b.Name, p))...)
 		}
 		return append(left, sleepers()...)
-	}).WithContext(h.ctx).WithTimeout(time.Minute).WithPolling(250*time.Millisecond).Should(BeEmpty(), "the builds' processes are stopped")
+	}).WithContext(h.ctx).WithTimeout(bed.LongTimeout).WithPolling(250*time.Millisecond).Should(BeEmpty(), "the builds' processes are stopped")
 	h.waitCleanup()
 	g.Expect(h.tags()).To(BeEmpty(), "no index and no per-platform tags")
 }

@@ -20,10 +20,6 @@ import (
 	"github.com/archway-build/archway/test/e2e/framework"
 )
 
-// buildTimeout bounds one four-platform build: the foreign platforms run
-// under qemu on a shared 2-core machine.
-const buildTimeout = 10 * time.Minute
-
 // machineDockerfile records `uname -m` of the platform's build in /machine.
 func machineDockerfile(base string) string {
 	return "FROM " + base + "\nRUN uname -m > /machine\n"
@@ -47,7 +43,7 @@ type harness struct {
 
 func newHarness(t testing.TB, prefix string) *harness {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout+2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout+bed.CaseTimeout)
 	t.Cleanup(cancel)
 	ns, err := env.Bed.CreateNamespace(ctx, prefix)
 	if err != nil {
@@ -133,11 +129,11 @@ func (h *harness) waitTerminal() *buildv1.Build {
 	h.t.Helper()
 	select {
 	case <-h.tl.Done():
-	case <-time.After(buildTimeout):
+	case <-time.After(bed.BuildTimeout):
 	}
 	b := h.get()
 	if !b.Status.Phase.IsTerminal() {
-		h.t.Fatalf("build %s did not finish in %v: phase %s, platforms %+v", b.Name, buildTimeout, b.Status.Phase, b.Status.Platforms)
+		h.t.Fatalf("build %s did not finish in %v: phase %s, platforms %+v", b.Name, bed.BuildTimeout, b.Status.Phase, b.Status.Platforms)
 	}
 	return b
 }

@@ -18,6 +18,7 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/placement/registries"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // mirrorOrigin is where the builds say their base is: a registry no
@@ -43,7 +44,7 @@ func setRegistriesConf(t *testing.T, ctx context.Context, conf string) {
 		t.Fatal(err)
 	}
 	want := "resourceVersion " + cm.ResourceVersion + ")"
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		var list eventsv1.EventList
 		if err := env.Bed.Client.List(ctx, &list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
 			return false, err

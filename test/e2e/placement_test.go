@@ -54,7 +54,7 @@ func TestBuiltImagePlacedFromBuildStatus(t *testing.T) {
 	// Deleted while the controller runs (cleanups run last first): it
 	// holds the config with a finalizer until its gated pods are released.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), bed.LongTimeout)
 		defer cancel()
 		_ = env.Bed.Client.Delete(ctx, cfg)
 		for ctx.Err() == nil {
@@ -91,7 +91,7 @@ func TestBuiltImagePlacedFromBuildStatus(t *testing.T) {
 				return false
 			}
 			return pod.Labels[placement.SchedulingGateLabel] == placement.SchedulingGateLabelRemoved
-		}).WithContext(h.ctx).WithTimeout(2*time.Minute).Should(BeTrue(), "pod %s released", name)
+		}).WithContext(h.ctx).WithTimeout(bed.CaseTimeout).Should(BeTrue(), "pod %s released", name)
 		g.Expect(sets.List(requiredArchs(&pod))).To(Equal([]string{"amd64", "arm64", "ppc64le", "s390x"}), "pod %s", name)
 	}
 
@@ -162,7 +162,7 @@ func startPlacementController(t *testing.T, ctx context.Context) {
 	// Ready, and its registry configuration applied: applying it forgets
 	// every cached answer, so a tag resolved before would be resolved
 	// again (a second HEAD the registry count would show).
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(bed.CaseTimeout)
 	for {
 		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)); err == nil {
 			_ = resp.Body.Close()

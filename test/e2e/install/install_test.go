@@ -133,7 +133,7 @@ func TestInstall(t *testing.T) {
 		})).To(Succeed())
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(b.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg))
-		}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(), "the config is held: %+v", cfg.ObjectMeta)
+		}).WithContext(ctx).WithTimeout(bed.LongTimeout).Should(BeTrue(), "the config is held: %+v", cfg.ObjectMeta)
 		// The placement operator let it go once the operand was stopped:
 		// no placement pod runs, and none holds a cluster-wide right.
 		g.Expect(operandStopped(ctx, b.Client)).To(Succeed())
@@ -150,7 +150,7 @@ func TestInstall(t *testing.T) {
 		g.Eventually(func() []string {
 			_ = b.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg)
 			return cfg.Finalizers
-		}).WithContext(ctx).WithTimeout(time.Minute).Should(ContainElements(placement.ConfigFinalizer, placement.OperandFinalizer))
+		}).WithContext(ctx).WithTimeout(bed.LongTimeout).Should(ContainElements(placement.ConfigFinalizer, placement.OperandFinalizer))
 		// The operator bound the roles and scaled both Deployments back up
 		// (the apply leaves their replicas to it): pods are gated and
 		// placed again.
@@ -161,7 +161,7 @@ func TestInstall(t *testing.T) {
 			_ = b.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg)
 			return meta.IsStatusConditionFalse(cfg.Status.Conditions, multiarchv1beta1.ConditionPodPlacementControllerNotRolledOut) &&
 				meta.IsStatusConditionFalse(cfg.Status.Conditions, multiarchv1beta1.ConditionPodPlacementWebhookNotRolledOut)
-		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(BeTrue(), "conditions: %+v", cfg.Status.Conditions)
+		}).WithContext(ctx).WithTimeout(bed.CaseTimeout).Should(BeTrue(), "conditions: %+v", cfg.Status.Conditions)
 		for _, name := range operands {
 			d := &appsv1.Deployment{}
 			g.Expect(b.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, d)).To(Succeed())
@@ -175,7 +175,7 @@ func TestInstall(t *testing.T) {
 			g.Expect(b.Client.Create(ctx, p)).To(Succeed())
 			placed = p
 			return p.Spec.SchedulingGates
-		}).WithContext(ctx).WithTimeout(time.Minute).ShouldNot(BeEmpty(), "no pod gated once placement is on again")
+		}).WithContext(ctx).WithTimeout(bed.LongTimeout).ShouldNot(BeEmpty(), "no pod gated once placement is on again")
 		g.Expect(bed.WaitFor(ctx, b.Client, client.ObjectKeyFromObject(placed), &corev1.Pod{}, func(p *corev1.Pod) bool {
 			return p.Spec.NodeName != "" && p.Labels[placement.SchedulingGateLabel] == placement.SchedulingGateLabelRemoved
 		})).To(Succeed())
@@ -230,7 +230,7 @@ func TestInstall(t *testing.T) {
 		for _, name := range operands {
 			g.Eventually(func() bool {
 				return apierrors.IsNotFound(b.Client.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRoleBinding{}))
-			}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(), "ClusterRoleBinding %s is left", name)
+			}).WithContext(ctx).WithTimeout(bed.LongTimeout).Should(BeTrue(), "ClusterRoleBinding %s is left", name)
 		}
 		// kubectl delete waited for every object to be gone: nothing was
 		// held by a finalizer. The namespace is gone too.

@@ -681,7 +681,7 @@ func (e *rbacEnv) waitAuthorized(ctx context.Context, r roleRule, allowed bool) 
 		}
 		reviews = append(reviews, sar)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, bed.DefaultTimeout)
 	defer cancel()
 	err := poll(ctx, "the apiserver's authorizer", func() (bool, error) {
 		all, anyRefused := true, false

@@ -22,6 +22,7 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/plugin"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/test/bed"
 )
 
 var platforms = []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
@@ -105,7 +106,7 @@ func podLog(ctx context.Context, ns, name string) (string, error) {
 // -> the pod exits 0 and the Build is Complete; the custom pod's log shows
 // every platform's lines, and the MultiArchBuild each platform's status.
 func TestCustomStrategyBuildsEveryPlatform(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	defer cancel()
 	ns, err := theBed.CreateNamespace(ctx, "ocp")
 	if err != nil {
@@ -241,7 +242,7 @@ func TestCustomStrategyBuildsEveryPlatform(t *testing.T) {
 // the custom pod, on its SIGTERM, stops every platform's pod and starts the
 // pod that removes the per-platform tags.
 func TestCancelStopsEveryPlatform(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	defer cancel()
 	ns, err := theBed.CreateNamespace(ctx, "ocp")
 	if err != nil {
@@ -316,7 +317,7 @@ func TestCancelStopsEveryPlatform(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	removal, stop := context.WithTimeout(ctx, time.Minute)
+	removal, stop := context.WithTimeout(ctx, bed.LongTimeout)
 	defer stop()
 	if err := waitFor(removal, "the pod that removes the per-platform tags to succeed", func() (bool, error) {
 		pod, err := theBed.Clientset.CoreV1().Pods(ns).Get(ctx, buildv1.ManifestListPodName(b.GetName()), metav1.GetOptions{})

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -39,7 +38,7 @@ func TestOpenShiftBuildController(t *testing.T) {
 	if bin == "" {
 		t.Skipf("$%s names no openshift-controller-manager binary (hack/openshift-controller-manager.sh builds one)", OCMEnv)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	defer cancel()
 	kube := theBed.Clientset
 	// Its controllers' clients are tokens of service accounts of

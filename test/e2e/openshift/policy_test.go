@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,7 +61,7 @@ func installOverlay(t *testing.T, ctx context.Context, skip ...string) {
 // BuildConfig is admitted only with that image by digest and without
 // exposeDockerSocket; other strategies are left alone.
 func TestCustomBuildsPolicy(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 	defer cancel()
 	// Registered first, run last: after the policy is deleted.
 	var afterAll func()
@@ -109,7 +108,7 @@ func TestCustomBuildsPolicy(t *testing.T) {
 	// Once the policy is deleted, the suite's other Custom-strategy
 	// Builds are admitted again: wait for that.
 	afterAll = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), bed.LongTimeout)
 		defer cancel()
 		other := build("Build", custom(map[string]any{"kind": "DockerImage", "name": "quay.io/other/builder:1"}, nil))
 		if err := waitFor(ctx, "the policy to be gone", func() (bool, error) {

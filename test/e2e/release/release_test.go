@@ -35,7 +35,7 @@ func TestInstallRelease(t *testing.T) {
 		t.Skip("installs every component")
 	}
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bed.BuildTimeout)
 	defer cancel()
 	bins, err := framework.BuildBinaries(ctx, t.TempDir())
 	g.Expect(err).NotTo(HaveOccurred())

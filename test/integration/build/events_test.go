@@ -3,7 +3,6 @@ package build
 import (
 	"context"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/archway-build/archway/pkg/eventrecorder"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // TestEventsWrittenBeforeExit records a burst of events and shuts the
@@ -19,7 +19,7 @@ import (
 // when Shutdown returns.
 func TestEventsWrittenBeforeExit(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 	defer cancel()
 	ns, err := testBed.CreateNamespace(ctx, "events")
 	if err != nil {

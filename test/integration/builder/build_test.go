@@ -173,7 +173,7 @@ func TestBuildStopsOtherPlatforms(t *testing.T) {
 			}
 			start := time.Now()
 			// Without the stop, amd64's step sleeps for an hour.
-			log, code := runBuilderWithin(t, 3*time.Minute, nil, "build", "--isolation", isolation,
+			log, code := runBuilderWithin(t, bed.CaseTimeout, nil, "build", "--isolation", isolation,
 				"--platform", "linux/amd64,linux/arm64", "-v", signal+":/signal", "-t", out, ctxDir)
 			took := time.Since(start)
 			g.Expect(code).To(Equal(1), log)

@@ -23,6 +23,7 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/builder/report"
 	"github.com/archway-build/archway/pkg/platform"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // newBuild returns a Docker-strategy Build of an inline Dockerfile.
@@ -372,7 +373,7 @@ func TestReportClient(t *testing.T) {
 		r := report.NewPlatformReporter(c, key, p, "pod-"+p)
 		g.Expect(r.Running(ctx)).To(Succeed())
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, bed.DefaultTimeout)
 	defer cancel()
 	_, err = watchtools.UntilWithSync(wctx, c.ListWatch(key), &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
 		u, ok := ev.Object.(*unstructured.Unstructured)

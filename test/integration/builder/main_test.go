@@ -60,7 +60,7 @@ var builderBinary = sync.OnceValues(func() (string, error) {
 // test's environment) and returns its combined output and exit code.
 func runBuilder(t testing.TB, env []string, args ...string) (string, int) {
 	t.Helper()
-	return runBuilderWithin(t, 10*time.Minute, env, args...)
+	return runBuilderWithin(t, bed.BuildTimeout, env, args...)
 }
 
 // runBuilderWithin is runBuilder with the builder killed after timeout.

@@ -10,13 +10,14 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/signature"
+
+	"github.com/archway-build/archway/test/bed"
 )
 
 // reuseDockerfile's image depends on a copied file, a build arg and the
@@ -115,7 +116,7 @@ func TestBuildReusesResults(t *testing.T) {
 // copyIndex copies the index src, with every image, to dest.
 func copyIndex(t *testing.T, src, dest string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bed.CaseTimeout)
 	defer cancel()
 	srcRef, err := docker.ParseReference("//" + src)
 	if err != nil {
@@ -157,7 +158,7 @@ func TestBuildContextChangedDuringBuild(t *testing.T) {
 	args := []string{"build", "--platform", "linux/amd64", "--build-arg", "BASE=" + theBed.BaseImage,
 		"--work-dir", work, "-t", theBed.Registry.Host + "/it/reuse-race:v1", ctxDir}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bed.BuildTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	pr, pw := io.Pipe()

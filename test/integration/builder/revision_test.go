@@ -69,7 +69,7 @@ func TestOneCommitForEveryPlatform(t *testing.T) {
 	})).To(Succeed(), "the first platform's pod records its commit")
 	select {
 	case <-held:
-	case <-time.After(5 * time.Minute):
+	case <-time.After(bed.BuildTimeout):
 		t.Fatal("the second platform's pod never began its clone")
 	}
 	second, err := repo.Commit("the branch moves", map[string]string{"version": "2\n"})

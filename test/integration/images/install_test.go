@@ -44,7 +44,7 @@ func TestInstallOnRealNode(t *testing.T) {
 	// make images, shared by the suite, may compile for many minutes on a
 	// cold or busy machine; the install's own budget starts after it.
 	registry := makeImages(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bed.BuildTimeout)
 	defer cancel()
 	release := filepath.Join(t.TempDir(), "release")
 	if msg, err := runRelease(ctx, releaseManifestsProgram(t), registry, "test", release); err != nil {
@@ -389,7 +389,7 @@ func dumpRestarts(t *testing.T) {
 // -k of the overlay (the components stop, the namespace and CRDs go); then
 // it installs the CRDs again, as the bed started with them.
 func uninstall(t *testing.T, overlay string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	defer cancel()
 	for _, args := range [][]string{
 		{"delete", "clusterpodplacementconfig", "cluster", "--ignore-not-found", "--timeout=180s"},

@@ -131,7 +131,7 @@ func (p *manifestListProcess) waitExit(t *testing.T) int {
 	t.Helper()
 	select {
 	case <-p.done:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(bed.CaseTimeout):
 		t.Fatalf("builder manifest-list did not finish:\n%s", p.out)
 	}
 	var exit *exec.ExitError
@@ -149,7 +149,7 @@ func (p *manifestListProcess) waitExit(t *testing.T) int {
 // waitOutput waits until the process has printed want.
 func (p *manifestListProcess) waitOutput(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(bed.LongTimeout)
 	for !strings.Contains(p.out.String(), want) {
 		if p.exited() || time.Now().After(deadline) {
 			t.Fatalf("builder manifest-list never printed %q:\n%s", want, p.out)
@@ -350,7 +350,7 @@ func TestCommandReadsAhead(t *testing.T) {
 	w.complete(t, fourPlatforms[:3]...)
 	// The registry's own log says when the three images have been read.
 	var beforeLast []bed.RegistryRequest
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(bed.LongTimeout)
 	for {
 		all, err := reg.Requests()
 		if err != nil {

@@ -105,18 +105,7 @@ func TestAlerts(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
-	// kube-controller-manager: the placement operator waits for the
-	// Deployments it scales to 0 to report it.
-	b, err := bed.Start(ctx, bed.Options{ControllerManager: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop() })
-	dir := t.TempDir()
-	bin, err := bed.GoBuild(ctx, dir, "./cmd/build-controller")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, bin, dir := theBed, controllerBin, t.TempDir()
 	certs := filepath.Join(dir, "certs")
 	must(t, os.Mkdir(certs, 0o700))
 	ca, err := bed.WriteServingCert(certs)
@@ -548,7 +537,7 @@ func (p *process) stop() {
 
 func (p *process) waitReady(ctx context.Context) error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", p.probePort)
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bed.CaseTimeout, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-p.done:
 			return false, fmt.Errorf("%s exited", p.name)
@@ -799,7 +788,7 @@ func stopOnPurpose(t *testing.T, ctx context.Context, b *bed.Bed, sc *scraper) {
 	t.Helper()
 	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{ObjectMeta: metav1.ObjectMeta{Name: multiarchv1beta1.ClusterPodPlacementConfigName}}
 	must(t, b.Client.Delete(ctx, cfg))
-	must(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	must(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		err := b.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg)
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	}))

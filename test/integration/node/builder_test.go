@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,7 +52,7 @@ func builderPod(t *testing.T, ns, name, dockerfile string, runtimeClass *string)
 // a read-only root) under containerd and runc: buildah builds a RUN step in
 // the pod's user namespace and pushes the image.
 func TestBuildPodOnARealRuntime(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	defer cancel()
 	ns := createNamespace(ctx, t)
 	pod := builderPod(t, ns, "sandboxed", "FROM "+testBed.BaseImage+"\nRUN cat /proc/self/uid_map > /uid_map && echo built > /built\n", nil)
@@ -78,7 +77,7 @@ func TestBuildPodOnARealRuntime(t *testing.T) {
 // uid map and fails before fetching anything, with reason
 // UserNamespaceIgnored in the pod's termination message.
 func TestBuilderRefusesTheHostUserNamespace(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	defer cancel()
 	ns := createNamespace(ctx, t)
 	pod := builderPod(t, ns, "unsandboxed", "FROM "+testBed.BaseImage+"\nRUN echo built > /built\n", ptr.To(bed.NoUserNamespaceRuntimeClass))
@@ -105,7 +104,7 @@ func TestBuilderRefusesTheHostUserNamespace(t *testing.T) {
 // the real runtime runs it to a pushed image; the same pod from anyone
 // else, and a privileged pod, are refused.
 func TestBuildPodUnderPodSecurityBaseline(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	defer cancel()
 	ns := createNamespace(ctx, t)
 	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"baseline","pod-security.kubernetes.io/enforce-version":"latest"}}}`)

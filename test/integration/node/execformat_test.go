@@ -17,6 +17,7 @@ import (
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement/execformat"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // TestExecFormatErrorMonitor turns placement's exec-format-error monitor on
@@ -26,7 +27,7 @@ import (
 // exit code: the monitor records an ExecFormatError event on the first pod
 // only, and counts it under the node's architecture.
 func TestExecFormatErrorMonitor(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 	defer cancel()
 	cppc := &multiarchv1beta1.ClusterPodPlacementConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: multiarchv1beta1.ClusterPodPlacementConfigName},

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +21,7 @@ import (
 // the pod's network namespace, and the kubelet reports its exit and serves
 // its log.
 func TestRealNodeRunsAPod(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 	defer cancel()
 	ns := createNamespace(ctx, t)
 	pod := nodePod(ns, "hello", corev1.Container{
@@ -52,7 +51,7 @@ func TestRealNodeRunsAPod(t *testing.T) {
 // root is mapped to an unprivileged range of the host, as /proc/self/uid_map
 // inside it shows.
 func TestUserNamespaces(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 	defer cancel()
 	ns := createNamespace(ctx, t)
 	pod := nodePod(ns, "userns", corev1.Container{
@@ -155,7 +154,7 @@ func podLogs(ctx context.Context, t *testing.T, ns, name, container string) stri
 // cluster IP to the apiserver on the node's address, and the apiserver
 // takes the token as the pod's service account.
 func TestPodsReachTheAPIServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 	defer cancel()
 	image, err := testBed.PushProgramImage(ctx, "./test/bed/cmd/whoami", "tests/whoami:v1", runtime.GOARCH, runtime.GOARCH)
 	if err != nil {
@@ -176,7 +175,7 @@ func TestPodsReachTheAPIServer(t *testing.T) {
 // interpreter for: the real runtime fails the container with "exec format
 // error", which is what placement's exec-format-error monitor reads.
 func TestExecFormatError(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 	defer cancel()
 	foreign := foreignArch(t)
 	image, err := testBed.PushProgramImage(ctx, "./test/bed/cmd/pause", "tests/mislabelled:"+foreign, foreign, runtime.GOARCH)

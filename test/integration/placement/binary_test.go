@@ -105,7 +105,7 @@ placement:
 	})
 	// Ready once its informers have synced.
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
-	if err := wait.PollUntilContextTimeout(h.ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(h.ctx, 100*time.Millisecond, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		resp, err := http.Get(readyz)
 		if err != nil {
 			return false, nil
@@ -131,7 +131,7 @@ placement:
 	})
 	// It gates once it has seen its own controller's heartbeat.
 	var answer admissionv1.AdmissionReview
-	err = wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.DefaultTimeout, true, func(context.Context) (bool, error) {
 		resp, err := tlsClient(ca, 1).Post(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, placement.WebhookPath), "application/json", bytes.NewReader(review))
 		if err != nil {
 			return false, err

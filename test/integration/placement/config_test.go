@@ -16,6 +16,7 @@ import (
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // TestNamespaceSelector: only pods of selected namespaces are gated; the
@@ -97,7 +98,7 @@ func TestConfigDeletionReleasesGatedPods(t *testing.T) {
 	// Each pod's reconcile looks its image's tag up in the cache (a miss,
 	// as the one inspection hangs) and waits: once there are n more
 	// misses, the controller has handled every pod and held it.
-	err = wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(context.Context) (bool, error) {
 		now, err := gatherCounter("archway_placement_image_cache_lookups_total", misses)
 		return now-before >= n, err
 	})

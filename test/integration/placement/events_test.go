@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+
+	"github.com/archway-build/archway/test/bed"
 )
 
 // TestEventsWrittenWhenStoppedAfterRelease stops build-controller (as
@@ -46,7 +47,7 @@ func TestEventsWrittenWhenStoppedAfterRelease(t *testing.T) {
 	proc := startPlacementProcess(h.ctx, t, bin, t.TempDir(), "events")
 	// Stopped at once, in the middle of the backlog: the controller has
 	// just released pods and releases the rest as it stops.
-	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.CaseTimeout, true, func(ctx context.Context) (bool, error) {
 		n, _, err := countGated(ctx, h.ns)
 		return err == nil && n <= backlog/2, nil
 	}); err != nil {

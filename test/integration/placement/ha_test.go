@@ -14,6 +14,7 @@ import (
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // leaderElectionLease is build-controller's leader election Lease
@@ -68,7 +69,7 @@ func TestLeaderKilledStandbyTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The leader at work on the backlog.
-	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(context.Context) (bool, error) {
 		return rw.count() > 0, nil
 	}); err != nil {
 		t.Fatalf("the leader released no pod: %v; log:\n%s", err, leader.log(40))
@@ -81,7 +82,7 @@ func TestLeaderKilledStandbyTakesOver(t *testing.T) {
 	leader.kill(t)
 
 	taken := waitLeaseHolder(h.ctx, t, key, func(holder string) bool { return holder != "" && holder != first })
-	rw.wait(t, names, 3*time.Minute)
+	rw.wait(t, names, bed.CaseTimeout)
 
 	// Releases before the new leader acquired the lease are the killed
 	// leader's last writes, applied by the apiserver after the kill.
@@ -150,7 +151,7 @@ func readLease(ctx context.Context, tb testing.TB, key types.NamespacedName) lea
 func waitLeaseHolder(ctx context.Context, tb testing.TB, key types.NamespacedName, ok func(holder string) bool) leaseState {
 	tb.Helper()
 	var s leaseState
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, bed.Interval, bed.CaseTimeout, true, func(ctx context.Context) (bool, error) {
 		s = readLease(ctx, tb, key)
 		return ok(s.holder), nil
 	}); err != nil {
@@ -205,7 +206,7 @@ func TestLeaderStoppedWithSIGTERM(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(context.Context) (bool, error) {
 		return rw.count() > 0, nil
 	}); err != nil {
 		t.Fatalf("the leader released no pod: %v; log:\n%s", err, leader.log(40))
@@ -228,7 +229,7 @@ func TestLeaderStoppedWithSIGTERM(t *testing.T) {
 	waitLeaseHolder(h.ctx, t, key, func(holder string) bool { return holder != first })
 	freed := time.Now()
 	taken := waitLeaseHolder(h.ctx, t, key, func(holder string) bool { return holder != "" && holder != first })
-	rw.wait(t, names, 2*time.Minute)
+	rw.wait(t, names, bed.CaseTimeout)
 	exited := <-exitedc
 
 	// Every pod placed: by the leader before SIGTERM, by its reconciles

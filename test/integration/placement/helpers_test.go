@@ -99,7 +99,7 @@ type harness struct {
 
 func newHarness(t *testing.T, prefix string, labels map[string]string) *harness {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	t.Cleanup(cancel)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
 	if err := k8s.Create(ctx, ns); err != nil {
@@ -191,7 +191,7 @@ func (h *harness) waitUnschedulable(name string) string {
 func (h *harness) waitEvent(pod, reason string) string {
 	h.t.Helper()
 	var note string
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
 		list := &eventsv1.EventList{}
 		if err := k8s.List(ctx, list, client.InNamespace(h.ns)); err != nil {
 			return false, nil
@@ -276,7 +276,7 @@ func ensureConfig(t *testing.T, spec multiarchv1beta1.ClusterPodPlacementConfigS
 }
 
 func applyConfig(ctx context.Context, spec multiarchv1beta1.ClusterPodPlacementConfigSpec) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, bed.LongTimeout)
 	defer cancel()
 	key := types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}
 	// A config being deleted must be gone before one is created again.

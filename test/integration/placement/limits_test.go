@@ -11,6 +11,7 @@ import (
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // noNode is a node label no node has.
@@ -44,7 +45,7 @@ func TestSlowImagesDoNotHoldPlacement(t *testing.T) {
 			return
 		}
 		// The next case expects the webhook to gate again.
-		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(context.Background(), bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 			p := makePod(h.ns, "probe").image(imgAMD64Only).obj()
 			return k8s.Create(ctx, p, dryRunAll{}) == nil && gated(p), nil
 		}); err != nil {
@@ -52,7 +53,7 @@ func TestSlowImagesDoNotHoldPlacement(t *testing.T) {
 		}
 	})
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
-	err = wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		p := makePod(h.ns, "probe").image(imgAMD64Only).obj()
 		return k8s.Create(ctx, p, dryRunAll{}) == nil && gated(p), nil
 	})

@@ -184,7 +184,7 @@ func TestImageCacheThroughMetrics(t *testing.T) {
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
 	h := newHarness(t, "cache-metrics", nil)
 	// The webhook gates once it has seen the new controller's heartbeat.
-	err = wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		p := makePod(h.ns, "probe").image(imgAMD64Only).obj()
 		return k8s.Create(ctx, p, dryRunAll{}) == nil && gated(p), nil
 	})
@@ -208,7 +208,7 @@ func TestImageCacheThroughMetrics(t *testing.T) {
 			t.Fatalf("pod %s was not gated: %v", pod.Name, pod.Labels)
 		}
 	}
-	err = wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(context.Context) (bool, error) {
 		return tagMisses() >= n && proxy.counts()["GET manifests"] >= 1, nil
 	})
 	if err != nil {

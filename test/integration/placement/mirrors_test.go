@@ -69,7 +69,7 @@ type registryConfig struct {
 
 func newRegistryConfig(t *testing.T) *registryConfig {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	t.Cleanup(cancel)
 	rc := &registryConfig{t: t, ctx: ctx, ns: suiteOptions().Namespace}
 	t.Cleanup(func() {
@@ -118,7 +118,7 @@ func (rc *registryConfig) write(name string, data map[string]string) string {
 func (rc *registryConfig) waitEvent(ns, kind, name, reason, want string) string {
 	rc.t.Helper()
 	var note string
-	err := wait.PollUntilContextTimeout(rc.ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(rc.ctx, 50*time.Millisecond, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		list := &eventsv1.EventList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return false, nil

@@ -230,7 +230,7 @@ func TestOpenShiftRegistriesRBAC(t *testing.T) {
 		t.Run(account, func(t *testing.T) {
 			roles.apply(t, "", -1)
 			start := time.Now()
-			store, ready := watchAs(t, account, 2*time.Minute)
+			store, ready := watchAs(t, account, bed.CaseTimeout)
 			if !ready {
 				t.Fatal("with the overlay's roles, the registry configuration did not become ready")
 			}
@@ -260,7 +260,7 @@ func TestOpenShiftRegistriesRBAC(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = oc.Delete(context.Background(), img) })
-			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, bed.CaseTimeout, true, func(ctx context.Context) (bool, error) {
 				s, err := store.Current(ctx)
 				if err != nil {
 					return false, err
@@ -308,7 +308,7 @@ func TestOpenShiftRegistriesRBAC(t *testing.T) {
 						resourceName = rule.ResourceNames[0]
 					}
 					// The positive signal: the apiserver denies it now.
-					err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+					err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, bed.LongTimeout, true, func(context.Context) (bool, error) {
 						return !allowed(t, account, rule.APIGroups[0], rule.Resources[0], obj.GetNamespace(), resourceName), nil
 					})
 					if err != nil {

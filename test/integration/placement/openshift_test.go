@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1alpha1 "github.com/openshift/api/operator/v1alpha1"
@@ -336,7 +335,7 @@ func TestOpenShiftGlobalPullSecret(t *testing.T) {
 			return
 		}
 		// The next case expects the webhook to gate again.
-		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(context.Background(), bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 			p := makePod(h.ns, "probe").image(imgAMD64Only).obj()
 			return k8s.Create(ctx, p, dryRunAll{}) == nil && gated(p), nil
 		}); err != nil {
@@ -344,7 +343,7 @@ func TestOpenShiftGlobalPullSecret(t *testing.T) {
 		}
 	})
 	ensureConfig(t, multiarchv1beta1.ClusterPodPlacementConfigSpec{})
-	err = wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		p := makePod(h.ns, "probe").image(imgAMD64Only).obj()
 		return k8s.Create(ctx, p, dryRunAll{}) == nil && gated(p), nil
 	})

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
+
+	"github.com/archway-build/archway/test/bed"
 )
 
 func scoringFor(pairs ...any) *multiarchv1beta1.Plugins {
@@ -94,7 +95,7 @@ func TestPodPlacementConfig(t *testing.T) {
 	}
 	// The webhook judges from its informer cache: a dry-run delete tells
 	// when it has seen the namespace configs go.
-	err = wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		err := k8s.Delete(ctx, cfg, client.DryRunAll)
 		if err != nil && strings.Contains(err.Error(), "cannot be deleted while") {
 			return false, nil

@@ -111,7 +111,7 @@ placement:
 	})
 	tb.Cleanup(func() { _ = p.stop() })
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bed.CaseTimeout, true, func(context.Context) (bool, error) {
 		resp, err := http.Get(readyz)
 		if err != nil {
 			return false, nil

@@ -13,6 +13,7 @@ import (
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // unschedulableKey is a node label no node has: pods that select it stay
@@ -97,7 +98,7 @@ func TestControllerRestartReleasesBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted = true
-	err = wait.PollUntilContextTimeout(h.ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(h.ctx, 200*time.Millisecond, bed.CaseTimeout, true, func(ctx context.Context) (bool, error) {
 		gatedPods, _, err = countGated(ctx, h.ns)
 		return err == nil && gatedPods == 0, nil
 	})

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -21,6 +20,7 @@ import (
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
+	"github.com/archway-build/archway/test/bed"
 )
 
 // ensureNamespace creates a namespace unless it exists.
@@ -44,7 +44,7 @@ func (w *podWrapper) withGate() *podWrapper {
 // back gated (want) or not: the webhook has seen the heartbeat change.
 func waitWebhookGates(ctx context.Context, t *testing.T, ns string, want bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		p := makePod(ns, "probe").image(imgAMD64Only).obj()
 		if err := k8s.Create(ctx, p, dryRunAll{}); err != nil {
 			return false, nil
@@ -142,7 +142,7 @@ func TestGatesOnlyWhileAControllerRuns(t *testing.T) {
 	if held := h.create(makePod(h.ns, "held").image(host + "/placement/hangs:1").obj()); !gated(held) {
 		t.Fatal("the pod was not gated while the controller runs")
 	}
-	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(context.Context) (bool, error) {
 		return accepted.Load() > 0, nil
 	}); err != nil {
 		t.Fatal("the controller never inspected the held pod")
@@ -272,7 +272,7 @@ func waitHeartbeatSeen(ctx context.Context) error {
 	if err := k8s.Get(ctx, key, lease); err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		return client.IgnoreNotFound(err)
 	}
-	return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, bed.Interval, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
 		p := makePod(metav1.NamespaceDefault, "probe").image(imgAMD64Only).obj()
 		if err := k8s.Create(ctx, p, dryRunAll{}); err != nil {
 			return false, nil

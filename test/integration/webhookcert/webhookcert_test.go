@@ -344,7 +344,7 @@ func TestInternalCertificates(t *testing.T) {
 		"--webhook-cert-validity=30s", "--webhook-cert-lookahead=20s", "--webhook-cert-check-interval=1s", "--webhook-ca-validity=1h")
 
 	// Ready: the Secret filled, the CA injected, the certificate served.
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, bed.CaseTimeout, true, func(context.Context) (bool, error) {
 		return c.ready(), nil
 	}); err != nil {
 		t.Fatalf("build-controller never became ready: %v", err)
@@ -374,7 +374,7 @@ func TestInternalCertificates(t *testing.T) {
 	// Renewal before expiry: a new certificate served, the same CA.
 	first := fingerprint(served.Raw)
 	var renewed *x509.Certificate
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, bed.LongTimeout, true, func(context.Context) (bool, error) {
 		cert, err := c.servedCert()
 		if err != nil {
 			return false, nil
@@ -405,7 +405,7 @@ func TestInternalCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	var newCA []byte
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, bed.LongTimeout, true, func(context.Context) (bool, error) {
 		d := secretData(t)
 		if len(d["ca.crt"]) == 0 || bytes.Equal(d["ca.crt"], ca) {
 			return false, nil
@@ -462,7 +462,7 @@ func verifyErr(cert *x509.Certificate, ca []byte) error {
 // ship, build-controller stops at start saying so, and creates nothing.
 func TestInternalCertificatesNeedTheSecret(t *testing.T) {
 	bin := buildController(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bed.LongTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin,
 		"--kubeconfig="+testBed.Kubeconfig,

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/archway-build/archway/test/bed"
 	"github.com/archway-build/archway/test/e2e/framework"
@@ -20,7 +19,7 @@ func TestDemoInstalled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs every component and builds for four platforms")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bed.BuildTimeout)
 	defer cancel()
 	dir := t.TempDir()
 	if _, err := framework.BuildBinaries(ctx, dir); err != nil {
@@ -43,7 +42,7 @@ func TestDemoOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs every component and builds for four platforms")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bed.BuildTimeout)
 	defer cancel()
 	bins, err := framework.BuildBinaries(ctx, t.TempDir())
 	if err != nil {

@@ -57,7 +57,7 @@ var policyEntries = []string{
 // to control-plane-1, and so do they in kube-system with the shipped list
 // alone (the webhook is not sent kube-system's pods).
 func TestDeriveAuthorizedList(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
 	defer cancel()
 	kcm, err := startComponent(ctx, "kube-controller-manager", "system:kube-controller-manager", nil, controllerManagerArgs)
 	if err != nil {

@@ -114,7 +114,7 @@ type harness struct {
 
 func newHarness(t *testing.T, prefix string) *harness {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 	t.Cleanup(cancel)
 	ns, err := testBed.CreateNamespace(ctx, prefix)
 	if err != nil {
@@ -175,7 +175,7 @@ func (h *harness) bind(a *actor, pod *corev1.Pod, node string) error {
 func (h *harness) waitEvent(pod, reason string) string {
 	h.t.Helper()
 	var note string
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
 		list := &eventsv1.EventList{}
 		if err := k8s.List(ctx, list, client.InNamespace(h.ns)); err != nil {
 			return false, nil
@@ -204,7 +204,7 @@ func setConfig(ctx context.Context, mode schedulingv1alpha1.GroupMode, authorize
 // setGroup makes the ControlPlaneProtection's only group g, with no
 // override, and waits until the webhook's cache has it.
 func setGroup(ctx context.Context, g schedulingv1alpha1.ProtectionGroup) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, bed.LongTimeout)
 	defer cancel()
 	key := types.NamespacedName{Name: schedulingv1alpha1.ControlPlaneProtectionName}
 	spec := schedulingv1alpha1.ControlPlaneProtectionSpec{Groups: []schedulingv1alpha1.ProtectionGroup{g}}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -131,7 +130,7 @@ func takeWebhookDown(t *testing.T) (up func()) {
 func setURLs(t *testing.T, rewrite func(name, url string) string) {
 	t.Helper()
 	ctx := context.Background()
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := k8s.Get(ctx, types.NamespacedName{Name: protection.WebhookConfigurationName}, vwc); err != nil {
 			return false, err
@@ -155,7 +154,7 @@ func setURLs(t *testing.T, rewrite func(name, url string) string) {
 func (h *harness) waitOutageSeen(a *actor) {
 	h.t.Helper()
 	probe := makePod(h.ns, "probe").tolerateControlPlane().obj()
-	err := wait.PollUntilContextTimeout(h.ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(h.ctx, bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		before, err := testBed.AdmissionFailOpen(ctx, protection.PodsWebhookName)
 		if err != nil {
 			return false, err
@@ -179,7 +178,7 @@ func waitWebhookAnswers(t *testing.T) {
 	t.Helper()
 	a := as(t, "outage-probe")
 	probe := makePod(metav1.NamespaceDefault, "probe").tolerateControlPlane().obj()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		a.takeWarnings()
 		err := a.Create(ctx, probe.DeepCopy(), client.DryRunAll)
 		return (err != nil && strings.Contains(err.Error(), "denied the request")) || (err == nil && len(a.takeWarnings()) > 0), nil
@@ -193,7 +192,7 @@ func waitWebhookAnswers(t *testing.T) {
 func waitFailurePolicy(t *testing.T, p admissionregistrationv1.FailurePolicyType) {
 	t.Helper()
 	var got admissionregistrationv1.FailurePolicyType
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), bed.Interval, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := k8s.Get(ctx, types.NamespacedName{Name: protection.WebhookConfigurationName}, vwc); err != nil {
 			return false, err
@@ -215,7 +214,7 @@ func waitFailurePolicy(t *testing.T, p admissionregistrationv1.FailurePolicyType
 func waitConfigEvent(t *testing.T, reason, want string) string {
 	t.Helper()
 	var note string
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), bed.Interval, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
 		list := &eventsv1.EventList{}
 		if err := k8s.List(ctx, list); err != nil {
 			return false, err

@@ -86,7 +86,7 @@ func TestOverrideLapses(t *testing.T) {
 // it.
 func setOverride(t *testing.T, o *schedulingv1alpha1.ProtectionOverride) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.DefaultTimeout)
 	defer cancel()
 	key := types.NamespacedName{Name: schedulingv1alpha1.ControlPlaneProtectionName}
 	cfg := &schedulingv1alpha1.ControlPlaneProtection{}
@@ -113,7 +113,7 @@ func setOverride(t *testing.T, o *schedulingv1alpha1.ProtectionOverride) {
 func waitStatus(t *testing.T, what string, ok func(schedulingv1alpha1.ControlPlaneProtectionStatus) bool) schedulingv1alpha1.ControlPlaneProtectionStatus {
 	t.Helper()
 	var cfg schedulingv1alpha1.ControlPlaneProtection
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), bed.Interval, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
 		if err := k8s.Get(ctx, types.NamespacedName{Name: schedulingv1alpha1.ControlPlaneProtectionName}, &cfg); err != nil {
 			return false, nil
 		}

@@ -30,7 +30,7 @@ import (
 // control-plane-1. Without the namespace's entry the controller's create is
 // denied (the node would have no pod network).
 func TestNetworkAddOnDaemonSets(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 	defer cancel()
 	kcm, err := startComponent(ctx, "kube-controller-manager", "system:kube-controller-manager", nil, controllerManagerArgs)
 	if err != nil {
