@@ -112,7 +112,7 @@ DEMO_CLUSTER = $(filter command line,$(origin KUBECONFIG))
 demo: ## A four-architecture build, live: on a one-machine cluster (KEEP=1, INSTALL=1) or KUBECONFIG=FILE's.
 ifeq ($(DEMO_CLUSTER),)
 	@echo "==> Installing the tools the demo needs (kube-apiserver, kube-scheduler, kwok, registry, qemu...; cached after the first run)"
-	@hack/tools.sh demo
+	@hack/tools.sh demo $(if $(INSTALL),kube-controller-manager)
 	@echo "==> Building builder and build-controller into $(BIN_DIR)/"
 	@$(MAKE) --no-print-directory build
 	@go build $(GO_BUILD_FLAGS) -o $(BIN_DIR)/demo ./test/e2e/cmd/demo
@@ -172,6 +172,10 @@ PURGE_APT ?=
 .PHONY: ci-cold
 ci-cold: ## Run .ci/run as a new machine would: a fresh clone of HEAD, every cache empty; prints stage times.
 	hack/ci-cold.sh $(if $(PURGE_APT),--purge-apt)
+
+.PHONY: demo-cold
+demo-cold: ## Run make demo as a new machine would: a fresh clone of HEAD, every cache empty; prints its time.
+	hack/ci-cold.sh --demo
 
 .PHONY: lint
 lint: ## golangci-lint with the repository's .golangci.yml.

@@ -5,27 +5,31 @@
 # stage's time, as CI does. Nothing outside its work directory changes but
 # what .ci/run itself installs (apt packages, binfmt handlers).
 #
-#   hack/ci-cold.sh [--purge-apt] [--work DIR]
+#   hack/ci-cold.sh [--purge-apt] [--demo] [--work DIR]
 #
 # --purge-apt first removes the apt packages that make tools installs for
 #   the cross builds (the cross compilers and their C libraries), to show
 #   that make tools installs them again (as root).
+# --demo runs the README's first command, make demo, instead of CI, and
+#   prints its time: what a newcomer waits for on a new machine.
 # --work DIR keeps the clone and the caches in DIR (default: a new
 #   directory under /tmp, removed at the end unless KEEP=1).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 purge=0
+demo=0
 work=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--purge-apt) purge=1 ;;
+	--demo) demo=1 ;;
 	--work)
 		work=$2
 		shift
 		;;
 	*)
-		echo "hack/ci-cold.sh: unknown argument $1 (use --purge-apt, --work DIR)" >&2
+		echo "hack/ci-cold.sh: unknown argument $1 (use --purge-apt, --demo, --work DIR)" >&2
 		exit 2
 		;;
 	esac
@@ -59,8 +63,13 @@ export CI=true
 cd "$work/src"
 start=$SECONDS
 status=0
-bash .ci/run </dev/null || status=$?
-echo "=== cold CI exited $status after $((SECONDS - start))s"
+if [ $demo -eq 1 ]; then
+	make demo </dev/null || status=$?
+	echo "=== cold make demo exited $status after $((SECONDS - start))s"
+else
+	bash .ci/run </dev/null || status=$?
+	echo "=== cold CI exited $status after $((SECONDS - start))s"
+fi
 # The module cache is read-only; let the trap remove it.
 chmod -R u+w "$work/gopath" 2>/dev/null || true
 exit $status

@@ -171,14 +171,30 @@ part_qemudebs() {
 	debs qemudebs qemu-user-static amd64 arm64 ppc64el s390x
 }
 
-part_kube() {
+# kube_build builds the named commands of k8s.io/kubernetes, one after
+# another (they share most packages).
+kube_build() {
 	local v
 	v=$(modversion kube k8s.io/kubernetes)
 	local ld="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/client-go/pkg/version.gitVersion=$v"
 	local c
-	for c in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
+	for c in "$@"; do
 		CGO_ENABLED=0 gobuild kube kube "k8s.io/kubernetes/cmd/$c" "$c" "$v" -ldflags "$ld"
 	done
+}
+
+part_kube() {
+	kube_build kube-apiserver kube-scheduler kube-controller-manager kubectl
+}
+
+# The demo's control plane: no kube-controller-manager, which only
+# `make demo INSTALL=1` needs (its Deployments), and which it adds.
+part_kube-demo() {
+	kube_build kube-apiserver kube-scheduler kubectl
+}
+
+part_kube-controller-manager() {
+	kube_build kube-controller-manager
 }
 
 part_etcd() {
@@ -294,10 +310,11 @@ fi
 # users need them: big Go programs built in parallel on 2 cores take
 # several times longer.
 #   test   what make test needs (the default)
-#   demo   what make demo needs: no cross compilers, no linters
+#   demo   what make demo needs: no cross compilers, no linters, no
+#          kube-controller-manager (make demo INSTALL=1 adds it)
 #   all    every part
 group_test=(apt qemu busybox etcd kube kwok registry node cross qemudebs buildkit)
-group_demo=(apt qemu busybox etcd kube kwok registry)
+group_demo=(apt qemu busybox etcd kube-demo kwok registry)
 group_all=(apt qemu busybox etcd kube kwok registry node cross qemudebs buildkit controller-gen golangci-lint)
 
 parts=()
@@ -311,7 +328,7 @@ for a in "$@"; do
 	esac
 done
 for p in "${parts[@]}"; do
-	declare -F "part_$p" >/dev/null || fail "unknown part $p (parts: apt cross qemu busybox qemudebs kube etcd kwok registry node controller-gen golangci-lint buildkit; groups: test demo all)" ""
+	declare -F "part_$p" >/dev/null || fail "unknown part $p (parts: apt cross qemu busybox qemudebs kube kube-demo kube-controller-manager etcd kwok registry node controller-gen golangci-lint buildkit; groups: test demo all)" ""
 	"part_$p"
 done
 part_links
