@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/archway-build/archway/hack/internal/outdir"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/platform"
 )
@@ -220,21 +221,7 @@ func installOf(manifests, base string) (*ktypes.Kustomization, error) {
 
 // replaceable refuses an output directory this did not write.
 func replaceable(out string) error {
-	st, err := os.Stat(out)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("--out %s exists and is not a directory", out)
-	}
-	data, err := os.ReadFile(filepath.Join(out, "kustomization.yaml"))
-	if err != nil || !bytes.HasPrefix(data, []byte(generatedMarker)) {
-		return fmt.Errorf("--out %s exists and was not written by release-manifests: remove it or choose another directory", out)
-	}
-	return nil
+	return outdir.Replaceable(out, "kustomization.yaml", generatedMarker, "release-manifests")
 }
 
 // resolve reads the manifest the tag names and returns the digest of that
