@@ -36,7 +36,10 @@
 #   EMULATION_SETUP_BASE_IMAGE   emulation-setup's base (default scratch)
 #   QEMU_DEBS                    where qemu-user-static .debs are (default: the cache)
 #   BUILDER_FLAGS                more flags for `builder build`, e.g. --authfile FILE
-# Building images runs buildah (as root, or where builder build works).
+# Building images runs buildah: as root, or, run as another user, inside a
+# user namespace that hack/userns.sh sets up from the user's /etc/subuid and
+# /etc/subgid ranges (it says what is missing); nothing else here needs
+# root.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -152,11 +155,14 @@ go build -tags "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3" -
 
 # shellcheck disable=SC2206 # BUILDER_FLAGS is a list of flags.
 flags=(${BUILDER_FLAGS:-})
+# Without root, buildah runs as root of a user namespace (hack/userns.sh).
+userns=()
+[ "$(id -u)" = 0 ] || userns=("$root/hack/userns.sh")
 build() {
 	local name=$1
 	shift
-	echo "==> $REGISTRY/$name:$TAG for $PLATFORMS"
-	bin/builder build --platform "$PLATFORMS" -f "$root/images/$name/Containerfile" \
+	echo "==> $REGISTRY/$name:$TAG for $PLATFORMS${userns:+ (in a user namespace: not root)}"
+	"${userns[@]}" bin/builder build --platform "$PLATFORMS" -f "$root/images/$name/Containerfile" \
 		-t "$REGISTRY/$name:$TAG" "$@" "${flags[@]}" "$out"
 }
 args=()
