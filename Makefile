@@ -55,18 +55,21 @@ PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 linux/ppc64le linux/s390x darwin/amd
 # manifest.
 PLUGIN_RELEASE_URL ?= https://github.com/archway-build/archway/releases/download/$(VERSION)
 
+# Where plugin-release writes (its own files there are replaced).
+PLUGIN_OUT ?= $(BIN_DIR)/release
+
 .PHONY: plugin-release
-plugin-release: ## Build kubectl-archway for each of PLUGIN_PLATFORMS into bin/release/: binaries, krew archives, archway.yaml (krew manifest; VERSION=vX.Y.Z), SHA256SUMS.
-	@rm -rf $(BIN_DIR)/release && mkdir -p $(BIN_DIR)/release
+plugin-release: ## Build kubectl-archway for each of PLUGIN_PLATFORMS into PLUGIN_OUT (bin/release/): binaries, krew archives, archway.yaml (krew manifest; VERSION=vX.Y.Z), SHA256SUMS.
+	@mkdir -p $(PLUGIN_OUT) && rm -f $(PLUGIN_OUT)/kubectl-archway_* $(PLUGIN_OUT)/archway.yaml $(PLUGIN_OUT)/SHA256SUMS
 	@for p in $(PLUGIN_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
-		out=$(BIN_DIR)/release/kubectl-archway_$${os}_$${arch}$$ext; \
+		out=$(PLUGIN_OUT)/kubectl-archway_$${os}_$${arch}$$ext; \
 		echo "==> $$out"; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath \
 			-ldflags "-s -w -X github.com/archway-build/archway/pkg/version.Version=$(VERSION)" -o $$out ./cmd/kubectl-archway; \
 	done
-	@go run ./hack/krew-manifest --dir $(BIN_DIR)/release --version "$(VERSION)" --url "$(PLUGIN_RELEASE_URL)"
-	@cd $(BIN_DIR)/release && sha256sum kubectl-archway_* > SHA256SUMS && cat SHA256SUMS
+	@go run ./hack/krew-manifest --dir $(PLUGIN_OUT) --version "$(VERSION)" --url "$(PLUGIN_RELEASE_URL)"
+	@cd $(PLUGIN_OUT) && sha256sum kubectl-archway_* > SHA256SUMS && cat SHA256SUMS
 
 .PHONY: tools
 tools: ## Install everything the tests and the bed need (idempotent, cached).
@@ -130,7 +133,7 @@ TAG ?= $(VERSION)
 PLATFORMS ?= linux/amd64,linux/arm64,linux/ppc64le,linux/s390x
 
 .PHONY: images
-images: ## Build and push the build-controller and builder images for PLATFORMS to REGISTRY (builder build, as root).
+images: ## Build and push the build-controller, builder and emulation-setup images for PLATFORMS to REGISTRY (buildah as root, or in a user namespace: hack/userns.sh).
 	REGISTRY="$(REGISTRY)" TAG="$(TAG)" PLATFORMS="$(PLATFORMS)" VERSION="$(VERSION)" hack/images.sh
 
 # make release-manifests REGISTRY=quay.io/me TAG=v0.1.0 after make images with
@@ -162,6 +165,15 @@ BUNDLE_FLAGS ?=
 bundle: ## Write the OLM bundle of BUNDLE_INSTALL into BUNDLE_OUT (VERSION=vX.Y.Z), validated.
 	go run -tags "$(BUILD_TAGS)" ./hack/bundle --version "$(VERSION)" --install "$(BUNDLE_INSTALL)" \
 		--out "$(BUNDLE_OUT)" --platforms "$(PLATFORMS)" $(BUNDLE_FLAGS)
+
+# make release VERSION=vX.Y.Z REGISTRY=quay.io/me: everything a release
+# ships, into RELEASE_DIR (bin/release/VERSION): see hack/release.sh.
+RELEASE_DIR ?= $(BIN_DIR)/release/$(VERSION)
+
+.PHONY: release
+release: ## Build a release into RELEASE_DIR (VERSION=vX.Y.Z REGISTRY=...): images, manifests pinned by digest, plugin + krew manifest, OLM bundle.
+	@MAKE="$(MAKE)" VERSION="$(if $(filter file,$(origin VERSION)),,$(VERSION))" REGISTRY="$(REGISTRY)" PLATFORMS="$(PLATFORMS)" RELEASE_DIR="$(RELEASE_DIR)" \
+		RELEASE_FLAGS="$(RELEASE_FLAGS)" hack/release.sh
 
 .PHONY: generate
 generate: ## Generate deepcopy code, apply configurations and CRDs with controller-gen, and the API reference pages.
