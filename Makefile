@@ -31,13 +31,14 @@ BIN_DIR := bin
 TEST_FLAGS ?=
 UNIT_PKGS = $(shell go list -tags "$(BUILD_TAGS)" ./... | grep -v /test/)
 # The race detector where the code under test runs in the test's process:
-# the unit tests and the bed suites that run controllers in-process (RACE=
-# turns it off). The other bed suites run without it: their code runs in
-# programs they start (builder, buildah, kubelet) or awaits a diagnosis
-# under -race (build: docs/dev-guide/tests.md).
+# the unit tests and the bed suites that run controllers and webhooks
+# in-process (RACE= turns it off). The other bed suites (bed, builder,
+# images, node, monitoring) run without it: their code runs in programs
+# they start (builder, buildah, build-controller, kubelet).
 RACE ?= -race
 MODULE = github.com/archway-build/archway
-RACE_SUITES = $(addprefix $(MODULE)/test/integration/,buildconfig imagetrigger binary)
+RACE_SUITES = $(addprefix $(MODULE)/test/integration/,buildconfig imagetrigger binary build api manifestlist \
+	webhookcert placement scheduling/policy scheduling/protection)
 INTEGRATION_PKGS = $(shell go list -tags "$(BUILD_TAGS)" ./test/bed/... ./test/integration/...)
 
 .PHONY: all
