@@ -20,6 +20,7 @@ import (
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 // podWrapper builds test pods: makePod("p").image(x).obj().
@@ -190,20 +191,7 @@ func (h *harness) waitUnschedulable(name string) string {
 // note.
 func (h *harness) waitEvent(pod, reason string) string {
 	h.t.Helper()
-	var note string
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
-		list := &eventsv1.EventList{}
-		if err := k8s.List(ctx, list, client.InNamespace(h.ns)); err != nil {
-			return false, nil
-		}
-		for _, e := range list.Items {
-			if e.Regarding.Name == pod && e.Reason == reason {
-				note = e.Note
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	note, err := framework.WaitEvent(h.ctx, k8s, h.ns, pod, reason)
 	if err != nil {
 		h.t.Fatalf("no %s event for pod %s: %v", reason, pod, err)
 	}

@@ -1,18 +1,13 @@
 package policy
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -104,39 +99,9 @@ func TestMetrics(t *testing.T) {
 // the labels sorted, histograms as name_count.
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url)
+	counts, err := bed.Scrape(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("parsing the metrics: %v", err)
-	}
-	out := map[string]float64{}
-	for name, f := range families {
-		for _, m := range f.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
-			}
-			slices.Sort(labels)
-			series := name
-			if len(labels) > 0 {
-				series += "{" + strings.Join(labels, ",") + "}"
-			}
-			switch {
-			case m.GetCounter() != nil:
-				out[series] = m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				out[name+"_count"] += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
+	return counts
 }

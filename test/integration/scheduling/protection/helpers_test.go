@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +20,7 @@ import (
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
 	"github.com/archway-build/archway/pkg/scheduling/protection"
 	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
 )
 
 // actor is a client acting as one user, by impersonation, that keeps the
@@ -174,20 +174,7 @@ func (h *harness) bind(a *actor, pod *corev1.Pod, node string) error {
 // note.
 func (h *harness) waitEvent(pod, reason string) string {
 	h.t.Helper()
-	var note string
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, bed.DefaultTimeout, true, func(ctx context.Context) (bool, error) {
-		list := &eventsv1.EventList{}
-		if err := k8s.List(ctx, list, client.InNamespace(h.ns)); err != nil {
-			return false, nil
-		}
-		for _, e := range list.Items {
-			if e.Regarding.Name == pod && e.Reason == reason {
-				note = e.Note
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	note, err := framework.WaitEvent(h.ctx, k8s, h.ns, pod, reason)
 	if err != nil {
 		h.t.Fatalf("no %s event for pod %s: %v", reason, pod, err)
 	}
