@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,11 +17,14 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/buildconfig"
 	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/pkg/build/trigger/aggregated"
 	"github.com/archway-build/archway/pkg/build/trigger/binary"
 	"github.com/archway-build/archway/pkg/build/trigger/imagechange"
+	"github.com/archway-build/archway/pkg/build/trigger/paths"
 	"github.com/archway-build/archway/pkg/build/trigger/scm"
 	"github.com/archway-build/archway/pkg/placement/image"
 	"github.com/archway-build/archway/pkg/registry"
+	"github.com/archway-build/archway/pkg/webhookcert"
 )
 
 // newStarter is the Starter of a component, counting into the process's
@@ -71,7 +76,9 @@ func setupBuildConfig(mgr ctrl.Manager, opts *options) error {
 // setupBuildConfigWebhooks serves the SCM webhook triggers and the
 // binary-build endpoint (buildconfigs/{name}/instantiatebinary) on every
 // replica from the webhook server (--webhook-port, TLS from
-// --webhook-cert-dir) under /apis/build.openshift.io/v1/namespaces/.
+// --webhook-cert-dir): under /apis/build.openshift.io/v1/namespaces/ to
+// direct callers, and as the aggregated API triggers.archway.dev/v1alpha1
+// to the kube-apiserver (package aggregated).
 func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 	if err := refuseWhereOpenShiftServesBuilds(mgr); err != nil {
 		return err
@@ -84,10 +91,10 @@ func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 	if err := m.Register(crmetrics.Registry); err != nil {
 		return fmt.Errorf("registering the webhook metrics: %w", err)
 	}
+	access := registry.Access{UserAgent: "archway-build-controller"}
 	mux := http.NewServeMux()
 	mux.Handle(binary.Pattern, &binary.Handler{
-		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Starter: starter,
-		Access: registry.Access{UserAgent: "archway-build-controller"},
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Starter: starter, Access: access,
 	})
 	// BuildConfigs and trigger Secrets are read from informers started
 	// with the manager (Secrets trimmed to their WebHookSecretKey, see
@@ -102,7 +109,47 @@ func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 	hooks.Secrets = mgr.GetCache()
 	mux.Handle(scm.PathPrefix, hooks)
 	mgr.GetWebhookServer().Register(scm.PathPrefix, mux)
+
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	authn, err := aggregated.NewAuthentication(context.Background(), cs)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(authn); err != nil {
+		return err
+	}
+	authz, err := aggregated.NewAuthorizer(cs)
+	if err != nil {
+		return err
+	}
+	api := (&aggregated.Server{
+		Authentication: authn,
+		Authorizer:     authz,
+		Binary: &binary.Handler{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Starter: starter, Access: access, Delegated: true,
+		},
+		Webhooks: http.HandlerFunc(hooks.ServeDelivery),
+	}).Handler()
+	mgr.GetWebhookServer().Register(aggregated.GroupPrefix, api)
+	mgr.GetWebhookServer().Register(aggregated.GroupPrefix+"/", api)
 	return nil
+}
+
+// requestClientCertificates makes the webhook server ask TLS clients for a
+// certificate without requiring one: the kube-apiserver presents its
+// front-proxy certificate, which the aggregated API verifies itself
+// (package aggregated); SCM services and uploaders present none.
+func requestClientCertificates(cfg *tls.Config) {
+	cfg.ClientAuth = tls.RequestClientCert
+}
+
+// buildConfigWebhooksCertificates are the objects --cert-management=internal
+// injects the endpoint's CA into: the aggregated API's APIService.
+func buildConfigWebhooksCertificates() []webhookcert.Configuration {
+	return []webhookcert.Configuration{{Kind: webhookcert.APIService, Name: paths.APIServiceName}}
 }
 
 // configureWebhooksCache keeps of each cached Secret only a trigger's

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
@@ -46,6 +47,8 @@ type component struct {
 	// configuration calls), which --cert-management=internal injects its CA
 	// into.
 	webhooks func() []webhookcert.Configuration
+	// tls, when set, adjusts the webhook server's TLS configuration.
+	tls func(*tls.Config)
 }
 
 // components lists every component this binary hosts. Each package adds one
@@ -54,8 +57,8 @@ func components() []component {
 	return []component{
 		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild, cache: controller.ConfigureCache},
 		{name: "buildconfig", help: "starts Builds from BuildConfigs' ConfigChange triggers, cancels what SerialLatestOnly skips, prunes old builds", setup: setupBuildConfig},
-		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers and binary builds (instantiatebinary; every replica; needs a serving certificate, see --cert-management)", disabledByDefault: true, setup: setupBuildConfigWebhooks,
-			cache: configureWebhooksCache, webhooks: func() []webhookcert.Configuration { return nil }},
+		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers and binary builds (instantiatebinary), directly and as the aggregated API triggers.archway.dev/v1alpha1 (every replica; needs a serving certificate, see --cert-management)", disabledByDefault: true, setup: setupBuildConfigWebhooks,
+			cache: configureWebhooksCache, webhooks: buildConfigWebhooksCertificates, tls: requestClientCertificates},
 		// Arch-aware placement is opt-in: the webhook needs a serving
 		// certificate (see --cert-management). It gates pods only while a
 		// placement controller's heartbeat Lease is fresh, so the two may run

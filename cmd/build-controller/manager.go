@@ -92,6 +92,11 @@ func runManager(ctx context.Context, opts *options, enabled []component) error {
 	if certs != nil {
 		webhookOpts.TLSOpts = []func(*tls.Config){certs.TLSOption}
 	}
+	for _, c := range enabled {
+		if c.tls != nil {
+			webhookOpts.TLSOpts = append(webhookOpts.TLSOpts, c.tls)
+		}
+	}
 	var cacheOpts cache.Options
 	for _, c := range enabled {
 		if c.cache != nil {

@@ -32,17 +32,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Kind is the kind of a webhook configuration.
+// Kind is the kind of a webhook configuration (or APIService).
 type Kind string
 
-// The webhook configurations a CA is injected into.
+// The objects a CA is injected into.
 const (
 	Mutating   Kind = "MutatingWebhookConfiguration"
 	Validating Kind = "ValidatingWebhookConfiguration"
+	// APIService is an aggregated API's: spec.caBundle gets the CA.
+	APIService Kind = "APIService"
 )
 
 // Configuration names a webhook configuration whose webhooks call this
-// server: every webhook's clientConfig.caBundle in it gets the CA.
+// server (every webhook's clientConfig.caBundle in it gets the CA), or an
+// APIService the server serves (its spec.caBundle does).
 type Configuration struct {
 	Kind Kind
 	Name string
@@ -186,8 +189,11 @@ func (c *Certs) Setup(mgr ctrl.Manager) error {
 	var webhooks []rotator.WebhookInfo
 	for _, cfg := range c.opts.Configurations {
 		t := rotator.Validating
-		if cfg.Kind == Mutating {
+		switch cfg.Kind {
+		case Mutating:
 			t = rotator.Mutating
+		case APIService:
+			t = rotator.APIService
 		}
 		webhooks = append(webhooks, rotator.WebhookInfo{Name: cfg.Name, Type: t})
 	}

@@ -51,6 +51,11 @@ func (b *Bed) startAPIServer(opts Options) error {
 		// endpoints (pod IPs, from kube-controller-manager's endpoint
 		// controllers), as clusters without a proxy on their control plane do.
 		Set("enable-aggregator-routing", "true")
+	// Aggregated APIs: the apiserver proxies to them with a front-proxy
+	// client certificate and publishes its CA, as clusters do.
+	if err := b.configureFrontProxy(filepath.Join(b.Dir, "front-proxy")); err != nil {
+		return fmt.Errorf("front-proxy certificates: %w", err)
+	}
 	if b.Node != nil {
 		if err := b.serveForRealNode(); err != nil {
 			return err

@@ -108,6 +108,9 @@ type Bed struct {
 	AuditLogPath string
 	// Node is the real node (Options.RealNode; nil without it).
 	Node *RealNode
+	// FrontProxy is the apiserver's front-proxy CA, which aggregated APIs
+	// verify the apiserver by.
+	FrontProxy *FrontProxy
 
 	env     *envtest.Environment
 	kwok    *process
@@ -117,6 +120,7 @@ type Bed struct {
 	ownDir  bool
 	log     io.Writer
 	stopped bool
+	subnets []string // claimed by ServiceAddress; released by Stop
 }
 
 // Start brings a bed up. On error everything already started is stopped.
@@ -247,6 +251,9 @@ func (b *Bed) Stop() error {
 	// The node's network last: the apiserver serves on its address until
 	// it has stopped.
 	b.Node.stop()
+	for _, prefix := range b.subnets {
+		releasePodSubnet(prefix)
+	}
 	if b.ownDir {
 		if err := os.RemoveAll(b.Dir); err != nil {
 			errs = append(errs, err)

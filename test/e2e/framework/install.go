@@ -47,6 +47,9 @@ var (
 		"archway-scheduling-policy-webhook-tls":        "archway-scheduling-policy-webhook",
 		"archway-build-triggers-tls":                   "archway-build-triggers",
 	}
+	// APIServices are archway's aggregated APIs: Available once their
+	// server runs and its CA is injected.
+	APIServices    = []string{"v1alpha1.triggers.archway.dev"}
 	WebhookConfigs = []struct {
 		Kind, Name string
 		Webhooks   int
@@ -334,6 +337,23 @@ func installed(ctx context.Context, b *bed.Bed) error {
 				return fmt.Errorf("%s's pod %s does not serve: %w", svc, p.Name, err)
 			}
 			_ = c.Close()
+		}
+	}
+	for _, name := range APIServices {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("apiregistration.k8s.io/v1")
+		u.SetKind("APIService")
+		if err := b.Client.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		available := false
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			available = available || (m["type"] == "Available" && m["status"] == "True")
+		}
+		if !available {
+			return fmt.Errorf("APIService %s is not Available: %v", name, conds)
 		}
 	}
 	return nil

@@ -50,6 +50,7 @@ import (
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
+	"github.com/archway-build/archway/pkg/build/trigger/paths"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/placement/execformat"
 	"github.com/archway-build/archway/pkg/scheduling/policy"
@@ -649,8 +650,8 @@ func equalRule(a, b rbacv1.PolicyRule) bool {
 }
 
 // waitAuthorized waits until the apiserver answers SubjectAccessReviews
-// for what the rule grants (its first resource, verb and name), asked for
-// each of its service accounts: with the rule removed, until one is
+// for what the rule grants (its first resource and name, each of its
+// verbs), asked for each of its service accounts: with the rule removed, until one is
 // refused (the change is in effect; still allowed for all means other
 // rules grant the same); restored, until all are allowed.
 func (e *rbacEnv) waitAuthorized(ctx context.Context, r roleRule, allowed bool) error {
@@ -662,24 +663,28 @@ func (e *rbacEnv) waitAuthorized(ctx context.Context, r roleRule, allowed bool) 
 			// namespace's builder.
 			ns, name = e.builderNamespace, builderServiceAccount
 		}
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   "system:serviceaccount:" + ns + ":" + name,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-		}}
-		if len(r.rule.NonResourceURLs) > 0 {
-			sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: r.rule.NonResourceURLs[0], Verb: r.rule.Verbs[0]}
-		} else {
-			resource, sub, _ := strings.Cut(r.rule.Resources[0], "/")
-			ra := &authorizationv1.ResourceAttributes{Namespace: r.namespace, Group: r.rule.APIGroups[0], Resource: resource, Subresource: sub, Verb: r.rule.Verbs[0]}
-			if account == builderAccounts {
-				ra.Namespace = ns
+		// Every verb: another rule may grant some of them (a cluster-wide
+		// get beside a Role's get, list and watch of one object).
+		for _, verb := range r.rule.Verbs {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   "system:serviceaccount:" + ns + ":" + name,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			}}
+			if len(r.rule.NonResourceURLs) > 0 {
+				sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: r.rule.NonResourceURLs[0], Verb: verb}
+			} else {
+				resource, sub, _ := strings.Cut(r.rule.Resources[0], "/")
+				ra := &authorizationv1.ResourceAttributes{Namespace: r.namespace, Group: r.rule.APIGroups[0], Resource: resource, Subresource: sub, Verb: verb}
+				if account == builderAccounts {
+					ra.Namespace = ns
+				}
+				if len(r.rule.ResourceNames) > 0 {
+					ra.Name = r.rule.ResourceNames[0]
+				}
+				sar.Spec.ResourceAttributes = ra
 			}
-			if len(r.rule.ResourceNames) > 0 {
-				ra.Name = r.rule.ResourceNames[0]
-			}
-			sar.Spec.ResourceAttributes = ra
+			reviews = append(reviews, sar)
 		}
-		reviews = append(reviews, sar)
 	}
 	ctx, cancel := context.WithTimeout(ctx, bed.DefaultTimeout)
 	defer cancel()
@@ -1154,6 +1159,33 @@ func triggerCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	bc.Spec.Triggers = []buildv1.BuildTriggerPolicy{{Type: buildv1.GenericWebHookBuildTriggerType,
 		GenericWebHook: &buildv1.WebHookTrigger{SecretReference: &buildv1.SecretLocalReference{Name: "hook"}}}}
 	if err := c.Create(ctx, bc); err != nil {
+		return err
+	}
+	// Through the apiserver, unauthenticated: build-triggers verifies the
+	// apiserver's front-proxy certificate (the CA read from
+	// kube-system/extension-apiserver-authentication) and authorizes the
+	// anonymous user (SubjectAccessReview).
+	anonymous, err := rest.HTTPClientFor(rest.AnonymousClientConfig(e.b.Config))
+	if err != nil {
+		return err
+	}
+	server, _, err := rest.DefaultServerUrlFor(e.b.Config)
+	if err != nil {
+		return err
+	}
+	if err := poll(ctx, "generic webhook delivery through the apiserver", func() (bool, error) {
+		url := strings.TrimSuffix(server.String(), "/") + paths.Webhook(paths.AggregatedPrefix, ns, "app", "s3cret", "generic")
+		resp, err := anonymous.Post(url, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			return false, err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return false, fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		return true, nil
+	}); err != nil {
 		return err
 	}
 	path := "/apis/build.openshift.io/v1/namespaces/" + ns + "/buildconfigs/app/webhooks/s3cret/generic"
@@ -1848,7 +1880,7 @@ var servingCerts = map[string]struct {
 	secret  string
 	configs []client.Object
 }{
-	"archway-build-triggers": {secret: "archway-build-triggers-tls"},
+	"archway-build-triggers": {secret: "archway-build-triggers-tls", configs: []client.Object{apiService(paths.APIServiceName)}},
 	"archway-placement-webhook": {secret: "archway-placement-webhook-tls", configs: []client.Object{
 		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "archway-pod-placement"}},
 		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "archway-pod-placement-validation"}},
@@ -1860,6 +1892,16 @@ var servingCerts = map[string]struct {
 	"archway-control-plane-protection": {secret: "archway-control-plane-protection-webhook-tls", configs: []client.Object{
 		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "archway-control-plane-protection"}},
 	}},
+}
+
+// apiService is an APIService to read (the bed's scheme has no
+// apiregistration types).
+func apiService(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("apiregistration.k8s.io/v1")
+	u.SetKind("APIService")
+	u.SetName(name)
+	return u
 }
 
 // certsCase empties each webhook Deployment's certificate Secret: the
@@ -1907,6 +1949,14 @@ func certsCase(ctx context.Context, e *rbacEnv, deps []string) error {
 				case *admissionregistrationv1.ValidatingWebhookConfiguration:
 					for _, h := range w.Webhooks {
 						bundles = append(bundles, h.ClientConfig.CABundle)
+					}
+				case *unstructured.Unstructured: // an APIService
+					if b64, ok, _ := unstructured.NestedString(w.Object, "spec", "caBundle"); ok {
+						bundle, err := base64.StdEncoding.DecodeString(b64)
+						if err != nil {
+							return false, err
+						}
+						bundles = append(bundles, bundle)
 					}
 				}
 				return len(bundles) > 0 && !slices.ContainsFunc(bundles, func(b []byte) bool { return !bytes.Equal(b, ca) }), nil

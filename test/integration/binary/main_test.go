@@ -1,6 +1,7 @@
 // Package binary holds the bed tests of binary builds: build-controller's
 // instantiatebinary endpoint (authentication by TokenReview, authorization
-// by SubjectAccessReview, limits and refusals), the archive stored once as
+// by SubjectAccessReview, limits and refusals), the same served through the
+// apiserver as an aggregated API (with SCM webhooks), the archive stored once as
 // an OCI artifact in the bed's registry, kubectl archway start-build
 // --from-dir/--from-file/--from-archive against it, the builder's digest
 // check, and the archway:build-starter ClusterRole.
@@ -47,6 +48,9 @@ import (
 var (
 	suite   *framework.Suite
 	testBed *bed.Bed
+	// agg is build-triggers' aggregated API, registered with the bed's
+	// apiserver (aggregated_test.go).
+	agg *aggregatedAPI
 )
 
 func TestMain(m *testing.M) {
@@ -58,12 +62,19 @@ func TestMain(m *testing.M) {
 			// The build-starter role, and the strategy roles as installed
 			// (docker and source for every authenticated user, custom for
 			// no one).
-			for _, m := range []string{"manifests/authorization/build_starter_role.yaml", "manifests/authorization/build_strategy_roles.yaml"} {
+			for _, m := range []string{"manifests/authorization/build_starter_role.yaml", "manifests/authorization/build_strategy_roles.yaml",
+				"manifests/authorization/webhook_deliveries_role.yaml"} {
 				if err := installManifest(ctx, m); err != nil {
 					return nil, err
 				}
 			}
-			return nil, nil
+			aggCtx, stop := context.WithCancel(context.Background())
+			var err error
+			if agg, err = startAggregated(aggCtx); err != nil {
+				stop()
+				return nil, fmt.Errorf("the aggregated API: %w", err)
+			}
+			return stop, nil
 		},
 	}))
 }

@@ -21,12 +21,14 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/pkg/build/trigger/binary/artifact"
+	"github.com/archway-build/archway/pkg/build/trigger/paths"
 	"github.com/archway-build/archway/pkg/placement/image"
 	"github.com/archway-build/archway/pkg/registry"
 )
@@ -37,11 +39,11 @@ import (
 
 // Pattern is the path of the binary-build endpoint, OpenShift's subresource
 // of a BuildConfig, as an http.ServeMux pattern.
-const Pattern = "/apis/build.openshift.io/v1/namespaces/{ns}/buildconfigs/{name}/instantiatebinary"
+var Pattern = paths.BinaryPattern(paths.OpenShiftPrefix)
 
 // Subresource is the subresource a user needs the verb create on (in the
 // BuildConfig's namespace) to start a binary build, as in OpenShift.
-const Subresource = "instantiatebinary"
+const Subresource = paths.InstantiateBinary
 
 // DefaultMaxBytes is the largest upload: the builder's limit on a binary
 // input (source.DefaultArchiveLimits).
@@ -61,7 +63,8 @@ const DefaultMaxBytes = 2 << 30
 //
 // The caller is authenticated by a TokenReview and authorized by a
 // SubjectAccessReview for create on buildconfigs/instantiatebinary in the
-// namespace before anything is read, and for create on builds/<strategy>
+// namespace before anything is read (with Delegated, the aggregated API's
+// filters did both), and for create on builds/<strategy>
 // (the BuildConfig's) once it is read; the request is checked (the
 // BuildConfig's source is Binary, it has an output, the Build it makes
 // passes a dry-run create) before anything is stored; the body is streamed
@@ -82,6 +85,13 @@ type Handler struct {
 	Access registry.Access
 	// MaxBytes bounds the upload; default DefaultMaxBytes.
 	MaxBytes int64
+	// Delegated serves the aggregated API's path: the kube-apiserver
+	// authenticated the user, and build-triggers' filters verified the
+	// apiserver's front-proxy certificate and authorized the user for
+	// create on buildconfigs/instantiatebinary (package aggregated); the
+	// user is the request context's. Without it, the request carries the
+	// user's bearer token and both checks are made here.
+	Delegated bool
 }
 
 // status is the JSON answer of a failure, a Kubernetes Status.
@@ -110,21 +120,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns, name := r.PathValue("ns"), r.PathValue("name")
-	user, err := h.authenticate(ctx, r)
-	if err != nil {
-		fail(w, http.StatusUnauthorized, "Unauthorized", "%v", err)
-		return
-	}
-	allowed, err := h.authorize(ctx, user, ns, "buildconfigs", Subresource, name)
-	if err != nil {
-		log.FromContext(ctx).Error(err, "binary build: SubjectAccessReview", "namespace", ns, "buildConfig", name)
-		fail(w, http.StatusInternalServerError, "InternalError", "could not authorize the request; try again")
-		return
-	}
-	if !allowed {
-		fail(w, http.StatusForbidden, "Forbidden",
-			"User %q cannot create resource \"buildconfigs/%s\" in API group %q in the namespace %q",
-			user.Username, Subresource, buildv1.GroupVersion.Group, ns)
+	user, ok := h.user(ctx, w, r, ns, name)
+	if !ok {
 		return
 	}
 	req, err := requestOf(r)
@@ -149,7 +146,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strategy == "" {
 		strategy = string(buildv1.DockerBuildStrategyType)
 	}
-	allowed, err = h.authorize(ctx, user, ns, "builds", strings.ToLower(strategy), "")
+	allowed, err := h.authorize(ctx, user, ns, "builds", strings.ToLower(strategy), "")
 	if err != nil {
 		log.FromContext(ctx).Error(err, "binary build: SubjectAccessReview", "namespace", ns, "buildConfig", name)
 		fail(w, http.StatusInternalServerError, "InternalError", "could not authorize the request; try again")
@@ -239,6 +236,46 @@ func (h *Handler) startFailed(ctx context.Context, w http.ResponseWriter, ns, na
 		log.FromContext(ctx).Error(err, "binary build: starting", "namespace", ns, "buildConfig", name)
 		fail(w, http.StatusInternalServerError, "InternalError", "could not start the build; try again")
 	}
+}
+
+// user is the uploader, authenticated and authorized for create on
+// buildconfigs/instantiatebinary: by the aggregated API's filters
+// (Delegated), else here from the bearer token. When it fails, the answer
+// is written.
+func (h *Handler) user(ctx context.Context, w http.ResponseWriter, r *http.Request, ns, name string) (authenticationv1.UserInfo, bool) {
+	if h.Delegated {
+		u, ok := request.UserFrom(ctx)
+		if !ok {
+			fail(w, http.StatusUnauthorized, "Unauthorized", "the request was not authenticated")
+			return authenticationv1.UserInfo{}, false
+		}
+		info := authenticationv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}
+		if extra := u.GetExtra(); len(extra) > 0 {
+			info.Extra = map[string]authenticationv1.ExtraValue{}
+			for k, v := range extra {
+				info.Extra[k] = v
+			}
+		}
+		return info, true
+	}
+	user, err := h.authenticate(ctx, r)
+	if err != nil {
+		fail(w, http.StatusUnauthorized, "Unauthorized", "%v", err)
+		return user, false
+	}
+	allowed, err := h.authorize(ctx, user, ns, "buildconfigs", Subresource, name)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "binary build: SubjectAccessReview", "namespace", ns, "buildConfig", name)
+		fail(w, http.StatusInternalServerError, "InternalError", "could not authorize the request; try again")
+		return user, false
+	}
+	if !allowed {
+		fail(w, http.StatusForbidden, "Forbidden",
+			"User %q cannot create resource \"buildconfigs/%s\" in API group %q in the namespace %q",
+			user.Username, Subresource, buildv1.GroupVersion.Group, ns)
+		return user, false
+	}
+	return user, true
 }
 
 // authenticate reads the bearer token and asks the apiserver whose it is.

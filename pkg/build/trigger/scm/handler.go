@@ -3,7 +3,9 @@
 //
 //	POST /apis/build.openshift.io/v1/namespaces/{ns}/buildconfigs/{name}/webhooks/{secret}/{type}
 //
-// with type github, gitlab, bitbucket or generic. A delivery starts a build
+// and, through the kube-apiserver, at the same path of the aggregated API
+// triggers.archway.dev/v1alpha1 (ServeDelivery; package aggregated), with
+// type github, gitlab, bitbucket or generic. A delivery starts a build
 // (through package instantiate) when the secret matches one of the
 // BuildConfig's triggers of that type and, for pushes, the pushed branch is
 // the one the BuildConfig builds.
@@ -52,6 +54,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/pkg/build/trigger/paths"
 )
 
 // The RBAC this code needs is written, each rule with its reason, in
@@ -60,7 +63,7 @@ import (
 
 // PathPrefix is the part of the webhook path before the namespace; a server
 // routes everything under it to the Handler.
-const PathPrefix = "/apis/build.openshift.io/v1/namespaces/"
+const PathPrefix = paths.OpenShiftPrefix + "/namespaces/"
 
 // DefaultMaxBodyBytes is the largest body read (GitHub's own limit is 25
 // MB, but a push payload carries at most 20 commits: 5 MiB is plenty).
@@ -109,13 +112,20 @@ func NewHandler(r client.Reader, s *instantiate.Starter, m *Metrics) *Handler {
 func NewHandlerWithFailureLimit(r client.Reader, s *instantiate.Starter, m *Metrics, burst int, interval time.Duration) *Handler {
 	h := &Handler{Reader: r, Starter: s, Metrics: m, MaxBodyBytes: DefaultMaxBodyBytes, failures: newFailureLimiter(burst, interval)}
 	h.mux = http.NewServeMux()
-	h.mux.HandleFunc(PathPrefix+"{ns}/buildconfigs/{name}/webhooks/{secret}/{type}", h.serve)
+	h.mux.HandleFunc(paths.WebhookPattern(paths.OpenShiftPrefix), h.serve)
 	return h
 }
 
 // ServeHTTP routes the webhook path; anything else is 404.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
+}
+
+// ServeDelivery serves a delivery another server's mux routed here, with
+// the path values ns, name, secret and type (paths.WebhookPattern): the
+// aggregated API's path.
+func (h *Handler) ServeDelivery(w http.ResponseWriter, r *http.Request) {
+	h.serve(w, r)
 }
 
 // response is the JSON body of every answer.

@@ -1,6 +1,7 @@
 package scm
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"sync"
@@ -66,9 +67,23 @@ func (l *failureLimiter) failed(addr string) {
 	l.clients.Add(addr, lim, time.Duration(l.burst)*l.interval)
 }
 
-// clientAddress is the request's peer address without its port. Headers
-// such as X-Forwarded-For are not read: a client sets them as it likes.
+type clientAddressKey struct{}
+
+// WithClientAddress returns ctx naming the client address failures are
+// counted against, for a request relayed by a proxy whose identity the
+// server verified (the kube-apiserver, see package aggregated): its peer
+// address is the proxy's, the same for every client.
+func WithClientAddress(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, clientAddressKey{}, addr)
+}
+
+// clientAddress is the address WithClientAddress put in the request's
+// context, else the request's peer address without its port. Headers such
+// as X-Forwarded-For are not read: a client sets them as it likes.
 func clientAddress(r *http.Request) string {
+	if addr, ok := r.Context().Value(clientAddressKey{}).(string); ok && addr != "" {
+		return addr
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
