@@ -20,10 +20,12 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/instantiate"
+	"github.com/archway-build/archway/pkg/build/trigger/paths"
 )
 
-// The environment variables that name build-controller's endpoint and its
-// CA when --build-endpoint and --build-endpoint-ca are not given.
+// The environment variables that name build-triggers' Service (reached
+// directly, not through the apiserver) and its CA when --build-endpoint
+// and --build-endpoint-ca are not given.
 const (
 	EndpointEnv   = "ARCHWAY_BUILD_ENDPOINT"
 	EndpointCAEnv = "ARCHWAY_BUILD_ENDPOINT_CA"
@@ -163,13 +165,17 @@ func tarDir(w io.Writer, root *os.Root, filter *uploadFilter) error {
 	return gz.Close()
 }
 
-// endpoint is build-controller's binary-build endpoint and the CA file
-// to trust it with ("" for the system's roots).
+// endpoint is build-triggers' Service, reached directly (--build-endpoint),
+// and the CA file to trust it with ("" for the system's roots). Without
+// one, uploads and webhook URLs go through the apiserver (the aggregated
+// API triggers.archway.dev).
 type endpoint struct {
 	url, caFile string
 }
 
-func (e endpoint) resolve() (endpoint, error) {
+// resolve fills the endpoint from the environment; ok is false when none
+// is set (the apiserver is used).
+func (e endpoint) resolve() (_ endpoint, ok bool, _ error) {
 	if e.url == "" {
 		e.url = os.Getenv(EndpointEnv)
 	}
@@ -177,13 +183,13 @@ func (e endpoint) resolve() (endpoint, error) {
 		e.caFile = os.Getenv(EndpointCAEnv)
 	}
 	if e.url == "" {
-		return e, fmt.Errorf("binary builds upload to build-controller's endpoint (the buildconfig-webhooks Service): give --build-endpoint https://... or set $%s", EndpointEnv)
+		return e, false, nil
 	}
 	u, err := url.Parse(e.url)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return e, fmt.Errorf("--build-endpoint %q: use an https:// URL", e.url)
+		return e, true, fmt.Errorf("--build-endpoint %q: use an https:// URL", e.url)
 	}
-	return e, nil
+	return e, true, nil
 }
 
 // uploadClient is an HTTP client to the endpoint that authenticates as the
@@ -192,8 +198,9 @@ func (e endpoint) resolve() (endpoint, error) {
 // is only to the apiserver that checks them.
 func uploadClient(cfg *rest.Config, caFile string) (*http.Client, error) {
 	if cfg.BearerToken == "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
-		return nil, errors.New("binary builds authenticate with your bearer token, and your kubeconfig's user has none " +
-			"(client certificates cannot be passed on): use a kubeconfig with a token (e.g. from `kubectl create token`) or an OIDC login")
+		return nil, errors.New("--build-endpoint uploads authenticate with your bearer token, and your kubeconfig's user has none " +
+			"(client certificates cannot be passed on): upload through the apiserver (leave out --build-endpoint and $" + EndpointEnv + "), " +
+			"or use a kubeconfig with a token (e.g. from `kubectl create token`) or an OIDC login")
 	}
 	up := rest.AnonymousClientConfig(cfg)
 	up.BearerToken, up.BearerTokenFile = cfg.BearerToken, cfg.BearerTokenFile
@@ -203,14 +210,47 @@ func uploadClient(cfg *rest.Config, caFile string) (*http.Client, error) {
 	return rest.HTTPClientFor(up)
 }
 
-// startBinary uploads the input to the BuildConfig's instantiatebinary
-// endpoint, which stores it and starts the build; it returns the Build.
-func startBinary(ctx context.Context, cfg *rest.Config, ep endpoint, ns, bc string, in binaryInput, req instantiate.Request) (*buildv1.Build, error) {
-	ep, err := ep.resolve()
+// uploadTarget is where an upload goes: the URL of the BuildConfig's
+// instantiatebinary and the client that reaches it.
+type uploadTarget struct {
+	client *http.Client
+	url    string
+	// direct: to build-triggers' Service, not through the apiserver.
+	direct bool
+}
+
+// newUploadTarget is the apiserver's path of the aggregated API, with
+// kubectl's credentials (any kind), or with an endpoint OpenShift's path at
+// it, with the bearer token.
+func newUploadTarget(cfg *rest.Config, ep endpoint, ns, bc string) (uploadTarget, error) {
+	ep, direct, err := ep.resolve()
 	if err != nil {
-		return nil, err
+		return uploadTarget{}, err
 	}
-	hc, err := uploadClient(cfg, ep.caFile)
+	if direct {
+		hc, err := uploadClient(cfg, ep.caFile)
+		if err != nil {
+			return uploadTarget{}, err
+		}
+		return uploadTarget{client: hc, url: strings.TrimSuffix(ep.url, "/") + paths.Binary(paths.OpenShiftPrefix, ns, bc), direct: true}, nil
+	}
+	api := rest.CopyConfig(cfg)
+	api.Timeout = 0
+	hc, err := rest.HTTPClientFor(api)
+	if err != nil {
+		return uploadTarget{}, err
+	}
+	base, _, err := rest.DefaultServerUrlFor(api)
+	if err != nil {
+		return uploadTarget{}, err
+	}
+	return uploadTarget{client: hc, url: strings.TrimSuffix(base.String(), "/") + paths.Binary(paths.AggregatedPrefix, ns, bc)}, nil
+}
+
+// startBinary uploads the input to the BuildConfig's instantiatebinary
+// subresource, which stores it and starts the build; it returns the Build.
+func startBinary(ctx context.Context, cfg *rest.Config, ep endpoint, ns, bc string, in binaryInput, req instantiate.Request) (*buildv1.Build, error) {
+	target, err := newUploadTarget(cfg, ep, ns, bc)
 	if err != nil {
 		return nil, err
 	}
@@ -247,16 +287,14 @@ func startBinary(ctx context.Context, cfg *rest.Config, ep endpoint, ns, bc stri
 			}
 		}
 	}
-	u := strings.TrimSuffix(ep.url, "/") + "/apis/build.openshift.io/v1/namespaces/" + url.PathEscape(ns) +
-		"/buildconfigs/" + url.PathEscape(bc) + "/instantiatebinary?" + q.Encode()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, target.url+"?"+q.Encode(), body)
 	if err != nil {
 		return nil, err
 	}
 	hreq.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := hc.Do(hreq)
+	resp, err := target.client.Do(hreq)
 	if err != nil {
-		return nil, fmt.Errorf("uploading to %s: %w", ep.url, err)
+		return nil, fmt.Errorf("uploading to %s: %w", target.url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
@@ -264,13 +302,20 @@ func startBinary(ctx context.Context, cfg *rest.Config, ep endpoint, ns, bc stri
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusCreated {
+		msg := strings.TrimSpace(string(data))
 		var st struct {
 			Message string `json:"message"`
 		}
 		if json.Unmarshal(data, &st) == nil && st.Message != "" {
-			return nil, &uploadError{code: resp.StatusCode, msg: st.Message}
+			msg = st.Message
 		}
-		return nil, &uploadError{code: resp.StatusCode, msg: strings.TrimSpace(string(data))}
+		if !target.direct && resp.StatusCode == http.StatusNotFound && !strings.Contains(msg, "buildconfig") {
+			msg += " (the apiserver serves no " + paths.APIServiceName + ": install build-triggers with its APIService, or upload to its Service with --build-endpoint)"
+		}
+		if !target.direct && resp.StatusCode == http.StatusGatewayTimeout {
+			msg += " (the apiserver ends a request after its --request-timeout, 60s by default: upload straight to build-triggers with --build-endpoint)"
+		}
+		return nil, &uploadError{code: resp.StatusCode, msg: msg}
 	}
 	b := &buildv1.Build{}
 	if err := json.Unmarshal(data, b); err != nil {

@@ -10,6 +10,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/trigger/paths"
 )
 
 func TestBuildName(t *testing.T) {
@@ -162,14 +163,18 @@ func TestWebhookURLs(t *testing.T) {
 		{Type: buildv1.GitHubWebHookBuildTriggerType, GitHubWebHook: secret},
 		{Type: buildv1.GenericWebHookBuildTriggerType, GenericWebHook: &buildv1.WebHookTrigger{Secret: "s3cr3t", AllowEnv: true}},
 	}
-	hooks := webhooksOf(bc, "https://builds.example.com/")
-	if len(hooks) != 2 || hooks[0].url != "https://builds.example.com/apis/build.openshift.io/v1/namespaces/team/buildconfigs/app/webhooks/<secret>/github" ||
+	hooks := webhooksOf(bc, webhookBase{server: "https://api.example.com:6443/", prefix: paths.AggregatedPrefix})
+	if len(hooks) != 2 || hooks[0].url != "https://api.example.com:6443/apis/triggers.archway.dev/v1alpha1/namespaces/team/buildconfigs/app/webhooks/<secret>/github" ||
 		hooks[1].typ != "generic" || !hooks[1].allowEnv || strings.Contains(hooks[1].url, "s3cr3t") {
 		t.Errorf("webhooks %+v", hooks)
 	}
+	direct := webhooksOf(bc, webhookBase{server: "https://builds.example.com", prefix: paths.OpenShiftPrefix})
+	if direct[0].url != "https://builds.example.com/apis/build.openshift.io/v1/namespaces/team/buildconfigs/app/webhooks/<secret>/github" {
+		t.Errorf("webhooks at the endpoint %+v", direct)
+	}
 	var out strings.Builder
 	bc.Status.LastVersion = 2
-	describeConfig(&out, bc, []buildv1.Build{{ObjectMeta: metav1.ObjectMeta{Name: "app-1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "app-2"}}}, "https://builds.example.com")
+	describeConfig(&out, bc, []buildv1.Build{{ObjectMeta: metav1.ObjectMeta{Name: "app-1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "app-2"}}}, webhookBase{server: "https://builds.example.com", prefix: paths.OpenShiftPrefix})
 	for _, want := range []string{"Latest Version:", "Triggered by:", "Config, GitHub, Generic", "Webhook GitHub:\n URL:",
 		"webhooks/<secret>/github\nWebhook Generic:", "AllowEnv:", "true", "Builds History Limit:", "app-2  new", "app-1  new"} {
 		if !strings.Contains(out.String(), want) {

@@ -29,9 +29,11 @@ func newDescribe(o *env) *cobra.Command {
 		Short: "Describe a build (summary, per-platform table, events) or a BuildConfig (with its webhook URLs and builds)",
 		Long: `Describe a build: its summary, per-platform table and events; or a BuildConfig, as oc describe bc:
 its source, strategy, platforms, run policy, triggers with their webhook URLs (the secret shown as <secret>),
-history limits, builds and events. Webhook URLs start with the endpoint serving them: --build-endpoint, else
-$` + EndpointEnv + `.`,
+history limits, builds and events. Webhook URLs are on the cluster's API address (your kubeconfig's server),
+which passes deliveries to build-triggers; with --build-endpoint (or $` + EndpointEnv + `) they are on
+build-triggers' Service as you expose it instead.`,
 		Example: `  kubectl archway describe build hello-3
+  kubectl archway describe bc/hello
   kubectl archway describe bc/hello --build-endpoint https://builds.example.com`,
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: o.completeDescribe,
@@ -48,12 +50,16 @@ $` + EndpointEnv + `.`,
 				return err
 			}
 			if k == kindBuildConfig {
-				return runDescribeConfig(cmd.Context(), o, name, webhookBase(endpointURL))
+				base, err := o.webhookBase(endpointURL)
+				if err != nil {
+					return err
+				}
+				return runDescribeConfig(cmd.Context(), o, name, base)
 			}
 			return runDescribe(cmd.Context(), o, name)
 		},
 	}
-	cmd.Flags().StringVar(&endpointURL, "build-endpoint", "", "BuildConfigs: the endpoint serving webhooks, which their URLs start with (default $"+EndpointEnv+")")
+	cmd.Flags().StringVar(&endpointURL, "build-endpoint", "", "BuildConfigs: build-triggers' Service as exposed, for webhook URLs that bypass the apiserver (default $"+EndpointEnv+", else the cluster's API address)")
 	return cmd
 }
 
@@ -105,7 +111,7 @@ func runDescribe(ctx context.Context, o *env, name string) error {
 
 // runDescribeConfig describes a BuildConfig, as oc describe bc does, with
 // its webhook URLs at base.
-func runDescribeConfig(ctx context.Context, o *env, name, base string) error {
+func runDescribeConfig(ctx context.Context, o *env, name string, base webhookBase) error {
 	c, cs, ns, err := o.clients()
 	if err != nil {
 		return err
@@ -151,7 +157,7 @@ func describeEvents(ctx context.Context, w io.Writer, cs kubernetes.Interface, n
 }
 
 // describeConfig writes a BuildConfig in the shape of oc describe bc.
-func describeConfig(w io.Writer, bc *buildv1.BuildConfig, builds []buildv1.Build, base string) {
+func describeConfig(w io.Writer, bc *buildv1.BuildConfig, builds []buildv1.Build, base webhookBase) {
 	tw, row := rowWriter(w)
 	describeMeta(row, bc)
 	row("Annotations", dashNone(labelsString(bc.Annotations)))

@@ -48,10 +48,12 @@ environment, Dockerfile ARGs and noCache; --incremental a Source build's increme
 place on a terminal) and streams the logs of every platform's pod, each line prefixed with its platform;
 --follow and --wait exit non-zero when the build fails or is cancelled.
 
---from-dir, --from-file, --from-archive and --from-repo start a binary build: the input is uploaded once to
-build-controller's endpoint (--build-endpoint), authenticated with your kubeconfig's bearer token and
-authorized for create on buildconfigs/instantiatebinary; build-controller stores it in the output
-repository and every platform's build reads it from there. --from-dir leaves out .git and what the build
+--from-dir, --from-file, --from-archive and --from-repo start a binary build: the input is uploaded once,
+through the apiserver with your kubeconfig's credentials (any kind kubectl uses) to build-triggers (the
+aggregated API triggers.archway.dev), authorized for create on buildconfigs/instantiatebinary;
+build-triggers stores it in the output repository and every platform's build reads it from there.
+--build-endpoint uploads straight to build-triggers' Service instead, with your bearer token: for uploads
+longer than the apiserver's request timeout (60s by default). --from-dir leaves out .git and what the build
 context's .dockerignore excludes; --from-repo uploads the files of a commit (--commit, default HEAD) of a
 local Git repository and records the commit, its author and message in the build.
 
@@ -59,6 +61,7 @@ local Git repository and records the commit, its author and message in the build
 		Example: `  kubectl archway start-build hello --platform linux/amd64,linux/arm64,linux/s390x --allow-fail linux/s390x --follow
   kubectl archway start-build hello --commit 9f1c2e9 --env RELEASE=1.4 --build-arg GO_VERSION=1.26 --no-cache -o name
   kubectl archway start-build --from-build hello-3 --follow
+  kubectl archway start-build hello --from-dir . --follow
   kubectl archway start-build hello --from-repo . --commit v1.2.0 --build-endpoint https://builds.example.com
   kubectl archway start-build hello -o jsonpath='{.metadata.name}'`,
 		Args:              cobra.MaximumNArgs(1),
@@ -81,8 +84,8 @@ local Git repository and records the commit, its author and message in the build
 	f.StringVar(&so.binary.file, "from-file", "", "binary build: upload this file as the build's only source file")
 	f.StringVar(&so.binary.archive, "from-archive", "", "binary build: upload this archive (tar, tar.gz, tar.bz2 or zip) as the build's source")
 	f.StringVar(&so.binary.repo, "from-repo", "", "binary build: upload the files of --commit (default HEAD) of this local Git repository")
-	f.StringVar(&so.endpoint.url, "build-endpoint", "", "binary builds and webhook URLs: build-controller's HTTPS endpoint (default $"+EndpointEnv+")")
-	f.StringVar(&so.endpoint.caFile, "build-endpoint-ca", "", "binary builds: CA file to trust the endpoint with (default $"+EndpointCAEnv+", else the system's)")
+	f.StringVar(&so.endpoint.url, "build-endpoint", "", "binary builds and webhook URLs: build-triggers' Service as exposed (HTTPS), instead of the apiserver (default $"+EndpointEnv+")")
+	f.StringVar(&so.endpoint.caFile, "build-endpoint-ca", "", "with --build-endpoint: CA file to trust it with (default $"+EndpointCAEnv+", else the system's)")
 	f.BoolVarP(&so.follow, "follow", "F", false, "follow the build: per-platform progress and logs")
 	f.BoolVarP(&so.wait, "wait", "w", false, "wait for the build to end")
 	so.print.addFlags(cmd)

@@ -3,13 +3,13 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"os"
 	"strings"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/trigger/paths"
 )
 
 // webhookTypes are the webhook trigger types, as their URLs end.
@@ -20,9 +20,6 @@ var webhookTypes = []string{"github", "gitlab", "bitbucket", "generic"}
 // BuildConfig), for those allowed to read it.
 const secretPlaceholder = "<secret>"
 
-// endpointPlaceholder stands for the endpoint when none is known.
-const endpointPlaceholder = "<build endpoint>"
-
 // webhook is one webhook trigger of a BuildConfig.
 type webhook struct {
 	typ      string
@@ -30,9 +27,15 @@ type webhook struct {
 	allowEnv bool // generic only
 }
 
-// webhooksOf lists bc's webhook triggers with their URLs at base (the
-// endpoint serving them), in the order of bc's triggers.
-func webhooksOf(bc *buildv1.BuildConfig, base string) []webhook {
+// webhookBase is where webhook URLs start: the server serving them and the
+// path prefix there.
+type webhookBase struct {
+	server, prefix string
+}
+
+// webhooksOf lists bc's webhook triggers with their URLs at base, in the
+// order of bc's triggers.
+func webhooksOf(bc *buildv1.BuildConfig, base webhookBase) []webhook {
 	var out []webhook
 	for _, t := range bc.Spec.Triggers {
 		var typ string
@@ -52,23 +55,33 @@ func webhooksOf(bc *buildv1.BuildConfig, base string) []webhook {
 		if trig == nil {
 			continue
 		}
-		u := strings.TrimSuffix(base, "/") + "/apis/build.openshift.io/v1/namespaces/" + url.PathEscape(bc.Namespace) +
-			"/buildconfigs/" + url.PathEscape(bc.Name) + "/webhooks/" + secretPlaceholder + "/" + typ
+		u := strings.TrimSuffix(base.server, "/") + paths.Webhook(base.prefix, bc.Namespace, bc.Name, secretPlaceholder, typ)
 		out = append(out, webhook{typ: typ, url: u, allowEnv: trig.AllowEnv})
 	}
 	return out
 }
 
-// webhookBase is the endpoint webhook URLs start with: --build-endpoint,
-// else $ARCHWAY_BUILD_ENDPOINT, else a placeholder.
-func webhookBase(flag string) string {
-	if flag != "" {
-		return flag
+// webhookBase is where webhook URLs start: build-triggers' Service
+// (--build-endpoint, else $ARCHWAY_BUILD_ENDPOINT) with OpenShift's path,
+// else the cluster's API address (the kubeconfig's server) with the
+// aggregated API's path, which the apiserver passes to build-triggers.
+func (o *env) webhookBase(flag string) (webhookBase, error) {
+	ep, direct, err := endpoint{url: flag}.resolve()
+	if err != nil {
+		return webhookBase{}, err
 	}
-	if env := os.Getenv(EndpointEnv); env != "" {
-		return env
+	if direct {
+		return webhookBase{server: ep.url, prefix: paths.OpenShiftPrefix}, nil
 	}
-	return endpointPlaceholder
+	cfg, err := o.flags.ToRESTConfig()
+	if err != nil {
+		return webhookBase{}, err
+	}
+	server, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return webhookBase{}, err
+	}
+	return webhookBase{server: server.String(), prefix: paths.AggregatedPrefix}, nil
 }
 
 // printWebhooks prints the BuildConfig's webhook URLs (--list-webhooks),
@@ -78,7 +91,11 @@ func (so *startOptions) printWebhooks(ctx context.Context, c client.Client, o *e
 	if err != nil {
 		return err
 	}
-	hooks := webhooksOf(bc, webhookBase(so.endpoint.url))
+	base, err := o.webhookBase(so.endpoint.url)
+	if err != nil {
+		return err
+	}
+	hooks := webhooksOf(bc, base)
 	n := 0
 	for _, h := range hooks {
 		switch so.listWebhooks {

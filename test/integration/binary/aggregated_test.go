@@ -281,19 +281,29 @@ func TestAggregatedUpload(t *testing.T) {
 	h := newHarness(t, "agg-upload")
 	h.buildConfig("app", false)
 	alice := "alice-" + h.ns
-	cfg, _, err := testBed.AddUser(alice)
+	cfg, kubeconfig, err := testBed.AddUser(alice)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.bindUser(alice, "archway:build-starter")
-	path := paths.Binary(paths.AggregatedPrefix, h.ns, "app") + "?platforms=linux/amd64,linux/arm64"
-	if code, body := post(t, h.ctx, cfg, path, sourceArchive(t), "application/octet-stream"); code != http.StatusCreated {
-		t.Fatalf("alice's POST through the apiserver: %d %s", code, body)
+	// kubectl archway with the client-certificate kubeconfig.
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"Dockerfile": "FROM scratch\nCOPY . /src\n", "hello.txt": "hello\n"})
+	out, err := h.pluginViaAPIServer(kubeconfig, "start-build", "app", "--from-dir", dir, "--platforms", "linux/amd64,linux/arm64")
+	if err != nil || out != "build.build.openshift.io/app-1 started\n" {
+		t.Fatalf("start-build --from-dir through the apiserver: %v, %q", err, out)
 	}
 	b := h.build("app-1")
 	if !strings.HasPrefix(b.Spec.Source.Binary.Artifact, testBed.Registry.Host+"/"+h.repo()+"@sha256:") ||
 		strings.Join(b.Spec.Platforms, ",") != "linux/amd64,linux/arm64" {
 		t.Errorf("app-1: source %+v, platforms %v", b.Spec.Source, b.Spec.Platforms)
+	}
+	if got := h.extracted(b); strings.Join(got, ",") != "Dockerfile,hello.txt" {
+		t.Errorf("app-1's input: %v", got)
+	}
+	path := paths.Binary(paths.AggregatedPrefix, h.ns, "app")
+	if code, body := post(t, h.ctx, cfg, path, sourceArchive(t), "application/octet-stream"); code != http.StatusCreated {
+		t.Fatalf("alice's POST through the apiserver: %d %s", code, body)
 	}
 
 	// Without a binding, the apiserver refuses before proxying.
@@ -305,8 +315,8 @@ func TestAggregatedUpload(t *testing.T) {
 	if code, body := post(t, h.ctx, bobCfg, path, sourceArchive(t), "application/octet-stream"); code != http.StatusForbidden {
 		t.Errorf("bob's upload through the apiserver: %d %s, want 403", code, body)
 	}
-	if names := h.builds(); len(names) != 1 {
-		t.Errorf("builds: %v, want app-1 alone", names)
+	if names := h.builds(); len(names) != 2 {
+		t.Errorf("builds: %v, want app-1 and app-2 alone", names)
 	}
 }
 
@@ -421,5 +431,11 @@ func TestAggregatedWebhook(t *testing.T) {
 	}
 	if code, body := post(t, h.ctx, anonymous, paths.Binary(paths.AggregatedPrefix, h.ns, "app"), sourceArchive(t), "application/octet-stream"); code != http.StatusUnauthorized && code != http.StatusForbidden {
 		t.Errorf("anonymous upload: %d %s, want 401 or 403", code, body)
+	}
+	// describe bc prints the URL on the cluster's API address.
+	out, err := h.pluginViaAPIServer(testBed.Kubeconfig, "describe", "bc/app")
+	want := apiServerURL(t, testBed.Config) + paths.Webhook(paths.AggregatedPrefix, h.ns, "app", "<secret>", "generic")
+	if err != nil || !strings.Contains(out, want) {
+		t.Errorf("describe bc: %v, want %s in\n%s", err, want, out)
 	}
 }

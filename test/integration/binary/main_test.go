@@ -190,12 +190,18 @@ func (h *harness) user(name, clusterRole string) string {
 // plugin runs kubectl archway with args and kubeconfig, against the
 // harness's endpoint.
 func (h *harness) plugin(kubeconfig string, args ...string) (string, error) {
-	var out bytes.Buffer
-	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
-	args = append(args, "--kubeconfig", kubeconfig, "-n", h.ns)
 	if args[0] == "start-build" {
 		args = append(args, "--build-endpoint", h.url, "--build-endpoint-ca", h.caFile)
 	}
+	return h.pluginViaAPIServer(kubeconfig, args...)
+}
+
+// pluginViaAPIServer runs kubectl archway with args and kubeconfig as a
+// user runs it: uploads go through the apiserver (the aggregated API).
+func (h *harness) pluginViaAPIServer(kubeconfig string, args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	args = append(args, "--kubeconfig", kubeconfig, "-n", h.ns)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(h.ctx)
 	return out.String(), err
