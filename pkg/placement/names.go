@@ -48,6 +48,17 @@ const (
 	WebhookPath = "/mutate-v1-pod-placement"
 )
 
+// Namespace labels the shipped ClusterPodPlacementConfig's
+// namespaceSelector reads (manifests/placement).
+const (
+	// ExcludeNamespaceLabel on a namespace keeps its pods from being gated:
+	// the multiarch tuning operator's opt-out label, from its sample config.
+	ExcludeNamespaceLabel = "multiarch.openshift.io/exclude-pod-placement"
+	// DeprecatedExcludeNamespaceLabel is the opt-out label earlier archway
+	// manifests used; the shipped selector still honours it.
+	DeprecatedExcludeNamespaceLabel = "multiarch.openshift.io/exclude-namespace"
+)
+
 // Pod labels.
 const (
 	// SchedulingGateLabel says whether the pod is gated or was released.

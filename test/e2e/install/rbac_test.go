@@ -1308,7 +1308,7 @@ func execFormatCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	if err := c.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil {
 		return err
 	}
-	nsObj.Labels["multiarch.openshift.io/exclude-namespace"] = ""
+	nsObj.Labels[placement.ExcludeNamespaceLabel] = ""
 	if err := c.Update(ctx, nsObj); err != nil {
 		return err
 	}
