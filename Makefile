@@ -38,7 +38,7 @@ UNIT_PKGS = $(shell go list -tags "$(BUILD_TAGS)" ./... | grep -v /test/)
 RACE ?= -race
 MODULE = github.com/archway-build/archway
 RACE_SUITES = $(addprefix $(MODULE)/test/integration/,buildconfig imagetrigger binary build api manifestlist \
-	webhookcert placement scheduling/policy scheduling/protection)
+	webhookcert placement operator scheduling/policy scheduling/protection)
 INTEGRATION_PKGS = $(shell go list -tags "$(BUILD_TAGS)" ./test/bed/... ./test/integration/...)
 
 .PHONY: all

@@ -67,6 +67,10 @@ func components() []component {
 			webhooks: placement.WebhookConfigurations},
 		{name: "pod-placement", help: "places gated pods on nodes of their images' architectures (leader only)", disabledByDefault: true, setup: setupPodPlacement, cache: placement.ConfigureControllerCache},
 		{name: "placement-operator", help: "runs pod-placement and placement-webhook (their Deployments and cluster-wide bindings) only while the ClusterPodPlacementConfig exists (leader only)", disabledByDefault: true, setup: setupPlacementOperator},
+		// Beside placement-operator, which runs whether or not the config
+		// exists: a config created through v1alpha1 needs it first.
+		{name: "placement-conversion-webhook", help: "converts ClusterPodPlacementConfigs between v1alpha1 and v1beta1 for the apiserver (serves on every replica; needs a serving certificate, see --cert-management)", disabledByDefault: true,
+			setup: setupPlacementConversion, webhooks: func() []webhookcert.Configuration { return nil }},
 		{name: "scheduling-policy-webhook", help: "injects scheduling criteria from PodSchedulingPolicies into new pods (serves on every replica)", disabledByDefault: true, setup: setupSchedulingPolicyWebhook,
 			webhooks: policy.WebhookConfigurations},
 		{name: "control-plane-protection-webhook", help: "keeps unauthorized pods off control-plane nodes (serves on every replica)", disabledByDefault: true, setup: setupControlPlaneProtection,

@@ -23,6 +23,7 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
+	multiarchv1alpha1 "github.com/archway-build/archway/pkg/apis/multiarch/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
 	"github.com/archway-build/archway/pkg/eventrecorder"
@@ -38,6 +39,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(buildv1.AddToScheme(s))
 	utilruntime.Must(multiarchv1beta1.AddToScheme(s))
+	utilruntime.Must(multiarchv1alpha1.AddToScheme(s))
 	utilruntime.Must(kupidv1alpha1.AddToScheme(s))
 	utilruntime.Must(schedulingv1alpha1.AddToScheme(s))
 	return s

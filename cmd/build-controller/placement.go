@@ -17,6 +17,7 @@ import (
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/placement/config"
+	"github.com/archway-build/archway/pkg/placement/conversion"
 	"github.com/archway-build/archway/pkg/placement/execformat"
 	"github.com/archway-build/archway/pkg/placement/operator"
 	"github.com/archway-build/archway/pkg/placement/podcontroller"
@@ -107,6 +108,25 @@ func setupPlacementOperator(mgr ctrl.Manager, _ *options) error {
 		ns = podNamespace()
 	}
 	return operator.Setup(mgr, ns, metrics.Registry)
+}
+
+// setupPlacementConversion serves the ClusterPodPlacementConfig
+// conversion webhook (pkg/placement/conversion) on every replica; with
+// --cert-management=internal it writes its CA into the CRD, as the
+// rotator does into the webhook configurations of the other components.
+func setupPlacementConversion(mgr ctrl.Manager, opts *options) error {
+	var inject *conversion.CAInjection
+	if opts.certs.management == certInternal {
+		ns := os.Getenv("POD_NAMESPACE")
+		if ns == "" {
+			ns = podNamespace()
+		}
+		inject = &conversion.CAInjection{
+			Secret:  types.NamespacedName{Namespace: ns, Name: opts.certs.secret},
+			Service: types.NamespacedName{Namespace: ns, Name: opts.certs.service},
+		}
+	}
+	return conversion.Setup(mgr, inject)
 }
 
 // setupExecFormatMonitor runs the exec-format-error monitor

@@ -21,7 +21,10 @@
 // This package holds what the parts share: the labels, event reasons and
 // other names users see (names.go), Options, the scheduling gate helpers
 // (gates.go), the heartbeat lease check, the PodPlacementConfig priority
-// claims and the caches' selectors and leader-election wrappers (setup.go).
+// claims, the caches' selectors and leader-election wrappers (setup.go), and
+// the check that a ClusterPodPlacementConfig CRD is archway's to use and not
+// OLM's (crd_ownership.go), which the placement operator (operator) and the
+// conversion webhook's CA writer (conversion) share.
 // Decisions are pure functions with table tests: which pods to gate
 // (webhook/admission.go), what to do with a gated pod given its inspection
 // results (podcontroller/decide.go), and the affinity merge

@@ -17,4 +17,9 @@
 // (status.go). It holds only bind on those two ClusterRoles, the create
 // and delete of their two bindings, and the scale of the two Deployments,
 // never what the operand's roles grant.
+//
+// It leaves a ClusterPodPlacementConfig CRD that OLM installed (the
+// multiarch tuning operator's) and its config alone until an administrator
+// annotates the CRD for adoption, and says so in an event on the CRD
+// (olm.go).
 package operator

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -38,7 +39,7 @@ var operands = []operand{
 // reconciler starts the operand while the ClusterPodPlacementConfig exists
 // and stops it when the config goes.
 type reconciler struct {
-	cache     client.Reader // the config, the operand's Deployments and pods, archway's namespace
+	cache     client.Reader // the config, the CRD's metadata, the operand's Deployments and pods, archway's namespace
 	reader    client.Reader // uncached: the operand's ClusterRoles and bindings, read by name
 	client    client.Client // writes
 	namespace string
@@ -46,9 +47,17 @@ type reconciler struct {
 	operandLabels labels.Selector
 	// desired is archway_placement_operand_desired_replicas.
 	desired *prometheus.GaugeVec
+	// recorder records the refusal of an OLM-owned CRD.
+	recorder events.EventRecorder
+	// refused is the CRD version and refusal last recorded, so that each is
+	// recorded once (the controller runs one reconcile at a time).
+	refused string
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	if refused, err := r.refuseOLMCRD(ctx); refused || err != nil {
+		return ctrl.Result{}, err
+	}
 	cfg := &multiarchv1beta1.ClusterPodPlacementConfig{}
 	err := r.cache.Get(ctx, types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}, cfg)
 	switch {

@@ -22,10 +22,10 @@ import (
 )
 
 // Setup adds the placement operator to mgr, on the elected leader. It
-// reads, from a cache of its own, the ClusterPodPlacementConfig (by name),
-// archway's namespace (by name), and the operand's Deployments and pods in
-// it (by label); the operand's ClusterRoles and bindings are read by name
-// from the apiserver.
+// reads, from a cache of its own, the ClusterPodPlacementConfig and its
+// CRD's metadata (by name), archway's namespace (by name), and the
+// operand's Deployments and pods in it (by label); the operand's
+// ClusterRoles and bindings are read by name from the apiserver.
 func Setup(mgr ctrl.Manager, namespace string, reg prometheus.Registerer) error {
 	if namespace == "" {
 		namespace = "default"
@@ -44,9 +44,10 @@ func Setup(mgr ctrl.Manager, namespace string, reg prometheus.Registerer) error 
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&multiarchv1beta1.ClusterPodPlacementConfig{}: {Field: fields.OneTermEqualSelector("metadata.name", multiarchv1beta1.ClusterPodPlacementConfigName)},
-			&corev1.Namespace{}:                           {Field: fields.OneTermEqualSelector("metadata.name", namespace)},
-			&appsv1.Deployment{}:                          {Namespaces: inNamespace, Label: operandLabels},
-			&corev1.Pod{}:                                 {Namespaces: inNamespace, Label: operandLabels},
+			newCRDMetadata():     {Field: fields.OneTermEqualSelector("metadata.name", placement.ClusterPodPlacementConfigCRDName)},
+			&corev1.Namespace{}:  {Field: fields.OneTermEqualSelector("metadata.name", namespace)},
+			&appsv1.Deployment{}: {Namespaces: inNamespace, Label: operandLabels},
+			&corev1.Pod{}:        {Namespaces: inNamespace, Label: operandLabels},
 		},
 	})
 	if err != nil {
@@ -59,7 +60,8 @@ func Setup(mgr ctrl.Manager, namespace string, reg prometheus.Registerer) error 
 	if err != nil {
 		return fmt.Errorf("placement operator metrics: %w", err)
 	}
-	r := &reconciler{cache: c, reader: mgr.GetAPIReader(), client: mgr.GetClient(), namespace: namespace, operandLabels: operandLabels, desired: desired}
+	r := &reconciler{cache: c, reader: mgr.GetAPIReader(), client: mgr.GetClient(), namespace: namespace, operandLabels: operandLabels, desired: desired,
+		recorder: mgr.GetEventRecorder("placement-operator")}
 	// Every change comes down to one question: is the config there?
 	toConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: multiarchv1beta1.ClusterPodPlacementConfigName}}}
@@ -67,6 +69,7 @@ func Setup(mgr ctrl.Manager, namespace string, reg prometheus.Registerer) error 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("placement-operator").
 		WatchesRawSource(source.Kind(c, client.Object(&multiarchv1beta1.ClusterPodPlacementConfig{}), toConfig)).
+		WatchesRawSource(source.Kind(c, client.Object(newCRDMetadata()), toConfig)).
 		WatchesRawSource(source.Kind(c, client.Object(&corev1.Namespace{}), toConfig)).
 		WatchesRawSource(source.Kind(c, client.Object(&appsv1.Deployment{}), toConfig)).
 		WatchesRawSource(source.Kind(c, client.Object(&corev1.Pod{}), toConfig)).

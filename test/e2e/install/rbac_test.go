@@ -41,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -48,6 +49,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	kupidv1alpha1 "github.com/archway-build/archway/pkg/apis/kupid/v1alpha1"
+	multiarchv1alpha1 "github.com/archway-build/archway/pkg/apis/multiarch/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
 	"github.com/archway-build/archway/pkg/build/trigger/paths"
@@ -181,7 +183,7 @@ var componentCases = map[string][]string{
 	"archway-build-triggers":           {"trigger", "certs", "metrics"},
 	"archway-placement-webhook":        {"placed", "preferences", "certs", "metrics"},
 	"archway-placement-controller":     {"placed", "preferences", "release", "election", "metrics", "execformat"},
-	"archway-placement-operator":       {"release", "election", "metrics"},
+	"archway-placement-operator":       {"release", "election", "metrics", "certs", "olm"},
 	"archway-scheduling-policy":        {"policy", "certs", "metrics"},
 	"archway-control-plane-protection": {"protection", "certs", "metrics"},
 }
@@ -198,6 +200,7 @@ var rbacCases = []rbacCase{
 	{name: "election", run: electionCase},
 	{name: "execformat", run: execFormatCase},
 	{name: "release", exclusive: true, run: releaseCase},
+	{name: "olm", exclusive: true, run: olmCase},
 }
 
 // leastPrivilege runs the proof on an installed archway.
@@ -214,6 +217,9 @@ func leastPrivilege(t *testing.T, ctx context.Context, b *bed.Bed, overlay strin
 	}}
 	scheme := bed.NewScheme()
 	if err := kupidv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := multiarchv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -1892,6 +1898,18 @@ var servingCerts = map[string]struct {
 	"archway-control-plane-protection": {secret: "archway-control-plane-protection-webhook-tls", configs: []client.Object{
 		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "archway-control-plane-protection"}},
 	}},
+	// The placement operator's conversion webhook: its CA goes into the
+	// ClusterPodPlacementConfig CRD.
+	"archway-placement-operator": {secret: "archway-placement-operator-tls", configs: []client.Object{crdObject(placement.ClusterPodPlacementConfigCRDName)}},
+}
+
+// crdObject is a CustomResourceDefinition to read whole.
+func crdObject(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("apiextensions.k8s.io/v1")
+	u.SetKind("CustomResourceDefinition")
+	u.SetName(name)
+	return u
 }
 
 // apiService is an APIService to read (the bed's scheme has no
@@ -1916,12 +1934,17 @@ func certsCase(ctx context.Context, e *rbacEnv, deps []string) error {
 		}
 		secret := &corev1.Secret{}
 		key := client.ObjectKey{Namespace: namespace, Name: certs.secret}
-		if err := c.Get(ctx, key, secret); err != nil {
-			return err
-		}
-		old := secret.Data["ca.crt"]
-		secret.Data = nil
-		if err := c.Update(ctx, secret); err != nil {
+		var old []byte
+		// Again on a conflict: a component just restarted may be filling
+		// its Secret at that moment.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := c.Get(ctx, key, secret); err != nil {
+				return err
+			}
+			old = secret.Data["ca.crt"]
+			secret.Data = nil
+			return c.Update(ctx, secret)
+		}); err != nil {
 			return err
 		}
 		var ca []byte
@@ -1950,8 +1973,12 @@ func certsCase(ctx context.Context, e *rbacEnv, deps []string) error {
 					for _, h := range w.Webhooks {
 						bundles = append(bundles, h.ClientConfig.CABundle)
 					}
-				case *unstructured.Unstructured: // an APIService
-					if b64, ok, _ := unstructured.NestedString(w.Object, "spec", "caBundle"); ok {
+				case *unstructured.Unstructured: // an APIService, or a CRD's conversion webhook
+					path := []string{"spec", "caBundle"}
+					if w.GetKind() == "CustomResourceDefinition" {
+						path = []string{"spec", "conversion", "webhook", "clientConfig", "caBundle"}
+					}
+					if b64, ok, _ := unstructured.NestedString(w.Object, path...); ok {
 						bundle, err := base64.StdEncoding.DecodeString(b64)
 						if err != nil {
 							return false, err
@@ -1964,8 +1991,53 @@ func certsCase(ctx context.Context, e *rbacEnv, deps []string) error {
 				return err
 			}
 		}
+		if dep == "archway-placement-operator" {
+			// The apiserver converts through the webhook with that CA.
+			if err := ensureConfig(ctx, e); err != nil {
+				return err
+			}
+			if err := poll(ctx, "reading the ClusterPodPlacementConfig as v1alpha1", func() (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(e.cppc), &multiarchv1alpha1.ClusterPodPlacementConfig{})
+				return err == nil, err
+			}); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// olmCase labels the ClusterPodPlacementConfig CRD as OLM labels the
+// multiarch tuning operator's: the placement operator (restarted by the
+// proof, so that it has recorded nothing yet) records the Warning event
+// that says it leaves the CRD alone. The label is removed after.
+func olmCase(ctx context.Context, e *rbacEnv, _ []string) error {
+	c := e.client
+	crd := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: placement.ClusterPodPlacementConfigCRDName},
+	}
+	label := func(ctx context.Context, v any) error {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"olm.managed": v}}})
+		if err != nil {
+			return err
+		}
+		return c.Patch(ctx, crd.DeepCopy(), client.RawPatch(types.MergePatchType, patch))
+	}
+	since := time.Now().Add(-time.Second)
+	if err := label(ctx, "true"); err != nil {
+		return err
+	}
+	defer func() { _ = label(context.WithoutCancel(ctx), nil) }()
+	return poll(ctx, "the placement operator's CRDOwnedByOLM event", func() (bool, error) {
+		var events eventsv1.EventList
+		if err := c.List(ctx, &events, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(events.Items, func(ev eventsv1.Event) bool {
+			return ev.Reason == "CRDOwnedByOLM" && ev.Regarding.Name == crd.Name && ev.EventTime.After(since)
+		}), nil
+	})
 }
 
 // operands are the Deployments the placement operator scales, each with

@@ -96,8 +96,11 @@ func TestManifestsDryRun(t *testing.T) {
 					t.Errorf("%s: %v", rel, err)
 				}
 			}
+			// --force-conflicts: the bed installed the CRDs with a manager
+			// of its own, which owns spec.conversion.strategy (None); a
+			// cluster upgraded from manifests/crd owns none of it.
 			apply := exec.Command(kubectl, "--kubeconfig", b.Kubeconfig, "apply", "--dry-run=server", "--server-side",
-				"--field-manager=manifests-test", "-f", "-")
+				"--force-conflicts", "--field-manager=manifests-test", "-f", "-")
 			apply.Stdin = bytes.NewReader(built)
 			out, err := apply.CombinedOutput()
 			if err != nil {

@@ -25,9 +25,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	multiarchv1alpha1 "github.com/archway-build/archway/pkg/apis/multiarch/v1alpha1"
 	"github.com/archway-build/archway/pkg/eventrecorder"
 	"github.com/archway-build/archway/pkg/placement"
 	placementconfig "github.com/archway-build/archway/pkg/placement/config"
+	placementconversion "github.com/archway-build/archway/pkg/placement/conversion"
 	"github.com/archway-build/archway/pkg/placement/podcontroller"
 	placementwebhook "github.com/archway-build/archway/pkg/placement/webhook"
 	"github.com/archway-build/archway/test/bed"
@@ -66,8 +68,11 @@ func TestMain(m *testing.M) {
 	os.Exit(framework.Run(m, framework.Options{
 		Name: "placement suite",
 		Bed:  bed.Options{AuthRegistry: true},
+		// MTO's first version of ClusterPodPlacementConfig, which the
+		// suite's webhook server converts (conversion_test.go).
+		AddToScheme: []func(*runtime.Scheme) error{multiarchv1alpha1.AddToScheme},
 		Setup: func(ctx context.Context, s *framework.Suite) (func(), error) {
-			testBed, k8s, scheme = s.Bed, s.Bed.Client, s.Scheme
+			testBed, k8s, scheme = s.Bed, s.Client, s.Scheme
 			stopWebhook, err := setup(ctx)
 			return func() {
 				suiteController.stop()
@@ -92,6 +97,9 @@ func setup(ctx context.Context) (stopWebhook func(), err error) {
 	}
 	if err := webhooks.Install(); err != nil {
 		return stopWebhook, fmt.Errorf("registering the webhook: %w", err)
+	}
+	if err := enableConversion(ctx); err != nil {
+		return stopWebhook, err
 	}
 	// Before the controller, which discovers OpenShift's registry settings
 	// once, at start.
@@ -174,6 +182,9 @@ func startWebhook(ctx context.Context) (stop func(), err error) {
 		"manifests/placement/mutating_webhook_configuration.yaml",
 		"manifests/placement/validating_webhook_configuration.yaml",
 	}, func(mgr ctrl.Manager) error {
+		if err := placementconversion.Setup(mgr, nil); err != nil {
+			return err
+		}
 		return placementwebhook.Setup(mgr, suiteOptions(), webhookRegistry)
 	})
 	if err != nil {

@@ -14,8 +14,12 @@ const ClusterPodPlacementConfigName = "cluster"
 // the architectures all their images support before letting them schedule.
 // Deleting it ungates every pod still gated before it goes.
 //
+// v1beta1 is the stored version; v1alpha1 is served too, converted by
+// archway's conversion webhook.
+//
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=clusterpodplacementconfigs,singular=clusterpodplacementconfig,scope=Cluster,shortName=cppc
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`,description="Whether pods are being gated and placed."
 // +kubebuilder:printcolumn:name="Fallback",type=string,JSONPath=`.spec.fallbackArchitecture`,description="The architecture used when images cannot be inspected."
