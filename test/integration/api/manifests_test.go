@@ -32,7 +32,9 @@ import (
 // stand-in CRDs (testdata/overlay-crds.yaml), OpenShift's
 // SecurityContextConstraints by its real CRD. Each install (manifests/default
 // and the overlays of it) must keep the order `kubectl delete -k` relies
-// on and hold no CRD (manifests/crd installs them on their own).
+// on, hold no CRD (manifests/crd installs them on their own) and have each
+// webhook configuration's and the APIService's caBundle written by exactly
+// one writer that matches the serving certificate (checkCAInjection).
 func TestManifestsDryRun(t *testing.T) {
 	assets, err := bed.AssetsDir()
 	if err != nil {
@@ -93,6 +95,9 @@ func TestManifestsDryRun(t *testing.T) {
 					t.Errorf("%s: %v (copy sortOptions from manifests/default)", rel, err)
 				}
 				if err := checkCertManagement(t, built); err != nil {
+					t.Errorf("%s: %v", rel, err)
+				}
+				if err := checkCAInjection(built); err != nil {
 					t.Errorf("%s: %v", rel, err)
 				}
 			}
