@@ -156,6 +156,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 			StorageDriver:        opts.storageDriver,
 			Disposable:           disposable,
 			InsecureRegistries:   opts.insecureRegistries,
+			CertDir:              os.Getenv(buildv1.RegistryCertDirEnv),
 			Registries:           registries,
 			AllowedRegistries:    allowedFromEnv(),
 			Format:               image.Format(opts.format),

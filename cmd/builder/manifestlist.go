@@ -110,7 +110,7 @@ func runManifestList(ctx context.Context, opts manifestListOptions, out io.Write
 		Builds:         c,
 		Registry:       manifestlist.Registries{},
 		Key:            key,
-		Access:         registry.Access{AuthFile: authFile, InsecureRegistries: insecure, UserAgent: "archway-builder"},
+		Access:         registry.Access{AuthFile: authFile, InsecureRegistries: insecure, CertDir: os.Getenv(buildv1.RegistryCertDirEnv), UserAgent: "archway-builder"},
 		Out:            out,
 		TerminationLog: opts.terminationLog,
 		WaitTimeout:    opts.waitTimeout,

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,13 +102,18 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 	if err != nil {
 		return err
 	}
+	podName := cmp.Or(os.Getenv("POD_NAME"), buildv1.ClassicPodName(ob.Name))
+	cas, err := custom.PodRegistryCAs(ctx, kube, ob.Namespace, podName)
+	if err != nil {
+		return err
+	}
 	cfg := &configv1alpha1.BuildControllerConfiguration{}
 	cfg.Build.BuilderImage = strategy.From.Name
 	configv1alpha1.SetDefaults(cfg)
 	res, err := custom.Run(ctx, b, custom.Options{
 		Kube: kube, Dynamic: dyn, Config: &cfg.Build, InsecureRegistries: opts.insecureRegs,
-		RegistriesConf: conf, AllowedRegistries: allowed,
-		Out: os.Stdout, PodName: os.Getenv("POD_NAME"),
+		RegistriesConf: conf, AllowedRegistries: allowed, RegistryCAs: cas,
+		Out: os.Stdout, PodName: podName,
 	})
 	if err != nil {
 		return err

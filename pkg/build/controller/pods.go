@@ -120,6 +120,13 @@ type PodPlan struct {
 	// (the image config's allowedRegistries), handed to each build pod in
 	// $ARCHWAY_ALLOWED_REGISTRIES. Default: every registry.
 	AllowedRegistries []string
+	// RegistryCAs is a ConfigMap of registry CA certificates whose items
+	// are certs.d/<host[:port]>/ca.crt (OpenShift's <build>-ca ConfigMap,
+	// as its build controller mounts it), mounted into every build and
+	// manifest-list pod at RegistryCAsMountDir, optionally (a pod starts
+	// without it once it is gone), its certs.d named in
+	// $ARCHWAY_REGISTRY_CERT_DIR. Default: none.
+	RegistryCAs *corev1.ConfigMapVolumeSource
 	// AccountPullSecrets are the image pull secrets of the Build's service
 	// account, mounted into its pods when it names no push or no pull
 	// secret (AccountPullSecretsMountDir). Default: none.
@@ -134,6 +141,23 @@ func (pl PodPlan) insecureRegistryArgs() []string {
 		args = append(args, "--insecure-registry="+r)
 	}
 	return args
+}
+
+// RegistryCAsMountDir is where a build pod's RegistryCAs are mounted:
+// where OpenShift's build controller mounts its build CA ConfigMap.
+const RegistryCAsMountDir = "/var/run/configs/openshift.io/certs"
+
+// mountRegistryCAs mounts RegistryCAs into pod and names their certs.d.
+func (pl PodPlan) mountRegistryCAs(pod *corev1.Pod) {
+	if pl.RegistryCAs == nil {
+		return
+	}
+	src := pl.RegistryCAs.DeepCopy()
+	src.Optional = ptr.To(true)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "registry-cas", VolumeSource: corev1.VolumeSource{ConfigMap: src}})
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "registry-cas", MountPath: RegistryCAsMountDir, ReadOnly: true})
+	c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.RegistryCertDirEnv, Value: RegistryCAsMountDir + "/certs.d"})
 }
 
 // MaxAccountPullSecrets is the most of a service account's image pull
@@ -688,6 +712,7 @@ func (pl PodPlan) basePod(b *buildv1.Build, name, role string, podBuild *buildv1
 		c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.PushDockerConfigPathEnv, Value: PushSecretMountPath})
 	}
 	pl.mountAccountSecrets(pod, b)
+	pl.mountRegistryCAs(pod)
 	return pod, nil
 }
 

@@ -1,11 +1,18 @@
 package custom
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/pkg/registry"
 )
 
@@ -55,4 +62,36 @@ func ClusterRegistries(getenv func(string) string) (conf string, allowed []strin
 		}
 	}
 	return conf, allowed, nil
+}
+
+// PodRegistryCAs is the ConfigMap of registry CAs OpenShift's build
+// controller mounted into the custom pod ns/name at
+// controller.RegistryCAsMountDir: the Build's <build>-ca ConfigMap, whose
+// items put the internal registry's service CA and each of the image
+// config's additionalTrustedCA (keys host or host..port) at
+// certs.d/<host[:port]>/ca.crt. Nil when the pod mounts none there. The
+// platforms' pods mount the same ConfigMap with the same items, so that
+// they trust what OpenShift's own build pods trust.
+func PodRegistryCAs(ctx context.Context, kube kubernetes.Interface, ns, name string) (*corev1.ConfigMapVolumeSource, error) {
+	pod, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the custom pod %s/%s for the registry CAs OpenShift mounts into it: %w", ns, name, err)
+	}
+	var volume string
+	for _, c := range pod.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == controller.RegistryCAsMountDir {
+				volume = m.Name
+			}
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == volume && v.ConfigMap != nil {
+			return v.ConfigMap.DeepCopy(), nil
+		}
+	}
+	return nil, nil
 }

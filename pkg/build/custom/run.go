@@ -46,6 +46,10 @@ type Options struct {
 	// as build-controller hands its own.
 	RegistriesConf    string
 	AllowedRegistries []string
+	// RegistryCAs is the ConfigMap of registry CAs OpenShift mounted into
+	// the custom pod (PodRegistryCAs), mounted into every platform's pod
+	// and the manifest-list pod as OpenShift mounts it. Nil: none.
+	RegistryCAs *corev1.ConfigMapVolumeSource
 	// Out is the custom pod's log: every pod's lines, prefixed.
 	Out io.Writer
 	// PodName is the custom pod's own name ("": the name OpenShift gives
@@ -97,6 +101,7 @@ func Run(ctx context.Context, b *buildv1.Build, o Options) (Result, error) {
 		pl: controller.PodPlan{
 			Config: o.Config, InsecureRegistries: o.InsecureRegistries,
 			RegistriesConf: o.RegistriesConf, AllowedRegistries: o.AllowedRegistries,
+			RegistryCAs: o.RegistryCAs,
 		},
 		mabs: o.Dynamic.Resource(archwaybuildv1alpha1.Resource).Namespace(b.Namespace),
 		logs: newLogStreams(o.Kube, b.Namespace, o.Out),

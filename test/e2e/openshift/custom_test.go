@@ -32,6 +32,12 @@ var platforms = []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s
 // controller (phase New), building dockerfile for every platform.
 func customBuild(t *testing.T, ctx context.Context, ns, name, dockerfile, output string) *unstructured.Unstructured {
 	t.Helper()
+	return customBuildFor(t, ctx, ns, name, dockerfile, output, platforms)
+}
+
+// customBuildFor is customBuild for the platforms given.
+func customBuildFor(t *testing.T, ctx context.Context, ns, name, dockerfile, output string, platforms []string) *unstructured.Unstructured {
+	t.Helper()
 	b := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "build.openshift.io/v1",
 		"kind":       "Build",

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,17 +49,32 @@ var buildsResource = schema.GroupVersionResource{Group: "build.openshift.io", Ve
 //     ConfigMap (the cluster's registries.conf and policy.json, made from
 //     its image config and ImageContentSourcePolicies: here, what a test
 //     set with setClusterRegistries), owned by the pod, made after it and
-//     mounted into it with the BUILD_*_PATH variables.
+//     mounted into it with the BUILD_*_PATH variables;
+//   - build.(*BuildController).createBuildCAConfigMap and
+//     createBuildCAConfigMapSpec, strategy.setupBuildCAs: the Build's
+//     <build>-ca ConfigMap of the cluster's additional trusted registry CAs
+//     (the image config's additionalTrustedCA ConfigMap, keys host or
+//     host..port: here, what a test set with setClusterCAs), owned by the
+//     pod, made after it, and mounted into it as build-ca-bundles at
+//     /var/run/configs/openshift.io/certs with one item per key at
+//     certs.d/<host[:port]>/ca.crt.
 //
 // What it leaves out: image stream resolution (the Builds here push to a
 // DockerImage), the service account's push secret lookup, build defaults
-// and overrides, the CA ConfigMap, run policies.
+// and overrides, the internal registry's service CA (OpenShift adds it to
+// <build>-ca as service-ca.crt, mounted for the internal registry's host;
+// the bed has no internal registry), the proxy's global CA ConfigMap, run
+// policies.
 type standIn struct {
 	dyn  dynamic.Interface
 	kube kubernetes.Interface
 	// registries holds the cluster's registry files by the namespace of
 	// the Builds that get them (registries.conf, policy.json).
 	registries sync.Map
+	// cas holds the cluster's additional trusted registry CAs (key host
+	// or host..port, value PEM) by the namespace of the Builds that get
+	// them.
+	cas sync.Map
 }
 
 // The Build system ConfigMap's mount and keys, as OpenShift names them.
@@ -73,6 +91,29 @@ const (
 func (s *standIn) setClusterRegistries(ns string, files map[string]string) {
 	s.registries.Store(ns, files)
 }
+
+// The Build CA ConfigMap's volume and mount, as OpenShift names them.
+const (
+	buildCAVolume = "build-ca-bundles"
+	buildCADir    = "/var/run/configs/openshift.io/certs"
+)
+
+// setClusterCAs makes cas (key host or host..port, value a PEM CA) the
+// cluster's additional trusted registry CAs for the Builds of namespace
+// ns, as an image config's additionalTrustedCA names them.
+func (s *standIn) setClusterCAs(ns string, cas map[string]string) {
+	s.cas.Store(ns, cas)
+}
+
+func (s *standIn) clusterCAs(ns string) map[string]string {
+	if cas, ok := s.cas.Load(ns); ok {
+		return cas.(map[string]string)
+	}
+	return nil
+}
+
+// hostPort is the "..port" end of a CA key, which stands for ":port".
+var hostPort = regexp.MustCompile(`\.\.(\d+)$`)
 
 // run reconciles every Build once per tick until ctx is done.
 func (s *standIn) run(ctx context.Context) {
@@ -109,7 +150,7 @@ func (s *standIn) handle(ctx context.Context, b *unstructured.Unstructured) erro
 		if cancelled {
 			return s.transition(ctx, b, "Cancelled", "CancelledBuild", "The build was cancelled by the user.")
 		}
-		pod, err := customPod(b)
+		pod, err := customPod(b, s.clusterCAs(b.GetNamespace()))
 		if err != nil {
 			return s.transition(ctx, b, "Error", "CannotCreateBuildPodSpec", "Failed to create pod spec.")
 		}
@@ -121,6 +162,9 @@ func (s *standIn) handle(ctx context.Context, b *unstructured.Unstructured) erro
 			return err
 		}
 		if err := s.createSystemConfigs(ctx, b, created); err != nil {
+			return err
+		}
+		if err := s.createConfigMap(ctx, b.GetNamespace(), b.GetName()+"-ca", created, s.clusterCAs(b.GetNamespace())); err != nil {
 			return err
 		}
 		ann := b.GetAnnotations()
@@ -170,16 +214,22 @@ func (s *standIn) createSystemConfigs(ctx context.Context, b *unstructured.Unstr
 			}
 		}
 	}
+	return s.createConfigMap(ctx, b.GetNamespace(), b.GetName()+"-sys-config", pod, data)
+}
+
+// createConfigMap makes a ConfigMap of a Build owned by its pod, unless it
+// exists.
+func (s *standIn) createConfigMap(ctx context.Context, ns, name string, pod *corev1.Pod, data map[string]string) error {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: b.GetName() + "-sys-config",
+			Name: name,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
 			}},
 		},
 		Data: data,
 	}
-	_, err := s.kube.CoreV1().ConfigMaps(b.GetNamespace()).Create(ctx, cm, metav1.CreateOptions{})
+	_, err := s.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
@@ -197,8 +247,9 @@ func (s *standIn) transition(ctx context.Context, b *unstructured.Unstructured, 
 }
 
 // customPod is the pod OpenShift's CustomBuildStrategy.CreateBuildPod makes
-// for a Custom-strategy Build.
-func customPod(b *unstructured.Unstructured) (*corev1.Pod, error) {
+// for a Custom-strategy Build, given the cluster's additional trusted
+// registry CAs.
+func customPod(b *unstructured.Unstructured, cas map[string]string) (*corev1.Pod, error) {
 	var build struct {
 		Spec struct {
 			ServiceAccount string `json:"serviceAccount"`
@@ -324,5 +375,12 @@ func customPod(b *unstructured.Unstructured) (*corev1.Pod, error) {
 		corev1.EnvVar{Name: "BUILD_REGISTRIES_DIR_PATH", Value: buildSystemConfigsDir + "/registries.d"},
 		corev1.EnvVar{Name: "BUILD_SIGNATURE_POLICY_PATH", Value: buildSystemConfigsDir + "/" + signaturePolicyKey},
 		corev1.EnvVar{Name: "BUILD_STORAGE_CONF_PATH", Value: buildSystemConfigsDir + "/storage.conf"})
+	caSource := &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: b.GetName() + "-ca"}}
+	for _, key := range slices.Sorted(maps.Keys(cas)) {
+		caSource.Items = append(caSource.Items, corev1.KeyToPath{
+			Key: key, Path: "certs.d/" + hostPort.ReplaceAllString(key, ":$1") + "/ca.crt"})
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: buildCAVolume, VolumeSource: corev1.VolumeSource{ConfigMap: caSource}})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: buildCAVolume, MountPath: buildCADir})
 	return pod, nil
 }

@@ -362,6 +362,12 @@ const (
 	// Unset: every registry not blocked.
 	AllowedRegistriesEnv = "ARCHWAY_ALLOWED_REGISTRIES"
 
+	// RegistryCertDirEnv hands a build pod a directory of registry CA
+	// certificates, <dir>/<host[:port]>/ca.crt (the layout of
+	// /etc/containers/certs.d), trusted besides the system's roots for
+	// pulls and pushes. Unset: containers/image's default directories.
+	RegistryCertDirEnv = "ARCHWAY_REGISTRY_CERT_DIR"
+
 	// StrategyEnvValueFromPrefix and StrategyBuildArgValueFromPrefix name
 	// the build container's environment variables that carry the values of
 	// a Docker strategy's env[i] and buildArgs[i] with a valueFrom:

@@ -57,6 +57,9 @@ type Options struct {
 	// InsecureRegistries are reached without TLS checks (loopback ones
 	// always are).
 	InsecureRegistries []string
+	// CertDir holds registry CA certificates, <CertDir>/<host[:port]>/*.crt
+	// (image.Config.CertDir); "": containers/image's defaults.
+	CertDir string
 	// Registries are the cluster's registry configuration
 	// (image.Config.Registries): mirrors, blocked and insecure registries.
 	Registries []sysregistriesv2.Registry
@@ -397,6 +400,7 @@ func (d *Run) openBuilder(workDir string) (func() (ImageBuilder, error), error) 
 			StorageDir:         d.Options.StorageDir,
 			StorageDriver:      d.Options.StorageDriver,
 			InsecureRegistries: d.Options.InsecureRegistries,
+			CertDir:            d.Options.CertDir,
 			Registries:         d.Options.Registries,
 			AllowedRegistries:  d.Options.AllowedRegistries,
 			Disposable:         d.Options.Disposable,
@@ -550,7 +554,7 @@ func (d *Run) downloadBinary(ctx context.Context, spec buildv1.BuildSpec, dest s
 	if err != nil {
 		return nil, err
 	}
-	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, UserAgent: "archway-builder"}
+	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, CertDir: d.Options.CertDir, UserAgent: "archway-builder"}
 	printf(d.log, "Fetching the binary input %s\n", spec.Source.Binary.Artifact)
 	return artifact.Download(ctx, access, spec.Source.Binary.Artifact, repository, workDir, source.DefaultArchiveLimits.MaxBytes)
 }
@@ -589,7 +593,7 @@ func (d *Run) removeBinaryInput(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), untagTimeout)
 	defer cancel()
-	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, UserAgent: "archway-builder"}
+	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: d.Options.InsecureRegistries, CertDir: d.Options.CertDir, UserAgent: "archway-builder"}
 	if err := d.untag(ctx, access, tag); err != nil {
 		printf(d.log, "Warning: removing the binary input's tag %s: %v\n", tag, err)
 		return

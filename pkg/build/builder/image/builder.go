@@ -64,6 +64,11 @@ type Config struct {
 	// (loopback registries always are).
 	InsecureRegistries []string
 
+	// CertDir holds registry CA certificates and client keys,
+	// <CertDir>/<host[:port]>/*.crt, trusted besides the system's roots
+	// (registry.Access.CertDir); "": containers/image's defaults.
+	CertDir string
+
 	// Registries are the cluster's registry configuration, as
 	// build-controller generates it for placement and builds (see
 	// registry.ParseConf): mirrors (each for digest references, tag
@@ -342,7 +347,7 @@ func (b *Builder) StorageDriver() string { return b.store.GraphDriverName() }
 // cluster's registries and the insecure ones go in a registries.conf,
 // since a build pulls from and pushes to several registries at once.
 func (b *Builder) systemContext(refs []string, auth registry.AuthFile) (*types.SystemContext, error) {
-	access := registry.Access{AuthFile: auth, InsecureRegistries: b.cfg.InsecureRegistries, UserAgent: "archway-builder"}
+	access := registry.Access{AuthFile: auth, InsecureRegistries: b.cfg.InsecureRegistries, CertDir: b.cfg.CertDir, UserAgent: "archway-builder"}
 	conf, err := b.registriesConf(access.InsecureHosts(slices.Concat(refs, b.mirrorHosts())...))
 	if err != nil {
 		return nil, err

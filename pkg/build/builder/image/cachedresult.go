@@ -116,7 +116,7 @@ func (b *Builder) findCachedResult(ctx context.Context, req Request, cacheTag st
 // credentials of auth and checks it: an image manifest of format, of
 // bounded size, whose config records target.
 func (b *Builder) readCachedResult(ctx context.Context, ref string, auth registry.AuthFile, format Format, target platform.Platform) (*cachedResult, error) {
-	access := registry.Access{AuthFile: auth, InsecureRegistries: b.cfg.InsecureRegistries, UserAgent: "archway-builder"}
+	access := registry.Access{AuthFile: auth, InsecureRegistries: b.cfg.InsecureRegistries, CertDir: b.cfg.CertDir, UserAgent: "archway-builder"}
 	e, err := regremote.Resolve(access, registryRepository(ref))
 	if err != nil {
 		return nil, err
@@ -398,7 +398,7 @@ func (b *Builder) labelInStore(ctx context.Context, req Request, out *Output) er
 // returns the image pushed. The layers are src's: a registry that has them
 // in src's repository mounts them in dest's.
 func (b *Builder) writeLabelled(ctx context.Context, src *cachedResult, dest string, pushAuth registry.AuthFile, labels map[string]string) (Image, error) {
-	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: b.cfg.InsecureRegistries, UserAgent: "archway-builder"}
+	access := registry.Access{AuthFile: pushAuth, InsecureRegistries: b.cfg.InsecureRegistries, CertDir: b.cfg.CertDir, UserAgent: "archway-builder"}
 	_, opts, err := regremote.Connect(ctx, access, registryRepository(dest))
 	if err != nil {
 		return Image{}, err

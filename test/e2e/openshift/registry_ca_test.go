@@ -1,0 +1,155 @@
+package openshift_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/test/bed"
+)
+
+// TestCustomBuildsTrustTheClusterRegistryCAs: a registry serves TLS with a
+// certificate of a CA that only the cluster's additional trusted CAs hold
+// (OpenShift mounts them into the custom pod as the Build's <build>-ca
+// ConfigMap); the custom builder mounts that ConfigMap into every
+// platform's pod and the manifest-list pod, so a Build whose base and
+// output are on that registry completes for every platform. A Build of a
+// namespace whose cluster holds no such CA fails at the pull of its base,
+// naming the certificate.
+func TestCustomBuildsTrustTheClusterRegistryCAs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
+	defer cancel()
+	// Not a loopback address: the builder reaches loopback registries
+	// without TLS checks, as docker does.
+	ip := nonLoopbackIP(t)
+	caPEM, certPEM, keyPEM := registryCert(t, ip)
+	reg, err := theBed.StartRegistry(ctx, "private-ca-registry", bed.RegistryOptions{
+		TLSCert: certPEM, TLSKey: keyPEM, TLSCA: caPEM, Address: ip.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Stop)
+	ns, err := theBed.CreateNamespace(ctx, "ocp-cas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := reg.Host + "/" + ns + "/base:1"
+	if err := reg.CopyIndex(ctx, theBed.BaseImage, base, nil); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(reg.Host, ":")
+	theStandIn.setClusterCAs(ns, map[string]string{host + ".." + port: string(caPEM)})
+	two := []string{"linux/amd64", "linux/arm64"}
+	dockerfile := "FROM " + base + "\nENV TRUSTED=yes\n"
+	b := customBuildFor(t, ctx, ns, "private-ca-1", dockerfile, reg.Host+"/"+ns+"/app:v1", two)
+	if phase := waitEnd(t, ctx, ns, b.GetName()); phase != "Complete" {
+		log, _ := podLog(ctx, ns, b.GetName()+"-build")
+		t.Fatalf("Build phase = %s, want Complete (its registry's CA is the cluster's); the custom pod's log:\n%s", phase, log)
+	}
+	mab, err := multiArchBuild(ctx, ns, b.GetName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range mab.Status.Platforms {
+		if e.Phase != buildv1.BuildPhaseComplete {
+			t.Errorf("platform %s: %s (%s) %s, want Complete", e.Platform, e.Phase, e.Reason, e.Message)
+		}
+	}
+	if len(mab.Status.Platforms) != len(two) {
+		t.Errorf("platforms = %+v, want %v", mab.Status.Platforms, two)
+	}
+	if _, err := reg.ManifestDigest(ctx, ns+"/app", "v1"); err != nil {
+		t.Errorf("the index was not pushed to the registry of the private CA: %v", err)
+	}
+
+	others, err := theBed.CreateNamespace(ctx, "ocp-no-cas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = customBuildFor(t, ctx, others, "private-ca-2", dockerfile, reg.Host+"/"+others+"/app:v1", two)
+	if phase := waitEnd(t, ctx, others, b.GetName()); phase != "Failed" {
+		t.Fatalf("Build phase = %s, want Failed (no CA of its registry is trusted)", phase)
+	}
+	if mab, err = multiArchBuild(ctx, others, b.GetName()); err != nil {
+		t.Fatal(err)
+	}
+	untrusted := 0
+	for _, e := range mab.Status.Platforms {
+		if strings.Contains(e.Message, "certificate") {
+			untrusted++
+		}
+	}
+	if untrusted == 0 {
+		t.Errorf("no platform failed naming the registry's certificate: %+v", mab.Status.Platforms)
+	}
+}
+
+// nonLoopbackIP is an IPv4 address of this machine other than loopback.
+func nonLoopbackIP(t *testing.T) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.To4()
+		}
+	}
+	t.Skip("the machine has no IPv4 address but loopback, where registries are reached without TLS checks")
+	return nil
+}
+
+// registryCert makes a CA and a server certificate it signs for ip.
+func registryCert(t *testing.T, ip net.IP) (caPEM, certPEM, keyPEM []byte) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "private registry CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip.String()},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IPAddresses: []net.IP{ip}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+}
