@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -85,6 +86,13 @@ type InstallBed struct {
 // configuration and an IP per pod. dir holds the git configuration the
 // runner's pods read. On error everything started is stopped.
 func StartInstallBed(ctx context.Context, bins Binaries, dir string, opts bed.Options) (*InstallBed, error) {
+	return StartInstallBedImages(ctx, bins, nil, dir, opts)
+}
+
+// StartInstallBedImages is StartInstallBed whose pod runner also maps the
+// images of more (as RunnerOptions.Images), e.g. an earlier release's
+// binaries under images of their own.
+func StartInstallBedImages(ctx context.Context, bins Binaries, more map[string]string, dir string, opts bed.Options) (*InstallBed, error) {
 	if err := bed.CheckQemu(); err != nil {
 		return nil, err
 	}
@@ -106,12 +114,14 @@ func StartInstallBed(ctx context.Context, bins Binaries, dir string, opts bed.Op
 	}
 	imageRegistry := b.Registry.Host + "/archway"
 	builderImage := imageRegistry + "/builder:install"
+	images := map[string]string{
+		ControllerRepository:                bins.Controller,
+		imageRegistry + "/build-controller": bins.Controller,
+		imageRepository(builderImage):       bins.Builder,
+	}
+	maps.Copy(images, more)
 	if _, err := b.StartPodRunner(ctx, bed.RunnerOptions{
-		Images: map[string]string{
-			ControllerRepository:                bins.Controller,
-			imageRegistry + "/build-controller": bins.Controller,
-			imageRepository(builderImage):       bins.Builder,
-		},
+		Images:          images,
 		Env:             []string{"GIT_CONFIG_SYSTEM=" + gitConfig},
 		InClusterConfig: true,
 		PodIPs:          true,
@@ -255,11 +265,17 @@ func DefaultSortOptions() (string, error) {
 // its pods running and every webhook Service's pods accept connections,
 // for at most InstallTimeout.
 func WaitInstalled(ctx context.Context, b *bed.Bed) error {
+	return WaitInstalledOf(ctx, b, APIServices)
+}
+
+// WaitInstalledOf is WaitInstalled for an install serving the aggregated
+// APIs apiServices (an earlier release served fewer).
+func WaitInstalledOf(ctx context.Context, b *bed.Bed, apiServices []string) error {
 	ctx, cancel := context.WithTimeout(ctx, InstallTimeout)
 	defer cancel()
 	var last error
 	for {
-		if last = installed(ctx, b); last == nil {
+		if last = installed(ctx, b, apiServices); last == nil {
 			return nil
 		}
 		select {
@@ -271,7 +287,7 @@ func WaitInstalled(ctx context.Context, b *bed.Bed) error {
 	}
 }
 
-func installed(ctx context.Context, b *bed.Bed) error {
+func installed(ctx context.Context, b *bed.Bed, apiServices []string) error {
 	var deps appsv1.DeploymentList
 	if err := b.Client.List(ctx, &deps, client.InNamespace(InstallNamespace)); err != nil {
 		return err
@@ -339,7 +355,7 @@ func installed(ctx context.Context, b *bed.Bed) error {
 			_ = c.Close()
 		}
 	}
-	for _, name := range APIServices {
+	for _, name := range apiServices {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("apiregistration.k8s.io/v1")
 		u.SetKind("APIService")
