@@ -15,6 +15,8 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/archway-build/archway/pkg/placement"
 )
 
 // repo is the repository's root.
@@ -389,5 +391,45 @@ func TestEveryObjectIsPlaced(t *testing.T) {
 	}
 	if len(csv.Spec.RelatedImages) == 0 {
 		t.Error("no relatedImages")
+	}
+}
+
+// TestOperandReplicas checks that the placement operands' Deployments in
+// the CSV carry the kustomize install's replica count where the placement
+// operator reads it under OLM (the pod template: a CSV's Deployment has no
+// annotations), so both installs run the same replicas.
+func TestOperandReplicas(t *testing.T) {
+	_, res := generated(t)
+	objs, err := build(filepath.Join(repo(t), "manifests", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := map[string]operatorsv1alpha1.StrategyDeploymentSpec{}
+	for _, s := range res.Bundle.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+		specs[s.Name] = s
+	}
+	want := map[string]string{}
+	for _, u := range objs {
+		if v, ok := u.GetAnnotations()[placement.ReplicasAnnotation]; ok && u.GetKind() == "Deployment" {
+			want[u.GetName()] = v
+		}
+	}
+	if len(want) < 2 {
+		t.Fatalf("the install annotates %d Deployments with %s, want the placement controller's and webhook's", len(want), placement.ReplicasAnnotation)
+	}
+	for name, v := range want {
+		s, ok := specs[name]
+		if !ok {
+			t.Errorf("Deployment %s is not in the CSV", name)
+			continue
+		}
+		if got := s.Spec.Template.Annotations[placement.ReplicasAnnotation]; got != v {
+			t.Errorf("Deployment %s: the CSV's pod template has %s=%q, the install %q", name, placement.ReplicasAnnotation, got, v)
+		}
+	}
+	for _, n := range res.Bundle.Notes {
+		if strings.Contains(n, placement.ReplicasAnnotation) {
+			t.Errorf("note: %s", n)
+		}
 	}
 }

@@ -70,6 +70,11 @@ type Bundle struct {
 	Notes []string
 }
 
+// replicasAnnotation is placement.ReplicasAnnotation (not imported: the
+// placement package brings the registry clients), which the bundle moves
+// onto the pod template of the placement operands' Deployments.
+const replicasAnnotation = "placement.archway.dev/replicas"
+
 // OLM's webhook certificate: where OLM mounts tls.crt and tls.key into a
 // Deployment named by a webhook definition.
 const olmWebhookCertDir = "/tmp/k8s-webhook-server/serving-certs"
@@ -215,12 +220,23 @@ func Assemble(in Input, meta Meta) (*Bundle, error) {
 		if err := checkCertMode(d, managed[d.Name]); err != nil {
 			return nil, err
 		}
+		spec := *d.Spec.DeepCopy()
 		for _, k := range sortedKeys(d.Annotations) {
+			if k == replicasAnnotation {
+				// The placement operator reads it from the pod template
+				// too: the bundle's operands run the kustomize install's
+				// replicas.
+				if spec.Template.Annotations == nil {
+					spec.Template.Annotations = map[string]string{}
+				}
+				spec.Template.Annotations[k] = d.Annotations[k]
+				continue
+			}
 			b.Notes = append(b.Notes, fmt.Sprintf("Deployment %s: its annotation %s=%s is not in the CSV (a CSV's deployment has labels and a spec only)", d.Name, k, d.Annotations[k]))
 		}
 		specs = append(specs, operatorsv1alpha1.StrategyDeploymentSpec{
 			Name:  d.Name,
-			Spec:  d.Spec,
+			Spec:  spec,
 			Label: labels.Set(d.Labels),
 		})
 	}

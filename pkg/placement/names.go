@@ -32,8 +32,10 @@ const (
 	WebhookComponentName = "archway-placement-webhook"
 
 	// ReplicasAnnotation, on the placement controller's and webhook's
-	// Deployments, is how many replicas the placement operator runs while
-	// the ClusterPodPlacementConfig exists (default 1).
+	// Deployments (or, when the Deployment has none, on their pod
+	// template, where an OLM bundle carries it), is how many replicas the
+	// placement operator runs while the ClusterPodPlacementConfig exists
+	// (default 1).
 	ReplicasAnnotation = "placement.archway.dev/replicas"
 
 	// WebhookName is the name of the gate webhook inside its

@@ -282,9 +282,14 @@ func (r *reconciler) scale(ctx context.Context, d *appsv1.Deployment, replicas i
 }
 
 // replicasOf is how many replicas d runs while the config exists: its
-// ReplicasAnnotation, 1 without it.
+// ReplicasAnnotation, else its pod template's (OLM makes a CSV's
+// Deployments from their spec alone, so the bundle carries the count
+// there), 1 without either.
 func replicasOf(d *appsv1.Deployment) (int32, error) {
 	v, ok := d.Annotations[placement.ReplicasAnnotation]
+	if !ok {
+		v, ok = d.Spec.Template.Annotations[placement.ReplicasAnnotation]
+	}
 	if !ok {
 		return 1, nil
 	}

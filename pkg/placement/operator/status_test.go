@@ -70,6 +70,23 @@ func TestReplicas(t *testing.T) {
 		if got != c.want || (err != nil) != c.wantErr {
 			t.Errorf("%v: got %d, %v; want %d, error %v", c.annotation, got, err, c.want, c.wantErr)
 		}
+		// The pod template's, as an OLM bundle's Deployment carries it,
+		// is read the same when the Deployment has none...
+		if c.annotation != nil {
+			d.Annotations = nil
+			d.Spec.Template.Annotations = map[string]string{placement.ReplicasAnnotation: *c.annotation}
+			got, err := replicasOf(d)
+			if got != c.want || (err != nil) != c.wantErr {
+				t.Errorf("%v on the template: got %d, %v; want %d, error %v", c.annotation, got, err, c.want, c.wantErr)
+			}
+		}
+	}
+	// ...and the Deployment's wins over it.
+	d := &appsv1.Deployment{}
+	d.Annotations = map[string]string{placement.ReplicasAnnotation: "3"}
+	d.Spec.Template.Annotations = map[string]string{placement.ReplicasAnnotation: "2"}
+	if got, err := replicasOf(d); got != 3 || err != nil {
+		t.Errorf("both annotations: got %d, %v; want the Deployment's 3", got, err)
 	}
 }
 
