@@ -15,11 +15,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -28,7 +31,9 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+	"github.com/archway-build/archway/pkg/build/controller"
 	"github.com/archway-build/archway/pkg/build/custom"
+	"github.com/archway-build/archway/pkg/placement/image"
 )
 
 type customBuildOptions struct {
@@ -107,12 +112,24 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 	if err != nil {
 		return err
 	}
+	pull, err := pullSecret(os.Getenv(buildv1.PullDockerConfigPathEnv))
+	if err != nil {
+		return err
+	}
+	remote := image.RemoteOptions{InsecureRegistries: opts.insecureRegs, UserAgent: "archway-custom-builder"}
+	if cas != nil {
+		remote.CertDir = controller.RegistryCAsMountDir + "/certs.d"
+	}
+	if path := os.Getenv(custom.RegistriesConfPathEnv); conf != "" {
+		remote.RegistriesConfPath = path
+	}
 	cfg := &configv1alpha1.BuildControllerConfiguration{}
 	cfg.Build.BuilderImage = strategy.From.Name
 	configv1alpha1.SetDefaults(cfg)
 	res, err := custom.Run(ctx, b, custom.Options{
 		Kube: kube, Dynamic: dyn, Config: &cfg.Build, InsecureRegistries: opts.insecureRegs,
 		RegistriesConf: conf, AllowedRegistries: allowed, RegistryCAs: cas,
+		Bases: image.SecretInspector{Inspector: image.NewRemote(remote)}, PullSecret: pull,
 		Out: os.Stdout, PodName: podName,
 	})
 	if err != nil {
@@ -126,6 +143,29 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 		return errors.New(msg)
 	}
 	return nil
+}
+
+// pullSecret reads the strategy's pull secret OpenShift mounts into the
+// custom pod ($PULL_DOCKERCFG_PATH; "": none) for the check of the base
+// images: its .dockerconfigjson, else its .dockercfg.
+func pullSecret(dir string) (custom.PullSecret, error) {
+	if dir == "" {
+		return custom.PullSecret{}, nil
+	}
+	for _, f := range []struct {
+		key string
+		typ corev1.SecretType
+	}{{corev1.DockerConfigJsonKey, corev1.SecretTypeDockerConfigJson}, {corev1.DockerConfigKey, corev1.SecretTypeDockercfg}} {
+		data, err := os.ReadFile(filepath.Join(dir, f.key)) //nolint:gosec // G703: the secret OpenShift mounts where $PULL_DOCKERCFG_PATH says
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return custom.PullSecret{}, fmt.Errorf("reading the pull secret ($%s): %w", buildv1.PullDockerConfigPathEnv, err)
+		}
+		return custom.PullSecret{Type: string(f.typ), Data: data}, nil
+	}
+	return custom.PullSecret{}, nil
 }
 
 // platformsAnnotation is the default platforms list: the Build's

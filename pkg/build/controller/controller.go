@@ -275,7 +275,7 @@ func (r *Reconciler) firstResolution(ctx context.Context, b *buildv1.Build, now 
 				// Not ended: the check's end enqueues the Build.
 				return ctrl.Result{}, true, err
 			}
-			applyPreflight(&plan, pf, now)
+			ApplyPreflight(&plan, pf, now)
 		}
 		result, err := r.write(ctx, b, res.Platforms, plan, now)
 		return result, true, err

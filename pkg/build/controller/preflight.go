@@ -264,11 +264,11 @@ func (r *Reconciler) inspectBases(ctx context.Context, refs []string, secretType
 	return checks
 }
 
-// applyPreflight puts the preflight's decision into the resolution's plan:
+// ApplyPreflight puts the preflight's decision into the resolution's plan:
 // platforms a base image lacks fail (no pod is created for an ended
 // entry), the Build fails when one of them must not, and an image that
 // could not be inspected gets a warning event.
-func applyPreflight(plan *Plan, pf Preflight, now metav1.Time) {
+func ApplyPreflight(plan *Plan, pf Preflight, now metav1.Time) {
 	for p, msg := range pf.Failed {
 		plan.Entries[p] = EntryUpdate{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonBaseImagePlatformNotFound,
 			Message: msg, CompletionTimestamp: &now}

@@ -50,6 +50,12 @@ type Options struct {
 	// the custom pod (PodRegistryCAs), mounted into every platform's pod
 	// and the manifest-list pod as OpenShift mounts it. Nil: none.
 	RegistryCAs *corev1.ConfigMapVolumeSource
+	// Bases reads base images' platforms for the check build-controller
+	// makes before the fan-out (nil: no check), with the credentials of
+	// PullSecret (the strategy's pull secret as OpenShift mounts it: its
+	// type and data; empty: anonymous).
+	Bases      controller.BaseInspector
+	PullSecret PullSecret
 	// Out is the custom pod's log: every pod's lines, prefixed.
 	Out io.Writer
 	// PodName is the custom pod's own name ("": the name OpenShift gives
@@ -181,16 +187,72 @@ func (d *driver) start(ctx context.Context, b *buildv1.Build) (*Result, error) {
 	}
 	fmt.Fprintf(d.o.Out, "Building %s/%s for %s (platforms from %s); status in multiarchbuild/%s\n",
 		b.Namespace, b.Name, strings.Join(d.platforms, ", "), res.Source, b.Name)
+	failure := res.Failure
 	if len(cur.Status.Platforms) == 0 {
 		now := metav1.NewTime(d.o.Now())
-		if _, err = d.write(ctx, cur, controller.ResolutionPlan(cur, res, now), now); err != nil {
+		plan := controller.ResolutionPlan(cur, res, now)
+		if failure == nil {
+			pf := d.preflight(ctx, cur, res)
+			controller.ApplyPreflight(&plan, pf, now)
+			for _, e := range plan.Events {
+				fmt.Fprintf(d.o.Out, "%s: %s\n", e.Reason, e.Message)
+			}
+			failure = pf.Failure
+		}
+		if _, err = d.write(ctx, cur, plan, now); err != nil {
 			return nil, err
 		}
 	}
-	if f := res.Failure; f != nil {
+	if f := failure; f != nil {
 		return &Result{Phase: f.Phase, Reason: f.Reason, Message: f.Message}, nil
 	}
 	return nil, nil
+}
+
+// PullSecret is a docker config secret's type and data.
+type PullSecret struct {
+	Type string
+	Data []byte
+}
+
+// maxBaseImages bounds the base images checked before the fan-out, as
+// build-controller bounds them; baseInspectionTimeout bounds the check.
+const (
+	maxBaseImages         = 64
+	baseInspectionTimeout = 15 * time.Second
+)
+
+// preflight checks, as build-controller does before the fan-out, that the
+// base images known before any pod (controller.BaseImages) have every
+// platform a node can build, and decides with controller.DecidePreflight:
+// a platform a base lacks fails with BaseImagePlatformNotFound and gets
+// no pod, and fails the Build unless it is allowed to fail. A base that
+// cannot be inspected decides nothing (each pod checks its own).
+func (d *driver) preflight(ctx context.Context, b *buildv1.Build, res controller.Resolution) controller.Preflight {
+	if d.o.Bases == nil {
+		return controller.Preflight{}
+	}
+	refs, known := controller.BaseImages(b)
+	if !known {
+		return controller.Preflight{}
+	}
+	if len(refs) > maxBaseImages {
+		return controller.Preflight{Unchecked: []string{fmt.Sprintf("the build names %d base images, more than the %d checked before the pods", len(refs), maxBaseImages)}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, baseInspectionTimeout)
+	defer cancel()
+	checks := make([]controller.BaseCheck, 0, len(refs))
+	for _, ref := range refs {
+		ps, err := d.o.Bases.BasePlatforms(ctx, ref, d.o.PullSecret.Type, d.o.PullSecret.Data)
+		checks = append(checks, controller.BaseCheck{Image: ref, Platforms: ps, Err: err})
+	}
+	var platforms []string
+	for _, p := range res.Platforms {
+		if _, noNode := res.NoNode[p]; !noNode {
+			platforms = append(platforms, p)
+		}
+	}
+	return controller.DecidePreflight(platforms, b.Spec.PlatformsAllowedToFail, checks)
 }
 
 // create creates the Build's MultiArchBuild, owned by the Build, or reads

@@ -29,6 +29,10 @@ type RemoteOptions struct {
 	// registries; empty means containers/image's system default. Ignored
 	// when Registries is set.
 	RegistriesConfPath string
+	// CertDir holds registry CA certificates, <CertDir>/<host[:port]>/*.crt
+	// (registry.Access.CertDir); empty: containers/image's defaults.
+	// Ignored when Registries is set (its CAs apply).
+	CertDir string
 	// Registries, when set, is the watched registry configuration (mirrors,
 	// blocked and insecure registries, CAs), read afresh for every call.
 	// Registries are then seen as a node sees them: a loopback registry is
@@ -247,6 +251,7 @@ func (r *Remote) systemContext(host string, cred Credential, settings *registrie
 		},
 		InsecureRegistries: r.opts.InsecureRegistries,
 		RegistriesConfPath: r.opts.RegistriesConfPath,
+		CertDir:            r.opts.CertDir,
 		UserAgent:          r.opts.UserAgent,
 	}
 	if settings == nil {
