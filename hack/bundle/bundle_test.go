@@ -433,3 +433,38 @@ func TestOperandReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestConversionWebhook checks that the ClusterPodPlacementConfig CRD's
+// conversion webhook is a ConversionWebhook definition of the CSV (so
+// OLM serves it and writes the CRD's Service and CA), served by the
+// placement operator reading OLM's certificate; TestBundleValidates
+// validates the same bundle.
+func TestConversionWebhook(t *testing.T) {
+	out, res := generated(t)
+	if _, err := Validate(out); err != nil {
+		t.Fatal(err)
+	}
+	const crd = "clusterpodplacementconfigs.multiarch.openshift.io"
+	var def *operatorsv1alpha1.WebhookDescription
+	for i, d := range res.Bundle.CSV.Spec.WebhookDefinitions {
+		if d.Type == operatorsv1alpha1.ConversionWebhook && slices.Contains(d.ConversionCRDs, crd) {
+			def = &res.Bundle.CSV.Spec.WebhookDefinitions[i]
+		}
+	}
+	if def == nil {
+		t.Fatalf("no ConversionWebhook definition for %s: %+v", crd, res.Bundle.CSV.Spec.WebhookDefinitions)
+	}
+	if def.DeploymentName != "archway-placement-operator" || def.WebhookPath == nil || *def.WebhookPath != "/convert" || def.ContainerPort != 443 {
+		t.Errorf("definition %+v: want archway-placement-operator's /convert on 443", def)
+	}
+	for _, s := range res.Bundle.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+		if s.Name != def.DeploymentName {
+			continue
+		}
+		args := s.Spec.Template.Spec.Containers[0].Args
+		if !slices.Contains(args, "--cert-management=external") || !slices.Contains(args, "--webhook-cert-dir="+olmWebhookCertDir) ||
+			slices.Contains(args, "--cert-management=internal") {
+			t.Errorf("Deployment %s does not read OLM's certificate: %q", s.Name, args)
+		}
+	}
+}

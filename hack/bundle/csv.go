@@ -209,10 +209,18 @@ func Assemble(in Input, meta Meta) (*Bundle, error) {
 		}
 	}
 
+	conversions, err := conversionWebhooks(in.Namespace, in.CRDs, webhookCfgs, services, deployments, b)
+	if err != nil {
+		return nil, err
+	}
 	webhooks, clusterCfgs, managed, err := webhookDefinitions(in.Namespace, webhookCfgs, services, deployments, b)
 	if err != nil {
 		return nil, err
 	}
+	for _, c := range conversions {
+		managed[c.DeploymentName] = true
+	}
+	webhooks = append(webhooks, conversions...)
 	b.Cluster = append(clusterCfgs, b.Cluster...)
 
 	var specs []operatorsv1alpha1.StrategyDeploymentSpec
@@ -249,11 +257,6 @@ func Assemble(in Input, meta Meta) (*Bundle, error) {
 		b.Notes = append(b.Notes, fmt.Sprintf("%s: the kustomize install creates it; with OLM the administrator does (cluster.yaml)", describe(u)))
 	}
 
-	for _, crd := range in.CRDs {
-		if c := crd.Spec.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter {
-			b.Notes = append(b.Notes, fmt.Sprintf("CustomResourceDefinition %s converts through a webhook: the bundle holds it as manifests/crd has it, and the component serving the conversion injects its CA", crd.Name))
-		}
-	}
 	crds, examples, err := ownedCRDs(in.CRDs, append(slices.Clone(ownObjects), in.Examples...))
 	if err != nil {
 		return nil, err
@@ -645,6 +648,85 @@ func serving(ref *admissionregistrationv1.ServiceReference, services []*corev1.S
 		return "", 0, nil, fmt.Errorf("the Service %s selects the pods of %d Deployments (%s): OLM's webhook definition names exactly one", svc.Name, len(found), strings.Join(found, ", "))
 	}
 	return found[0], port, target, nil
+}
+
+// conversionWebhooks makes a ConversionWebhook definition for each CRD
+// that converts through a webhook: OLM then serves it with its own
+// certificate and writes the CRD's conversion Service and CA. The
+// Deployment serving it must read OLM's certificate, or its own CA would
+// fight OLM's in the CRD: one that makes its own and serves no admission
+// webhook is switched to OLM's (--cert-management=external
+// --webhook-cert-dir=OLM's directory), with a note.
+func conversionWebhooks(ns string, crds []*apiextensionsv1.CustomResourceDefinition, cfgs []*unstructured.Unstructured, services []*corev1.Service, deployments []*appsv1.Deployment, b *Bundle) ([]operatorsv1alpha1.WebhookDescription, error) {
+	admission := map[string]bool{}
+	for _, u := range cfgs {
+		refs, err := webhooksOf(ns, u, services, deployments)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range refs {
+			admission[r.deployment] = true
+		}
+	}
+	var defs []operatorsv1alpha1.WebhookDescription
+	for _, crd := range crds {
+		c := crd.Spec.Conversion
+		if c == nil || c.Strategy != apiextensionsv1.WebhookConverter {
+			continue
+		}
+		if c.Webhook == nil || c.Webhook.ClientConfig == nil || c.Webhook.ClientConfig.Service == nil || c.Webhook.ClientConfig.Service.Path == nil {
+			return nil, fmt.Errorf("CustomResourceDefinition %s converts through a webhook that is no path of a Service: OLM serves conversion webhooks of the bundle's Deployments only", crd.Name)
+		}
+		svc := c.Webhook.ClientConfig.Service
+		if svc.Namespace != ns {
+			return nil, fmt.Errorf("CustomResourceDefinition %s converts through a Service in namespace %s, not the install's %s", crd.Name, svc.Namespace, ns)
+		}
+		name, port, target, err := serving(&admissionregistrationv1.ServiceReference{Namespace: svc.Namespace, Name: svc.Name, Path: svc.Path, Port: svc.Port}, services, deployments)
+		if err != nil {
+			return nil, fmt.Errorf("CustomResourceDefinition %s's conversion webhook: %w", crd.Name, err)
+		}
+		i := slices.IndexFunc(deployments, func(d *appsv1.Deployment) bool { return d.Name == name })
+		if d := deployments[i]; !readsOLMCert(d) {
+			if admission[name] {
+				return nil, fmt.Errorf("the Deployment %s serves the conversion webhook of %s and admission webhooks, and makes its own certificate: give it --cert-management=external --webhook-cert-dir=%s", name, crd.Name, olmWebhookCertDir)
+			}
+			useOLMCert(d)
+			b.Notes = append(b.Notes, fmt.Sprintf("Deployment %s: serves the conversion webhook of %s with OLM's certificate (--cert-management=external --webhook-cert-dir=%s); OLM writes the CRD's conversion Service and CA", name, crd.Name, olmWebhookCertDir))
+		}
+		none := admissionregistrationv1.SideEffectClassNone
+		defs = append(defs, operatorsv1alpha1.WebhookDescription{
+			GenerateName:            "conversion." + crd.Name,
+			Type:                    operatorsv1alpha1.ConversionWebhook,
+			DeploymentName:          name,
+			ContainerPort:           port,
+			TargetPort:              target,
+			SideEffects:             &none,
+			AdmissionReviewVersions: c.Webhook.ConversionReviewVersions,
+			WebhookPath:             svc.Path,
+			ConversionCRDs:          []string{crd.Name},
+		})
+	}
+	return defs, nil
+}
+
+// useOLMCert makes d's containers that manage their certificate read
+// OLM's instead.
+func useOLMCert(d *appsv1.Deployment) {
+	for i := range d.Spec.Template.Spec.Containers {
+		c := &d.Spec.Template.Spec.Containers[i]
+		if !slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--cert-management") }) {
+			continue
+		}
+		args := []string{}
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--cert-management") || strings.HasPrefix(a, "--webhook-cert-dir") ||
+				strings.HasPrefix(a, "--webhook-cert-secret") || strings.HasPrefix(a, "--webhook-service") {
+				continue
+			}
+			args = append(args, a)
+		}
+		c.Args = append(args, "--cert-management=external", "--webhook-cert-dir="+olmWebhookCertDir)
+	}
 }
 
 // readsOLMCert reports whether every container of d that takes
