@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -118,29 +118,27 @@ func (s *Starter) start(ctx context.Context, namespace, name string, req Request
 	mu.Lock()
 	defer mu.Unlock()
 	reader := s.reader()
-	var b *buildv1.Build
 	dryRunDone := !req.overridesPlatforms()
-	backoff := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 200 * time.Millisecond, Steps: maxAttempts}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+	b, err := backoff.Retry(ctx, func() (*buildv1.Build, error) {
 		bc := &buildv1.BuildConfig{}
 		if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, bc); err != nil {
-			return false, err
+			return nil, backoff.Permanent(err)
 		}
 		if bc.Annotations[buildv1.BuildConfigPausedAnnotation] == "true" {
-			return false, ErrPaused
+			return nil, backoff.Permanent(ErrPaused)
 		}
 		if req.LastVersion != nil && *req.LastVersion != bc.Status.LastVersion {
-			return false, fmt.Errorf("%w: the request's lastVersion is %d, the BuildConfig's %d", ErrLastVersionMismatch, *req.LastVersion, bc.Status.LastVersion)
+			return nil, backoff.Permanent(fmt.Errorf("%w: the request's lastVersion is %d, the BuildConfig's %d", ErrLastVersionMismatch, *req.LastVersion, bc.Status.LastVersion))
 		}
 		n := bc.Status.LastVersion + 1
 		candidate := newBuild(bc, n)
 		if err := CheckStrategyOptions(candidate.Spec.Strategy, req); err != nil {
-			return false, err
+			return nil, backoff.Permanent(err)
 		}
 		if !dryRunDone {
 			err := s.Client.Create(ctx, candidate.DeepCopy(), client.DryRunAll)
 			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return false, err
+				return nil, backoff.Permanent(err)
 			}
 			dryRunDone = true
 		}
@@ -150,26 +148,50 @@ func (s *Starter) start(ctx context.Context, namespace, name string, req Request
 		}
 		if err := s.Client.Status().Update(ctx, bc); err != nil {
 			if apierrors.IsConflict(err) {
-				return false, nil // another start took n: read again
+				return nil, errNumberTaken // another start took n: read again
 			}
-			return false, err
+			return nil, backoff.Permanent(err)
 		}
 		if err := s.Client.Create(ctx, candidate); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				// A Build of that name exists (lastVersion was behind it,
 				// e.g. restored from a backup): take the next number.
-				return false, nil
+				return nil, errNumberTaken
 			}
-			return false, fmt.Errorf("creating build %s/%s: %w", namespace, candidate.Name, err)
+			return nil, backoff.Permanent(fmt.Errorf("creating build %s/%s: %w", namespace, candidate.Name, err))
 		}
-		b = candidate
 		s.Metrics.observe(&req)
-		return true, nil
-	})
-	if wait.Interrupted(err) && ctx.Err() == nil {
+		return candidate, nil
+	}, startBackoff()...)
+	if errors.Is(err, errNumberTaken) {
 		return nil, fmt.Errorf("starting a build of %s/%s: gave up after %d attempts against concurrent starts", namespace, name, maxAttempts)
 	}
 	return b, err
+}
+
+// errNumberTaken is a start's attempt that found its number taken: it
+// reads the BuildConfig again.
+var errNumberTaken = errors.New("the build number was taken")
+
+// firstDelay and maxDelay space a start's attempts: firstDelay apart at
+// first, growing to maxDelay (variables for the tests).
+var firstDelay, maxDelay = 5 * time.Millisecond, 200 * time.Millisecond
+
+// startBackoff spaces a start's attempts from firstDelay to maxDelay,
+// maxAttempts in all. (wait.Backoff cannot say this: its Cap ends the
+// retries when the delay reaches it, after ten attempts here, which twenty
+// simultaneous starts of one BuildConfig could use up.)
+func startBackoff() []backoff.RetryOption {
+	return []backoff.RetryOption{
+		backoff.WithBackOff(&backoff.ExponentialBackOff{
+			InitialInterval:     firstDelay,
+			RandomizationFactor: 0.5,
+			Multiplier:          1.5,
+			MaxInterval:         maxDelay,
+		}),
+		backoff.WithMaxTries(maxAttempts),
+		backoff.WithMaxElapsedTime(0),
+	}
 }
 
 // Check is what Start does before it takes a number, without starting:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,30 +32,32 @@ const maxRecordAttempts = 20
 // anyway. manager is the field manager of the write.
 func (c *Client) RecordRevision(ctx context.Context, key types.NamespacedName, manager string, rev *buildv1.SourceRevision) (*buildv1.SourceRevision, error) {
 	builds := c.builds.Namespace(key.Namespace)
-	backoff := wait.Backoff{Steps: maxRecordAttempts, Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: 2 * time.Second}
-	var recorded *buildv1.SourceRevision
-	err := retry.OnError(backoff, func(err error) bool { return apierrors.IsConflict(err) || retriable(err) }, func() error {
+	recorded, err := backoff.Retry(ctx, func() (*buildv1.SourceRevision, error) {
 		b, err := c.Get(ctx, key)
 		if err != nil {
-			return err
+			return nil, retryIf(err, retriable(err))
 		}
 		if b.Spec.Revision != nil {
-			recorded = b.Spec.Revision
-			return nil
+			return b.Spec.Revision, nil
 		}
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": b.ResourceVersion},
 			"spec":     map[string]any{"revision": rev},
 		})
 		if err != nil {
-			return err
+			return nil, backoff.Permanent(err)
 		}
 		if _, err := builds.Patch(ctx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: manager}); err != nil {
-			return err
+			return nil, retryIf(err, apierrors.IsConflict(err) || retriable(err))
 		}
-		recorded = rev
-		return nil
-	})
+		return rev, nil
+	},
+		// 50 ms apart at first, at most 2 s (wait.Backoff's Cap would end
+		// the retries at the tenth).
+		backoff.WithBackOff(&backoff.ExponentialBackOff{
+			InitialInterval: 50 * time.Millisecond, RandomizationFactor: 0.5, Multiplier: 1.5, MaxInterval: 2 * time.Second,
+		}),
+		backoff.WithMaxTries(maxRecordAttempts), backoff.WithMaxElapsedTime(0))
 	if err != nil {
 		return nil, fmt.Errorf("recording the commit in spec.revision of Build %s: %w", key, err)
 	}
@@ -64,9 +67,9 @@ func (c *Client) RecordRevision(ctx context.Context, key types.NamespacedName, m
 // Revision reads the Build's spec.revision as it is now (nil when it has
 // none).
 func (c *Client) Revision(ctx context.Context, key types.NamespacedName) (*buildv1.SourceRevision, error) {
-	backoff := wait.Backoff{Steps: 6, Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2}
+	steps := wait.Backoff{Steps: 6, Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2}
 	var rev *buildv1.SourceRevision
-	err := retry.OnError(backoff, retriable, func() error {
+	err := retry.OnError(steps, retriable, func() error {
 		b, err := c.Get(ctx, key)
 		if err != nil {
 			return err
@@ -106,4 +109,12 @@ func (r BuildRevisions) Record(ctx context.Context, rev *buildv1.SourceRevision)
 		}
 	}
 	return r.Client.RecordRevision(ctx, r.Key, r.Manager, rev)
+}
+
+// retryIf marks err permanent unless again says to try once more.
+func retryIf(err error, again bool) error {
+	if again {
+		return err
+	}
+	return backoff.Permanent(err)
 }
