@@ -23,12 +23,15 @@ GOLANGCI_LINT = $(ASSETS)/golangci-lint
 BUILD_TAGS := containers_image_openpgp exclude_graphdriver_btrfs libsqlite3
 # -s -w leave the symbol table and DWARF out (stack traces keep their names):
 # chroot isolation copies the builder's binary into memory twice per RUN step.
-GO_BUILD_FLAGS := -tags "$(BUILD_TAGS)" -ldflags "-s -w -X github.com/archway-build/archway/pkg/version.Version=$(VERSION)"
+GO_LDFLAGS := -s -w -X github.com/archway-build/archway/pkg/version.Version=$(VERSION)
+GO_BUILD_FLAGS := -tags "$(BUILD_TAGS)" -ldflags "$(GO_LDFLAGS)"
 BIN_DIR := bin
 
-# Test runs. Integration and e2e suites start the bed per package; -p 1 keeps
-# two beds (and their builds) from competing for the machine's 2 cores.
+# Test runs: hack/test-jobs.sh runs the unit tests and each bed suite (a
+# package: each starts its own bed) as jobs, TEST_JOBS at a time, longest
+# first; the suites with a real node run one after the other.
 TEST_FLAGS ?=
+TEST_JOBS ?= 3
 UNIT_PKGS = $(shell go list -tags "$(BUILD_TAGS)" ./... | grep -v /test/)
 # The race detector where the code under test runs in the test's process:
 # the unit tests and the bed suites that run controllers and webhooks
@@ -39,7 +42,19 @@ RACE ?= -race
 MODULE = github.com/archway-build/archway
 RACE_SUITES = $(addprefix $(MODULE)/test/integration/,buildconfig imagetrigger binary build api manifestlist \
 	webhookcert placement operator scheduling/policy scheduling/protection)
-INTEGRATION_PKGS = $(shell go list -tags "$(BUILD_TAGS)" ./test/bed/... ./test/integration/...)
+# The packages with tests of their own.
+TESTED_PKGS = go list -tags "$(BUILD_TAGS)" -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}'
+INTEGRATION_PKGS = $(shell $(TESTED_PKGS) ./test/bed/... ./test/integration/...)
+E2E_PKGS = $(shell $(TESTED_PKGS) ./test/e2e/...)
+# The suites whose bed has a real node: one real node per machine.
+REAL_NODE_SUITES = $(addprefix $(MODULE)/test/integration/,images node)
+# The longest jobs, started first (measured: docs/dev-guide/benchmarks.md).
+SLOW_FIRST = $(MODULE)/test/e2e/install unit $(addprefix $(MODULE)/test/integration/,placement builder \
+	scheduling/protection monitoring) $(MODULE)/test/bed $(MODULE)/test/e2e
+TEST_JOBS_ENV = BUILD_TAGS="$(BUILD_TAGS)" GO_LDFLAGS="$(GO_LDFLAGS)" RACE="$(RACE)" TEST_FLAGS="$(TEST_FLAGS)" \
+	TEST_JOBS="$(TEST_JOBS)" UNIT_PKGS="$(UNIT_PKGS)" RACE_SUITES="$(RACE_SUITES)" \
+	INTEGRATION_PKGS="$(INTEGRATION_PKGS)" E2E_PKGS="$(E2E_PKGS)" REAL_NODE_SUITES="$(REAL_NODE_SUITES)" \
+	SLOW_FIRST="$(SLOW_FIRST)"
 
 .PHONY: all
 all: build
@@ -81,7 +96,8 @@ tools-all: ## Install every tool, the linters and controller-gen included.
 	hack/tools.sh all
 
 .PHONY: test
-test: tools test-unit test-integration test-e2e ## Everything CI runs.
+test: tools ## Everything CI runs: unit, integration and e2e tests, TEST_JOBS jobs at a time.
+	@$(TEST_JOBS_ENV) hack/test-jobs.sh all
 
 .PHONY: test-unit
 test-unit: ## Unit tests: pure functions and packages, no bed (with -race; RACE= without).
@@ -89,12 +105,11 @@ test-unit: ## Unit tests: pure functions and packages, no bed (with -race; RACE=
 
 .PHONY: test-integration
 test-integration: tools ## Integration tests on the bed (apiserver, scheduler, kwok, registry).
-	go test $(GO_BUILD_FLAGS) $(RACE) -p 1 -timeout 30m $(TEST_FLAGS) $(RACE_SUITES)
-	go test $(GO_BUILD_FLAGS) -p 1 -timeout 30m $(TEST_FLAGS) $(filter-out $(RACE_SUITES),$(INTEGRATION_PKGS))
+	@$(TEST_JOBS_ENV) hack/test-jobs.sh integration
 
 .PHONY: test-e2e
 test-e2e: tools ## End-to-end tests on the full bed: four-platform builds through build-controller and build pods.
-	go test $(GO_BUILD_FLAGS) -p 1 -timeout 40m $(TEST_FLAGS) ./test/e2e/...
+	@$(TEST_JOBS_ENV) hack/test-jobs.sh e2e
 
 # KEEP=1 leaves the bed running after the demo, until Ctrl-C. INSTALL=1
 # installs archway onto the bed with kubectl apply -k (every component a pod)

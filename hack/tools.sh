@@ -263,6 +263,16 @@ part_node() {
 
 # part_links gives the versioned binaries the plain names envtest and the bed
 # look up, in one directory per Kubernetes version.
+# link TARGET NAME points the symbolic link NAME at TARGET unless it does
+# already, by renaming a new link over it: a test reading NAME while
+# another hack/tools.sh runs (make lint beside make test in CI) never
+# finds it missing.
+link() {
+	[ "$(readlink "$2" 2>/dev/null)" != "$1" ] || return 0
+	ln -sfn "$1" "$2.tmp.$$"
+	mv -fT "$2.tmp.$$" "$2"
+}
+
 part_links() {
 	local kv
 	kv=$(modversion kube k8s.io/kubernetes)
@@ -270,34 +280,34 @@ part_links() {
 	mkdir -p "$assets"
 	local c
 	for c in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
-		ln -sfn "../$c-$kv" "$assets/$c"
+		link "../$c-$kv" "$assets/$c"
 	done
-	ln -sfn "../etcd-$(modversion etcd go.etcd.io/etcd/server/v3)" "$assets/etcd"
-	ln -sfn "../kwok-$(modversion kwok sigs.k8s.io/kwok)" "$assets/kwok"
-	ln -sfn "../registry-$(modversion registry github.com/distribution/distribution/v3)" "$assets/registry"
-	ln -sfn "../controller-gen-$(modversion controller-gen sigs.k8s.io/controller-tools)" "$assets/controller-gen"
-	ln -sfn "../golangci-lint-$(modversion golangci-lint github.com/golangci/golangci-lint/v2)" "$assets/golangci-lint"
+	link "../etcd-$(modversion etcd go.etcd.io/etcd/server/v3)" "$assets/etcd"
+	link "../kwok-$(modversion kwok sigs.k8s.io/kwok)" "$assets/kwok"
+	link "../registry-$(modversion registry github.com/distribution/distribution/v3)" "$assets/registry"
+	link "../controller-gen-$(modversion controller-gen sigs.k8s.io/controller-tools)" "$assets/controller-gen"
+	link "../golangci-lint-$(modversion golangci-lint github.com/golangci/golangci-lint/v2)" "$assets/golangci-lint"
 	for c in kubelet kube-proxy; do
-		ln -sfn "../$c-$kv" "$assets/$c"
+		link "../$c-$kv" "$assets/$c"
 	done
 	local cv
 	cv=$(modversion containerd github.com/containerd/containerd/v2)
 	for c in containerd containerd-shim-runc-v2; do
-		ln -sfn "../$c-$cv" "$assets/$c"
+		link "../$c-$cv" "$assets/$c"
 	done
-	ln -sfn "../runc-$(modversion runc github.com/opencontainers/runc)" "$assets/runc"
+	link "../runc-$(modversion runc github.com/opencontainers/runc)" "$assets/runc"
 	# The kubelet's containerd finds its CNI plugins by their plain names in
 	# one directory.
 	local nv
 	nv=$(modversion cni github.com/containernetworking/plugins)
 	mkdir -p "$assets/cni"
 	for c in host-local bridge loopback portmap; do
-		ln -sfn "../../cni-$c-$nv" "$assets/cni/$c"
+		link "../../cni-$c-$nv" "$assets/cni/$c"
 	done
 	local bk
 	bk=$(modversion buildkit github.com/moby/buildkit)
-	ln -sfn "../buildkitd-$bk" "$assets/buildkitd"
-	ln -sfn "../buildctl-$bk" "$assets/buildctl"
+	link "../buildkitd-$bk" "$assets/buildkitd"
+	link "../buildctl-$bk" "$assets/buildctl"
 }
 
 # assets prints the directory holding the plain-named binaries.
@@ -309,11 +319,12 @@ fi
 # Groups of parts, each built one part after another in the order its
 # users need them: big Go programs built in parallel on 2 cores take
 # several times longer.
-#   test   what make test needs (the default)
+#   test   what make test needs (the default); BuildKit, which only the
+#          comparison benchmark runs, is built by `hack/tools.sh buildkit`
 #   demo   what make demo needs: no cross compilers, no linters, no
 #          kube-controller-manager (make demo INSTALL=1 adds it)
 #   all    every part
-group_test=(apt qemu busybox etcd kube kwok registry node cross qemudebs buildkit)
+group_test=(apt qemu busybox etcd kube kwok registry node cross qemudebs)
 group_demo=(apt qemu busybox etcd kube-demo kwok registry)
 group_all=(apt qemu busybox etcd kube kwok registry node cross qemudebs buildkit controller-gen golangci-lint)
 

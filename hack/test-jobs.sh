@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Runs the test jobs of make test, TEST_JOBS at a time (default 3), and
+# prints each job's output whole when it ends, with its time. A job is one
+# go test command: the unit tests, one bed suite, or the suites that use
+# the machine's one real node (run one after the other in a single job).
+#
+#   hack/test-jobs.sh unit|integration|e2e|all
+#
+# Most bed suites spend their time waiting on their cluster (pods
+# scheduled, controllers reconciling, registries answering), so several of
+# them side by side take little longer than one; the cross-compiles of the
+# images suite and the unit tests' compiles fill the cores meanwhile. Jobs
+# start longest first (the order of SLOW_FIRST), so the longest does not
+# start last.
+#
+# The Makefile passes, in the environment: BUILD_TAGS, GO_LDFLAGS, RACE
+# (-race or empty), TEST_FLAGS, UNIT_PKGS, RACE_SUITES, INTEGRATION_PKGS,
+# E2E_PKGS, REAL_NODE_SUITES, SLOW_FIRST (package lists, space separated).
+set -uo pipefail
+
+what=${1:-all}
+parallel=${TEST_JOBS:-3}
+case "$parallel" in
+'' | *[!0-9]* | 0)
+	echo "hack/test-jobs.sh: TEST_JOBS=$parallel: give a number of jobs to run at once, 1 or more" >&2
+	exit 2
+	;;
+esac
+
+# shellcheck disable=SC2206 # the lists and flags are space separated.
+unit=(${UNIT_PKGS:-})
+# shellcheck disable=SC2206
+race_suites=(${RACE_SUITES:-})
+# shellcheck disable=SC2206
+integration=(${INTEGRATION_PKGS:-})
+# shellcheck disable=SC2206
+e2e=(${E2E_PKGS:-})
+# shellcheck disable=SC2206
+real_node=(${REAL_NODE_SUITES:-})
+# shellcheck disable=SC2206
+slow_first=(${SLOW_FIRST:-})
+# shellcheck disable=SC2206
+test_flags=(${TEST_FLAGS:-})
+go_test=(go test -tags "${BUILD_TAGS:-}" -ldflags "${GO_LDFLAGS:-}" "${test_flags[@]}")
+
+contains() {
+	local x=$1
+	shift
+	local y
+	for y in "$@"; do [ "$x" = "$y" ] && return 0; done
+	return 1
+}
+
+# names[i] and cmds[i] are job i; cmds hold a command line for eval,
+# quoted with printf %q.
+names=()
+cmds=()
+add() {
+	local name=$1
+	shift
+	names+=("$name")
+	cmds+=("$(printf '%q ' "$@")")
+}
+
+suites=()
+if [ "$what" = integration ] || [ "$what" = all ]; then suites+=("${integration[@]}"); fi
+if [ "$what" = e2e ] || [ "$what" = all ]; then suites+=("${e2e[@]}"); fi
+case "$what" in unit | integration | e2e | all) ;; *)
+	echo "hack/test-jobs.sh: $what: give unit, integration, e2e or all" >&2
+	exit 2
+	;;
+esac
+
+# The real node's suites, one after the other: two real nodes cannot share
+# a machine (test/bed/node.go).
+rn=()
+for p in "${suites[@]}"; do
+	if contains "$p" "${real_node[@]}"; then rn+=("$p"); fi
+done
+suite_job() {
+	local p=$1
+	local race=
+	if contains "$p" "${race_suites[@]}"; then race=${RACE:-}; fi
+	# shellcheck disable=SC2086 # race is one flag or none.
+	add "${p#github.com/archway-build/archway/}" "${go_test[@]}" $race -timeout 40m "$p"
+}
+unit_job() {
+	if { [ "$what" = unit ] || [ "$what" = all ]; } && [ ${#unit[@]} -gt 0 ]; then
+		# shellcheck disable=SC2086
+		add "unit" "${go_test[@]}" ${RACE:-} "${unit[@]}"
+	fi
+}
+# Longest first: the real node's suites, then SLOW_FIRST's (where the word
+# unit places the unit tests), then the rest in go list's order.
+if [ ${#rn[@]} -gt 0 ]; then
+	add "real node: ${rn[*]##*/archway/}" "${go_test[@]}" -p 1 -timeout 40m "${rn[@]}"
+fi
+for p in "${slow_first[@]}"; do
+	if [ "$p" = unit ]; then
+		unit_job
+	elif contains "$p" "${suites[@]}" && ! contains "$p" "${rn[@]}"; then
+		suite_job "$p"
+	fi
+done
+contains unit "${slow_first[@]}" || unit_job
+for p in "${suites[@]}"; do
+	if ! contains "$p" "${rn[@]}" && ! contains "$p" "${slow_first[@]}"; then suite_job "$p"; fi
+done
+
+logs=$(mktemp -d /tmp/archway-test-jobs-XXXXXX)
+trap 'rm -rf "$logs"' EXIT
+echo "=== ${#names[@]} test jobs, $parallel at a time"
+start=$SECONDS
+declare -A running=() began=()
+failed=()
+finish() {
+	local pid=$1 rc=$2 i=${running[$1]}
+	unset "running[$pid]"
+	local status=ok
+	[ "$rc" -eq 0 ] || {
+		status="FAILED (exit $rc)"
+		failed+=("${names[$i]}")
+	}
+	echo "=== job ${names[$i]}: $status in $((SECONDS - ${began[$i]}))s"
+	cat "$logs/$i.log"
+	[ "$rc" -eq 0 ] || echo "=== job ${names[$i]} ran: ${cmds[$i]}"
+}
+wait_one() {
+	local pid rc
+	wait -n -p pid "${!running[@]}"
+	rc=$?
+	finish "$pid" "$rc"
+}
+for i in "${!names[@]}"; do
+	while [ ${#running[@]} -ge "$parallel" ]; do wait_one; done
+	echo "=== job ${names[$i]}: started $((SECONDS - start))s in"
+	began[$i]=$SECONDS
+	eval "${cmds[$i]}" >"$logs/$i.log" 2>&1 </dev/null &
+	running[$!]=$i
+done
+while [ ${#running[@]} -gt 0 ]; do wait_one; done
+echo "=== ${#names[@]} test jobs done in $((SECONDS - start))s${failed[*]:+; failed: ${failed[*]}}"
+[ ${#failed[@]} -eq 0 ]
