@@ -49,7 +49,7 @@ E2E_PKGS = $(shell $(TESTED_PKGS) ./test/e2e/...)
 # The suites whose bed has a real node: one real node per machine.
 REAL_NODE_SUITES = $(addprefix $(MODULE)/test/integration/,images node)
 # The longest jobs, started first (measured: docs/dev-guide/benchmarks.md).
-SLOW_FIRST = $(MODULE)/test/e2e/install unit $(addprefix $(MODULE)/test/integration/,placement builder \
+SLOW_FIRST = $(MODULE)/test/e2e/install $(MODULE)/test/e2e/upgrade unit $(addprefix $(MODULE)/test/integration/,placement builder \
 	scheduling/protection monitoring) $(MODULE)/test/bed $(MODULE)/test/e2e
 TEST_JOBS_ENV = BUILD_TAGS="$(BUILD_TAGS)" GO_LDFLAGS="$(GO_LDFLAGS)" RACE="$(RACE)" TEST_FLAGS="$(TEST_FLAGS)" \
 	TEST_JOBS="$(TEST_JOBS)" UNIT_PKGS="$(UNIT_PKGS)" RACE_SUITES="$(RACE_SUITES)" \
