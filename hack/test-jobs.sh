@@ -107,6 +107,26 @@ for p in "${suites[@]}"; do
 	if ! contains "$p" "${rn[@]}" && ! contains "$p" "${slow_first[@]}"; then suite_job "$p"; fi
 done
 
+# Every package compiled once, with both cores, before the jobs start:
+# jobs started together would each compile the packages they share at the
+# same time (the Go build cache shares a compile only once it is done).
+# The race detector's variants too when a job runs with it.
+race_jobs=0
+for c in "${cmds[@]}"; do
+	case " $c " in *" -race "*) race_jobs=1 ;; esac
+done
+compile() {
+	local begin=$SECONDS
+	echo "=== compiling every package for the jobs: go build $*"
+	go build -tags "${BUILD_TAGS:-}" "$@" ./... || {
+		echo "=== go build $* failed: no job started"
+		exit 1
+	}
+	echo "=== compiled in $((SECONDS - begin))s"
+}
+if [ ${#suites[@]} -gt 0 ]; then compile; fi
+if [ $race_jobs -eq 1 ]; then compile -race; fi
+
 logs=$(mktemp -d /tmp/archway-test-jobs-XXXXXX)
 trap 'rm -rf "$logs"' EXIT
 echo "=== ${#names[@]} test jobs, $parallel at a time"
