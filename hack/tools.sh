@@ -319,12 +319,11 @@ fi
 # Groups of parts, each built one part after another in the order its
 # users need them: big Go programs built in parallel on 2 cores take
 # several times longer.
-#   test   what make test needs (the default); BuildKit, which only the
-#          comparison benchmark runs, is built by `hack/tools.sh buildkit`
+#   test   what make test needs (the default)
 #   demo   what make demo needs: no cross compilers, no linters, no
 #          kube-controller-manager (make demo INSTALL=1 adds it)
 #   all    every part
-group_test=(apt qemu busybox etcd kube kwok registry node cross qemudebs)
+group_test=(apt qemu busybox etcd kube kwok registry node cross qemudebs buildkit)
 group_demo=(apt qemu busybox etcd kube-demo kwok registry)
 group_all=(apt qemu busybox etcd kube kwok registry node cross qemudebs buildkit controller-gen golangci-lint)
 

@@ -42,9 +42,7 @@ func StartBuildKit(ctx context.Context, insecureRegistries ...string) (*BuildKit
 	buildkitd, err1 := Tool("buildkitd")
 	buildctl, err2 := Tool("buildctl")
 	if err := errors.Join(err1, err2); err != nil {
-		// make tools leaves BuildKit out: only the comparison benchmark
-		// runs it.
-		return nil, fmt.Errorf("%w\n(BuildKit is built by `hack/tools.sh buildkit`, not by make tools)", err)
+		return nil, err
 	}
 	runc, err := exec.LookPath("runc")
 	if err != nil {
