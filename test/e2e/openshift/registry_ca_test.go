@@ -2,17 +2,9 @@ package openshift_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/test/bed"
@@ -32,7 +24,10 @@ func TestCustomBuildsTrustTheClusterRegistryCAs(t *testing.T) {
 	// Not a loopback address: the builder reaches loopback registries
 	// without TLS checks, as docker does.
 	ip := nonLoopbackIP(t)
-	caPEM, certPEM, keyPEM := registryCert(t, ip)
+	caPEM, certPEM, keyPEM, err := bed.ServingCert(ip)
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg, err := theBed.StartRegistry(ctx, "private-ca-registry", bed.RegistryOptions{
 		TLSCert: certPEM, TLSKey: keyPEM, TLSCA: caPEM, Address: ip.String()})
 	if err != nil {
@@ -108,48 +103,4 @@ func nonLoopbackIP(t *testing.T) net.IP {
 	}
 	t.Skip("the machine has no IPv4 address but loopback, where registries are reached without TLS checks")
 	return nil
-}
-
-// registryCert makes a CA and a server certificate it signs for ip.
-func registryCert(t *testing.T, ip net.IP) (caPEM, certPEM, keyPEM []byte) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "private registry CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip.String()},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IPAddresses: []net.IP{ip}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
