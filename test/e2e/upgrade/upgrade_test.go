@@ -1,5 +1,5 @@
 // Package upgrade upgrades an install of archway's previous release (the
-// newest tag before HEAD, built from its own source by the test) to the
+// last in hack/releases, built from its own source by the test) to the
 // current tree on the bed, the way docs/admin-guide/install.md says, and
 // checks that the users' objects, their gated pods and their running
 // builds come through.
@@ -37,8 +37,8 @@ import (
 // runner maps them to the binaries built from its tag.
 const previous = "archway.invalid/previous"
 
-// TestUpgrade installs the previous release (the newest tag before HEAD,
-// `git describe HEAD^`: its CRDs and manifests/default, every component
+// TestUpgrade installs the previous release (the last in hack/releases
+// before HEAD: its CRDs and manifests/default, every component
 // run from binaries built from the tag's source), creates a BuildConfig
 // and a Build still running, a PodPlacementConfig, a PodSchedulingPolicy
 // and a ClusterPodSchedulingPolicy, and upgrades to the current tree as
@@ -227,18 +227,52 @@ func TestUpgrade(t *testing.T) {
 	t.Logf("TestUpgrade from %s: %v", tag, time.Since(start).Round(time.Millisecond))
 }
 
-// previousSource is the newest release tag before HEAD and a copy of its
-// source (git archive) in a new directory.
+// previousSource is the release the upgrade starts from, the last one in
+// hack/releases whose commit is not HEAD, and a copy of its source (git
+// archive) in a new directory. The release's commit must be in HEAD's
+// history; a clone that lacks it (a shallow one) fetches from origin.
 func previousSource(t *testing.T) (tag, dir string) {
 	t.Helper()
 	root := bed.RepoRoot()
-	out, err := exec.Command("git", "-C", root, "describe", "--abbrev=0", "--match", "v*", "HEAD^").CombinedOutput()
-	if err != nil {
-		t.Fatalf("no release tag before HEAD (the upgrade test upgrades from the newest one; a shallow clone has none: git fetch --tags --unshallow): %v\n%s", err, out)
+	git := func(args ...string) (string, error) {
+		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
 	}
-	tag = strings.TrimSpace(string(out))
+	head, err := git("rev-parse", "HEAD")
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v: %s", err, head)
+	}
+	releases, err := readReleases(filepath.Join(root, "hack", "releases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commit string
+	for _, r := range releases {
+		if r.commit != head {
+			tag, commit = r.tag, r.commit
+		}
+	}
+	if commit == "" {
+		t.Fatalf("hack/releases names no release before HEAD: the upgrade test upgrades from one")
+	}
+	if _, err := git("cat-file", "-e", commit+"^{commit}"); err != nil {
+		fetch := []string{"fetch", "origin", commit}
+		if shallow, _ := git("rev-parse", "--is-shallow-repository"); shallow == "true" {
+			fetch = []string{"fetch", "--unshallow", "origin"}
+		}
+		if out, err := git(fetch...); err != nil {
+			t.Fatalf("%s (%s) is not in this clone, and git %s failed: %v\n%s", tag, commit, strings.Join(fetch, " "), err, out)
+		}
+	}
+	if out, err := git("merge-base", "--is-ancestor", commit, "HEAD"); err != nil {
+		t.Fatalf("hack/releases: %s (%s) is not in HEAD's history: %v %s", tag, commit, err, out)
+	}
+	// A clone with the tag checks the file against it.
+	if tagged, err := git("rev-parse", "--verify", "--quiet", "refs/tags/"+tag+"^{commit}"); err == nil && tagged != commit {
+		t.Fatalf("hack/releases names %s for %s, but the tag names %s", commit, tag, tagged)
+	}
 	dir = t.TempDir()
-	archive := exec.Command("git", "-C", root, "archive", "--format=tar", tag)
+	archive := exec.Command("git", "-C", root, "archive", "--format=tar", commit)
 	untar := exec.Command("tar", "-x", "-C", dir)
 	pipe, err := archive.StdoutPipe()
 	if err != nil {
@@ -255,6 +289,30 @@ func previousSource(t *testing.T) (tag, dir string) {
 		t.Fatalf("untar %s: %v", tag, err)
 	}
 	return tag, dir
+}
+
+type release struct{ tag, commit string }
+
+// readReleases reads hack/releases: a release a line, its tag and its
+// full commit name; # starts a comment.
+func readReleases(path string) ([]release, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rs []release
+	for i, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if len(fields) != 2 || !strings.HasPrefix(fields[0], "v") || len(fields[1]) != 40 || strings.Trim(fields[1], "0123456789abcdef") != "" {
+			return nil, fmt.Errorf("%s:%d: want a tag vX.Y.Z and its full commit name, got %q", path, i+1, line)
+		}
+		rs = append(rs, release{fields[0], fields[1]})
+	}
+	return rs, nil
 }
 
 // buildAt builds cmd/builder and cmd/build-controller of the source in src
@@ -351,3 +409,24 @@ func newGate(t *testing.T) *gate {
 }
 
 func (gt *gate) open() { gt.opened.Store(true) }
+
+// TestReadReleases reads the tree's hack/releases and refuses lines that
+// do not name a tag and a full commit.
+func TestReadReleases(t *testing.T) {
+	g := NewWithT(t)
+	rs, err := readReleases(filepath.Join(bed.RepoRoot(), "hack", "releases"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rs).NotTo(BeEmpty())
+	for _, bad := range []string{
+		"v0.1.0\n",
+		"v0.1.0 d35e3f5\n",
+		"0.1.0 d35e3f55be73088ab9028f0aa81ffac5095e6298\n",
+		"v0.1.0 D35E3F55BE73088AB9028F0AA81FFAC5095E6298\n",
+		"v0.1.0 d35e3f55be73088ab9028f0aa81ffac5095e6298 extra\n",
+	} {
+		path := filepath.Join(t.TempDir(), "releases")
+		g.Expect(os.WriteFile(path, []byte("# a comment\n"+bad), 0o644)).To(Succeed())
+		_, err := readReleases(path)
+		g.Expect(err).To(MatchError(ContainSubstring(path+":2: want a tag")), bad)
+	}
+}
