@@ -10,8 +10,11 @@
 # the builder into user and mount namespaces through C code), linked
 # statically with the platform's cross compiler from Debian
 # (gcc-aarch64-linux-gnu, gcc-powerpc64le-linux-gnu, gcc-s390x-linux-gnu and
-# their libc6-dev-*-cross; `hack/tools.sh apt` installs them), netgo and
-# osusergo, and SQLite compiled in, so that each runs on any base image.
+# their libc6-dev-*-cross; `hack/tools.sh cross` installs them), netgo and
+# osusergo, and Debian's static SQLite of the platform linked in (the same
+# version as this machine's libsqlite3-dev; `hack/tools.sh cross` unpacks
+# it into the cache, or set CROSS_LIBS), so that each runs on any base
+# image.
 # The linker warns that dlopen in a static binary needs the same glibc at
 # run time: only PKCS#11 modules are loaded that way, which builds never
 # use.
@@ -35,6 +38,8 @@
 #                                to builder's base (default in its Containerfile)
 #   EMULATION_SETUP_BASE_IMAGE   emulation-setup's base (default scratch)
 #   QEMU_DEBS                    where qemu-user-static .debs are (default: the cache)
+#   CROSS_LIBS                   where libsqlite3-dev of each Debian architecture is
+#                                unpacked, CROSS_LIBS/<debarch>/usr/lib/<triplet> (default: the cache)
 #   BUILDER_FLAGS                more flags for `builder build`, e.g. --authfile FILE
 # Building images runs buildah: as root, or, run as another user, inside a
 # user namespace that hack/userns.sh sets up from the user's /etc/subuid and
@@ -79,11 +84,35 @@ cross_cc() {
 	echo "$triplet-gcc"
 }
 
+# sqlite_ldflags prints the linker flags that find the static SQLite of a
+# Go architecture: this machine's libsqlite3-dev for its own, and for the
+# others Debian's libsqlite3-dev of that architecture, which
+# `hack/tools.sh cross` unpacks into the cache.
+sqlite_ldflags() {
+	local debarch triplet lib
+	[ "$1" = "$host_arch" ] && return
+	case "$1" in
+	arm64) debarch=arm64 triplet=aarch64-linux-gnu ;;
+	ppc64le) debarch=ppc64el triplet=powerpc64le-linux-gnu ;;
+	s390x) debarch=s390x triplet=s390x-linux-gnu ;;
+	arm) debarch=armhf triplet=arm-linux-gnueabihf ;;
+	*) echo "hack/images.sh: no Debian architecture known for $1" >&2; return 1 ;;
+	esac
+	lib="$CROSS_LIBS/$debarch/usr/lib/$triplet"
+	if [ ! -f "$lib/libsqlite3.a" ]; then
+		echo "hack/images.sh: no static SQLite for $1 in $lib: run hack/tools.sh cross (as root, with apt) or set CROSS_LIBS" >&2
+		return 1
+	fi
+	echo "-L$lib"
+}
+
 # qemu_handlers are the qemu interpreters the emulation-setup image holds,
 # by binfmt_misc name (emulation-setup's --register takes the Go names:
 # amd64, arm64, arm, ppc64le, s390x, riscv64).
 qemu_handlers=(x86_64 aarch64 arm ppc64le s390x riscv64)
-QEMU_DEBS=${QEMU_DEBS:-${ARCHWAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/archway}/debs}
+cache=${ARCHWAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/archway}
+QEMU_DEBS=${QEMU_DEBS:-$cache/debs}
+CROSS_LIBS=${CROSS_LIBS:-$cache/cross}
 
 # qemu_files ARCH DIR puts into DIR (a root file system) the interpreters
 # of qemu_handlers but ARCH's own, from Debian's qemu-user-static for ARCH,
@@ -129,17 +158,19 @@ for p in "${platforms[@]}"; do
 	dir="$out/${os}_${arch}"
 	mkdir -p "$dir"
 	cc=$(cross_cc "$arch")
+	sqlite=$(sqlite_ldflags "$arch")
 	# One go build of the four programs with one set of flags: the packages
 	# they share (most of them) compile once per platform. Everything is
 	# linked statically: the builder needs cgo (buildah's re-exec into user
 	# and mount namespaces), netgo and osusergo keep glibc's resolver and
-	# user lookups out of every binary.
+	# user lookups out of every binary. SQLite's static library needs libm
+	# after it.
 	echo "==> $p: build-controller, builder, custom-builder, emulation-setup (cgo with $cc, static)"
 	start=$SECONDS
 	rm -rf "$dir/emulation-setup" "$dir/.bin"
-	CGO_ENABLED=1 CC=$cc GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath \
-		-tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo sqlite_omit_load_extension" \
-		-ldflags "$ldflags -linkmode external -extldflags -static" \
+	CGO_ENABLED=1 CC=$cc CGO_LDFLAGS=$sqlite GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath \
+		-tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3" \
+		-ldflags "$ldflags -linkmode external -extldflags '-static -lm'" \
 		-o "$dir/.bin/" ./cmd/build-controller ./cmd/builder ./cmd/custom-builder ./cmd/emulation-setup
 	mkdir -p "$dir/emulation-setup/usr/local/bin"
 	mv "$dir/.bin/build-controller" "$dir/.bin/builder" "$dir/.bin/custom-builder" "$dir/"

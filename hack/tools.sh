@@ -76,25 +76,62 @@ part_apt() {
 # images (hack/images.sh): the Go binaries are cross-compiled, never
 # compiled under emulation. Each compiler only recommends its target's C
 # library and headers, and recommends are off, so those are named too.
+# The builder links Debian's static SQLite of each platform
+# (cross_sqlite) rather than compiling SQLite's amalgamation in cgo: that
+# compile took 163 s of one core for each platform.
 part_cross() {
 	[ "$(uname -m)" = x86_64 ] || fail "make images cross-compiles from an x86_64 machine only (this is $(uname -m))" cross
 	apt_install gcc-aarch64-linux-gnu gcc-powerpc64le-linux-gnu gcc-s390x-linux-gnu \
-		libc6-dev-arm64-cross libc6-dev-ppc64el-cross libc6-dev-s390x-cross
+		libc6-dev-arm64-cross libc6-dev-ppc64el-cross libc6-dev-s390x-cross libsqlite3-dev
+	cross_sqlite arm64:aarch64-linux-gnu ppc64el:powerpc64le-linux-gnu s390x:s390x-linux-gnu
 	check_cross aarch64-linux-gnu powerpc64le-linux-gnu s390x-linux-gnu
 }
 
-# check_cross TRIPLET... compiles and statically links a C program with each
-# cross compiler, as the builder's cgo build does, so a missing piece fails
-# here naming its package rather than minutes into make images.
+# cross_sqlite DEBARCH:TRIPLET... unpacks Debian's libsqlite3-dev of each
+# architecture into $ARCHWAY_CACHE/cross/DEBARCH, at the version of this
+# machine's libsqlite3-dev, whose /usr/include/sqlite3.h the cross
+# compilers include. hack/images.sh links its libsqlite3.a.
+cross_sqlite() {
+	local version a arch triplet dir need=()
+	version=$(dpkg-query -W -f='${Version}' libsqlite3-dev) || fail "libsqlite3-dev is not installed" apt
+	for a in "$@"; do
+		[ -f "$ARCHWAY_CACHE/cross/${a%%:*}/.libsqlite3-dev_$version" ] || need+=("${a%%:*}")
+	done
+	[ ${#need[@]} -eq 0 ] && return 0
+	debs cross "libsqlite3-dev=$version" "${need[@]}"
+	for a in "$@"; do
+		arch=${a%%:*} triplet=${a#*:}
+		dir="$ARCHWAY_CACHE/cross/$arch"
+		[ -f "$dir/.libsqlite3-dev_$version" ] && continue
+		step "unpacking libsqlite3-dev $version for $arch"
+		rm -rf "$dir.tmp"
+		mkdir -p "$dir.tmp"
+		dpkg-deb -x "$ARCHWAY_CACHE/debs/libsqlite3-dev_${version//:/%3a}_$arch.deb" "$dir.tmp" || fail "unpacking libsqlite3-dev for $arch" cross
+		[ -f "$dir.tmp/usr/lib/$triplet/libsqlite3.a" ] || fail "libsqlite3-dev for $arch has no usr/lib/$triplet/libsqlite3.a" cross
+		touch "$dir.tmp/.libsqlite3-dev_$version"
+		rm -rf "$dir"
+		mv "$dir.tmp" "$dir"
+	done
+}
+
+# check_cross TRIPLET... compiles and statically links a C program that
+# calls SQLite with each cross compiler, as the builder's cgo build does,
+# so a missing piece fails here naming its package rather than minutes
+# into make images.
 check_cross() {
-	local dir t
+	local dir t arch
 	dir=$(mktemp -d)
-	printf '#include <stdlib.h>\n#include <stdio.h>\nint main(void) { puts("ok"); return EXIT_SUCCESS; }\n' >"$dir/c.c"
+	printf '#include <stdio.h>\n#include <sqlite3.h>\nint main(void) { puts(sqlite3_libversion()); return 0; }\n' >"$dir/c.c"
 	for t in "$@"; do
-		if ! "$t-gcc" -static -o "$dir/c-$t" "$dir/c.c" 2>"$dir/err"; then
+		case "$t" in
+		aarch64-*) arch=arm64 ;;
+		powerpc64le-*) arch=ppc64el ;;
+		s390x-*) arch=s390x ;;
+		esac
+		if ! "$t-gcc" -static -o "$dir/c-$t" "$dir/c.c" -L"$ARCHWAY_CACHE/cross/$arch/usr/lib/$t" -lsqlite3 -lm 2>"$dir/err"; then
 			cat "$dir/err" >&2
 			rm -rf "$dir"
-			fail "$t-gcc cannot build a static C program (packages gcc-${t//_/-} and libc6-dev-<debian arch>-cross)" apt
+			fail "$t-gcc cannot build a static C program with SQLite (packages gcc-${t//_/-}, libc6-dev-$arch-cross, libsqlite3-dev; $ARCHWAY_CACHE/cross/$arch)" cross
 		fi
 	done
 	rm -rf "$dir"
@@ -120,16 +157,21 @@ part_qemu() {
 	done
 }
 
-# debs PART PACKAGE DEBARCH... keeps Debian's PACKAGE for each Debian
-# architecture in the cache ($ARCHWAY_CACHE/debs), downloaded with apt.
+# debs PART PACKAGE[=VERSION] DEBARCH... keeps Debian's PACKAGE (at VERSION,
+# or the newest) for each Debian architecture in the cache
+# ($ARCHWAY_CACHE/debs), downloaded with apt.
 debs() {
-	local part=$1 pkg=$2
+	local part=$1 pkg=${2%%=*} want=
+	[[ $2 == *=* ]] && want=${2#*=}
 	shift 2
 	local dir="$ARCHWAY_CACHE/debs"
 	mkdir -p "$dir"
+	# apt-get download names an epoch's colon %3a.
+	local file="${pkg}_${want:-*}"
+	file=${file//:/%3a}
 	local arch need=()
 	for arch in "$@"; do
-		compgen -G "$dir/${pkg}_*_$arch.deb" >/dev/null || need+=("$arch")
+		compgen -G "$dir/${file}_$arch.deb" >/dev/null || need+=("$arch")
 	done
 	[ ${#need[@]} -eq 0 ] && return 0
 	[ "$(id -u)" -eq 0 ] || fail "downloading $pkg needs root (apt)" "$part"
@@ -146,8 +188,8 @@ debs() {
 		apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null 2>&1 || true
 		ok=1
 		for arch in "${need[@]}"; do
-			compgen -G "$dir/${pkg}_*_$arch.deb" >/dev/null && continue
-			(cd "$dir" && apt-get download -q "$pkg:$arch" >/dev/null 2>&1) || ok=0
+			compgen -G "$dir/${file}_$arch.deb" >/dev/null && continue
+			(cd "$dir" && apt-get download -q "$pkg:$arch${want:+=$want}" >/dev/null 2>&1) || ok=0
 		done
 		[ $ok -eq 1 ] && break
 		sleep 2

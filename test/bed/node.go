@@ -847,7 +847,7 @@ func busyboxLayerFor(debArch string) (imageLayer, error) {
 }
 
 // PushBuilderImage builds the builder (./cmd/builder) for this machine as
-// make images does (cgo, static, netgo, osusergo, SQLite compiled in), puts it at
+// make images does (cgo, static, netgo, osusergo, Debian's static SQLite), puts it at
 // /usr/local/bin/builder on the bed's busybox, pushes that image to the
 // bed's registry as ref (e.g. "archway/builder:node") and returns the full
 // reference and the binary's path.
@@ -860,8 +860,8 @@ func (b *Bed) PushBuilderImage(ctx context.Context, ref string) (image, binary s
 	// The flags of hack/images.sh for this machine, so that the packages
 	// compiled for make images (and its test) are reused.
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-tags", "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo sqlite_omit_load_extension",
-		"-ldflags", "-s -w -linkmode external -extldflags -static", "-o", binary, "./cmd/builder")
+		"-tags", "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3",
+		"-ldflags", "-s -w -linkmode external -extldflags '-static -lm'", "-o", binary, "./cmd/builder")
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local", "CGO_ENABLED=1", "CC=gcc")
 	if msg, err := cmd.CombinedOutput(); err != nil {
