@@ -51,6 +51,18 @@ contains() {
 	return 1
 }
 
+# cpu_of FILE prints the seconds of user and system time a job's processes
+# took, from the second line of bash's times in FILE ("1m2.5s 0m3.1s": the
+# children's), so that what a job costs shows beside how long it took
+# among the others.
+cpu_of() {
+	local line u s
+	line=$(sed -n 2p "$1" 2>/dev/null) || return 0
+	[ -n "$line" ] || return 0
+	read -r u s <<<"$line"
+	awk -v u="$u" -v s="$s" 'function sec(t, m) { split(t, m, "m"); sub("s", "", m[2]); return m[1] * 60 + m[2] }
+		BEGIN { printf "%d", sec(u) + sec(s) }'
+}
 # names[i] and cmds[i] are job i; cmds hold a command line for eval,
 # quoted with printf %q.
 names=()
@@ -116,13 +128,20 @@ for c in "${cmds[@]}"; do
 	case " $c " in *" -race "*) race_jobs=1 ;; esac
 done
 compile() {
-	local begin=$SECONDS
+	local begin=$SECONDS times
+	times=$(mktemp)
 	echo "=== compiling every package for the jobs: go build $*"
-	go build -tags "${BUILD_TAGS:-}" "$@" ./... || {
+	(
+		go build -tags "${BUILD_TAGS:-}" "$@" ./...
+		rc=$?
+		times >"$times"
+		exit $rc
+	) || {
 		echo "=== go build $* failed: no job started"
 		exit 1
 	}
-	echo "=== compiled in $((SECONDS - begin))s"
+	echo "=== compiled in $((SECONDS - begin))s, cpu $(cpu_of "$times")s"
+	rm -f "$times"
 }
 if [ ${#suites[@]} -gt 0 ]; then compile; fi
 # The real node's job (first when there is one) runs alone: its images
@@ -135,7 +154,7 @@ solo=-1
 race_pid=
 if [ $race_jobs -eq 1 ]; then
 	if [ $solo -ge 0 ]; then
-		nice -n 19 bash -c "$(declare -f compile); compile -race" &
+		nice -n 19 bash -c "$(declare -f compile cpu_of); compile -race" &
 		race_pid=$!
 	else
 		compile -race
@@ -147,6 +166,7 @@ trap 'rm -rf "$logs"' EXIT
 echo "=== ${#names[@]} test jobs, $parallel at a time"
 start=$SECONDS
 declare -A running=() began=()
+cpu_total=0
 failed=()
 finish() {
 	local pid=$1 rc=$2 i=${running[$1]}
@@ -156,7 +176,10 @@ finish() {
 		status="FAILED (exit $rc)"
 		failed+=("${names[$i]}")
 	}
-	echo "=== job ${names[$i]}: $status in $((SECONDS - ${began[$i]}))s"
+	local cpu
+	cpu=$(cpu_of "$logs/$i.cpu")
+	cpu_total=$((cpu_total + ${cpu:-0}))
+	echo "=== job ${names[$i]}: $status in $((SECONDS - ${began[$i]}))s${cpu:+, cpu ${cpu}s}"
 	cat "$logs/$i.log"
 	[ "$rc" -eq 0 ] || echo "=== job ${names[$i]} ran: ${cmds[$i]}"
 }
@@ -170,7 +193,12 @@ for i in "${!names[@]}"; do
 	while [ ${#running[@]} -ge "$parallel" ]; do wait_one; done
 	echo "=== job ${names[$i]}: started $((SECONDS - start))s in"
 	began[$i]=$SECONDS
-	eval "${cmds[$i]}" >"$logs/$i.log" 2>&1 </dev/null &
+	(
+		eval "${cmds[$i]}"
+		rc=$?
+		times >"$logs/$i.cpu"
+		exit $rc
+	) >"$logs/$i.log" 2>&1 </dev/null &
 	running[$!]=$i
 	if [ "$i" -eq "$solo" ]; then
 		while [ ${#running[@]} -gt 0 ]; do wait_one; done
@@ -181,5 +209,5 @@ for i in "${!names[@]}"; do
 	fi
 done
 while [ ${#running[@]} -gt 0 ]; do wait_one; done
-echo "=== ${#names[@]} test jobs done in $((SECONDS - start))s${failed[*]:+; failed: ${failed[*]}}"
+echo "=== ${#names[@]} test jobs done in $((SECONDS - start))s, cpu ${cpu_total}s${failed[*]:+; failed: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]
