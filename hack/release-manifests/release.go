@@ -300,7 +300,7 @@ func render(manifests, base, out, registry, tag string, imgs map[string]Image) (
 	emu := imgs["emulation-setup"]
 
 	// The configuration file with the builder pinned.
-	cfgPath := filepath.Join(manifests, "build-controller", "config.yaml")
+	cfgPath := filepath.Join(manifests, "base", "config.yaml")
 	cfgData, err := os.ReadFile(cfgPath)
 	if err != nil {
 		return nil, err
@@ -343,7 +343,7 @@ func render(manifests, base, out, registry, tag string, imgs map[string]Image) (
 # digest of the index make images pushed:
 #   %s
 #   %s (build pods: config.yaml, a copy of
-#     manifests/build-controller/config.yaml with build.builderImage pinned)
+#     manifests/base/config.yaml with build.builderImage pinned)
 # Install: kubectl apply --server-side -k manifests/crd, then this
 # directory (see docs/admin-guide/install.md). emulation/ is
 # manifests/emulation pinned the same way.

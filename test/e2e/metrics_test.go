@@ -30,7 +30,7 @@ func metricsReader(t *testing.T, h *harness) (reader, other string) {
 	g := NewWithT(t)
 	ctx := h.ctx
 	var role rbacv1.ClusterRole
-	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "build-controller", "rbac", "metrics_reader_role.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "base", "rbac", "metrics_reader_role.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(yaml.Unmarshal(data, &role)).To(Succeed())
 	role.Name = "archway-metrics-reader-" + h.ns // each run its own, so nothing is left to collide with

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,4 +236,83 @@ func stderrOf(err error) string {
 		return err.Error() + ": " + string(ee.Stderr)
 	}
 	return err.Error()
+}
+
+// TestOpenShiftPlacementOverlay: manifests/openshift/placement installs
+// placement and scheduling on OpenShift without the build half: its
+// objects are exactly those of manifests/openshift but the build half's
+// (build-controller, the trigger endpoint, the build authorization, the
+// build pods' SCC and the Route; archway's namespace, configuration file
+// and shared roles, manifests/base, stay), each the same but the registry
+// settings' RoleBinding, which binds the placement controller alone; and
+// its CRDs are manifests/crd's but the build ones. TestManifestsDryRun
+// applies it with a server-side dry run.
+func TestOpenShiftPlacementOverlay(t *testing.T) {
+	objs := func(dir string) map[string]string {
+		t.Helper()
+		assets, err := bed.AssetsDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		built, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(bed.RepoRoot(), "manifests", dir)).Output()
+		if err != nil {
+			t.Fatalf("kubectl kustomize manifests/%s: %v", dir, stderrOf(err))
+		}
+		out := map[string]string{}
+		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(built), 4096)
+		for {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+				return out
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			var meta metav1.PartialObjectMetadata
+			if err := json.Unmarshal(raw, &meta); err != nil {
+				t.Fatal(err)
+			}
+			out[meta.Kind+" "+meta.Namespace+"/"+meta.Name] = string(raw)
+		}
+	}
+	placement := objs("openshift/placement")
+	want := objs("openshift")
+	base := objs("base")
+	for _, half := range []string{"build-controller", "build-triggers", "authorization", "openshift/build-scc"} {
+		for id := range objs(half) {
+			if _, shared := base[id]; !shared {
+				delete(want, id)
+			}
+		}
+	}
+	delete(want, "Route archway-system/archway-build-triggers")
+	delete(want, "ClusterRoleBinding /archway-build-scc")
+	const registries = "RoleBinding openshift-config/archway-openshift-registries"
+	for _, id := range slices.Sorted(maps.Keys(want)) {
+		got, ok := placement[id]
+		switch {
+		case !ok:
+			t.Errorf("%s of manifests/openshift is missing", id)
+		case id == registries:
+			if strings.Contains(got, `"build-controller"`) || !strings.Contains(got, `"archway-placement-controller"`) {
+				t.Errorf("%s binds %s, want the placement controller alone", id, got)
+			}
+		case got != want[id]:
+			t.Errorf("%s differs from manifests/openshift's:\n%s\nwant:\n%s", id, got, want[id])
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(placement)) {
+		if _, ok := want[id]; !ok {
+			t.Errorf("%s is not placement's, scheduling's or shared", id)
+		}
+		if strings.Contains(id, "archway-build") || strings.Contains(id, "build.openshift.io") {
+			t.Errorf("%s is the build half's", id)
+		}
+	}
+	crds := objs("openshift/placement/crd")
+	for id := range objs("crd") {
+		build := strings.Contains(id, "build.openshift.io") || strings.Contains(id, "build.archway.dev")
+		if _, ok := crds[id]; ok == build {
+			t.Errorf("manifests/openshift/placement/crd: %s present %t, want %t", id, ok, !build)
+		}
+	}
 }
