@@ -16,6 +16,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/buildconfig"
+	"github.com/archway-build/archway/pkg/build/imagestream"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/pkg/build/trigger/aggregated"
 	"github.com/archway-build/archway/pkg/build/trigger/binary"
@@ -78,7 +79,9 @@ func setupBuildConfig(mgr ctrl.Manager, opts *options) error {
 // replica from the webhook server (--webhook-port, TLS from
 // --webhook-cert-dir): under /apis/build.openshift.io/v1/namespaces/ to
 // direct callers, and as the aggregated API triggers.archway.dev/v1alpha1
-// to the kube-apiserver (package aggregated).
+// to the kube-apiserver (package aggregated). It also serves the webhook
+// judging Builds' and BuildConfigs' image stream references (package
+// imagestream).
 func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 	if err := refuseWhereOpenShiftServesBuilds(mgr); err != nil {
 		return err
@@ -135,7 +138,7 @@ func setupBuildConfigWebhooks(mgr ctrl.Manager, _ *options) error {
 	}).Handler()
 	mgr.GetWebhookServer().Register(aggregated.GroupPrefix, api)
 	mgr.GetWebhookServer().Register(aggregated.GroupPrefix+"/", api)
-	return nil
+	return imagestream.SetupWebhook(mgr)
 }
 
 // requestClientCertificates makes the webhook server ask TLS clients for a
@@ -147,9 +150,13 @@ func requestClientCertificates(cfg *tls.Config) {
 }
 
 // buildConfigWebhooksCertificates are the objects --cert-management=internal
-// injects the endpoint's CA into: the aggregated API's APIService.
+// injects the endpoint's CA into: the aggregated API's APIService and the
+// image stream references' webhook configuration.
 func buildConfigWebhooksCertificates() []webhookcert.Configuration {
-	return []webhookcert.Configuration{{Kind: webhookcert.APIService, Name: paths.APIServiceName}}
+	return []webhookcert.Configuration{
+		{Kind: webhookcert.APIService, Name: paths.APIServiceName},
+		{Kind: webhookcert.Validating, Name: imagestream.WebhookConfigurationName},
+	}
 }
 
 // configureWebhooksCache keeps of each cached Secret only a trigger's

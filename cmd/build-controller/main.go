@@ -57,7 +57,7 @@ func components() []component {
 	return []component{
 		{name: "build", help: "runs Builds: one pod per platform plus the manifest-list pod", setup: setupBuild, cache: controller.ConfigureCache},
 		{name: "buildconfig", help: "starts Builds from BuildConfigs' ConfigChange triggers, cancels what SerialLatestOnly skips, prunes old builds", setup: setupBuildConfig},
-		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers and binary builds (instantiatebinary), directly and as the aggregated API triggers.archway.dev/v1alpha1 (every replica; needs a serving certificate, see --cert-management)", disabledByDefault: true, setup: setupBuildConfigWebhooks,
+		{name: "buildconfig-webhooks", help: "serves BuildConfigs' GitHub, GitLab, Bitbucket and generic webhook triggers and binary builds (instantiatebinary), directly and as the aggregated API triggers.archway.dev/v1alpha1, and the webhook judging image stream references (every replica; needs a serving certificate, see --cert-management)", disabledByDefault: true, setup: setupBuildConfigWebhooks,
 			cache: configureWebhooksCache, webhooks: buildConfigWebhooksCertificates, tls: requestClientCertificates},
 		// Arch-aware placement is opt-in: the webhook needs a serving
 		// certificate (see --cert-management). It gates pods only while a

@@ -15,6 +15,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+	"github.com/archway-build/archway/pkg/build/imagestream"
 	"github.com/archway-build/archway/pkg/platform"
 )
 
@@ -86,6 +87,14 @@ func BuildFailure(b *buildv1.Build) *Failure {
 	case t == buildv1.SourceBuildStrategyType && b.Spec.Strategy.SourceStrategy == nil:
 		return &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonUnsupportedBuildStrategy,
 			Message: "strategy Source needs sourceStrategy (its builder image)"}
+	}
+	// Admission lets image stream references through where the cluster
+	// serves image streams; the controller does not resolve them yet.
+	for _, r := range imagestream.SpecReferences(&b.Spec.CommonSpec) {
+		if r.Field != "spec.output.to" {
+			return &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonInvalidImageReference,
+				Message: fmt.Sprintf("%s: kind %s is not resolved by archway yet: use kind DockerImage with the image's reference", r.Field, r.Ref.Kind)}
+		}
 	}
 	if to := b.Spec.Output.To; to != nil {
 		if to.Kind != "DockerImage" {

@@ -1886,7 +1886,9 @@ var servingCerts = map[string]struct {
 	secret  string
 	configs []client.Object
 }{
-	"archway-build-triggers": {secret: "archway-build-triggers-tls", configs: []client.Object{apiService(paths.APIServiceName)}},
+	"archway-build-triggers": {secret: "archway-build-triggers-tls", configs: []client.Object{apiService(paths.APIServiceName),
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "archway-build-image-streams"}},
+	}},
 	"archway-placement-webhook": {secret: "archway-placement-webhook-tls", configs: []client.Object{
 		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "archway-pod-placement"}},
 		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "archway-pod-placement-validation"}},

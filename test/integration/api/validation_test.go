@@ -160,9 +160,10 @@ func TestAdmissionRejects(t *testing.T) {
 		{
 			name: "docker from an image stream",
 			mutate: func(s map[string]any) {
-				set(s, map[string]any{"kind": "ImageStreamTag", "name": "base:1"}, "strategy", "dockerStrategy", "from")
+				set(s, map[string]any{"kind": "ImageStream", "name": "base"}, "strategy", "dockerStrategy", "from")
 			},
-			want: []string{`spec.strategy.dockerStrategy.from: Invalid value: kind ImageStreamTag is not supported: use kind DockerImage with an image reference (archway has no image streams)`},
+			want: []string{`spec.strategy.dockerStrategy.from: Invalid value: kind ImageStream is not supported: use kind DockerImage with an image reference, ` +
+				`or, where the cluster serves OpenShift image streams, ImageStreamTag (<stream>:<tag>) or ImageStreamImage (<stream>@<digest>)`},
 		},
 		{
 			name: "source from without name",
@@ -246,18 +247,20 @@ func TestAdmissionRejects(t *testing.T) {
 
 		// Output and the rest of the spec.
 		{
-			name: "output to an image stream tag",
+			name: "output to an image stream image",
 			mutate: func(s map[string]any) {
-				set(s, map[string]any{"kind": "ImageStreamTag", "name": "app:latest"}, "output", "to")
+				set(s, map[string]any{"kind": "ImageStreamImage", "name": "app@sha256:0123"}, "output", "to")
 			},
-			want: []string{`spec.output.to: Invalid value: kind ImageStreamTag is not supported: use kind DockerImage with an image reference (archway has no image streams)`},
+			want: []string{`spec.output.to: Invalid value: kind ImageStreamImage is not supported: use kind DockerImage with an image reference, ` +
+				`or, where the cluster serves OpenShift image streams, ImageStreamTag (<stream>:<tag>)`},
 		},
 		{
 			name: "output without kind",
 			mutate: func(s map[string]any) {
 				set(s, map[string]any{"name": "registry.example.com/app:latest"}, "output", "to")
 			},
-			want: []string{`spec.output.to: Invalid value: kind must be DockerImage`},
+			want: []string{`spec.output.to: Invalid value: kind is required: use kind DockerImage with an image reference, ` +
+				`or, where the cluster serves OpenShift image streams, ImageStreamTag (<stream>:<tag>)`},
 		},
 		{
 			name:   "output without name",
@@ -325,14 +328,15 @@ func TestAdmissionRejects(t *testing.T) {
 			want: []string{`spec.triggers[1]: Invalid value: type GitHub needs the github field`},
 		},
 		{
-			name:  "image change trigger of an image stream tag",
+			name:  "image change trigger of an image stream image",
 			kinds: []string{"BuildConfig"},
 			mutate: func(s map[string]any) {
 				s["triggers"] = []any{map[string]any{"type": "ImageChange", "imageChange": map[string]any{
-					"from": map[string]any{"kind": "ImageStreamTag", "name": "base:latest"}}}}
+					"from": map[string]any{"kind": "ImageStreamImage", "name": "base@sha256:0123"}}}}
 			},
-			want: []string{`spec.triggers[0].imageChange.from: Invalid value: kind ImageStreamTag is not supported: archway has no image streams; ` +
-				`watch an image in its registry with kind DockerImage and its reference, e.g. registry.example.com/team/base:1.0`},
+			want: []string{`spec.triggers[0].imageChange.from: Invalid value: kind ImageStreamImage is not supported: ` +
+				`watch an image in its registry with kind DockerImage and its reference, e.g. registry.example.com/team/base:1.0, ` +
+				`or, where the cluster serves OpenShift image streams, an ImageStreamTag (<stream>:<tag>)`},
 		},
 		{
 			name:  "image change trigger with no image to watch",

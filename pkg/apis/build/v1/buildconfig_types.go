@@ -191,13 +191,15 @@ type ImageChangeTrigger struct {
 	// +optional
 	LastTriggeredImageID string `json:"lastTriggeredImageID,omitempty"`
 
-	// from is the image to watch, a DockerImage reference (archway has no
-	// image streams): build-controller polls its registry and starts a
-	// build when the digest the reference resolves to changes. Default:
+	// from is the image to watch: a DockerImage reference, whose registry
+	// build-controller polls, starting a build when the digest the
+	// reference resolves to changes; or, where the cluster serves OpenShift
+	// image streams (image.openshift.io/v1, refused at admission
+	// elsewhere), an ImageStreamTag. Default:
 	// the strategy's from, else the last FROM of an inline Dockerfile
 	// (source.dockerfile).
 	// +optional
-	// +kubebuilder:validation:XValidation:rule=`has(self.kind) && self.kind == 'DockerImage'`,messageExpression=`has(self.kind) ? 'kind ' + self.kind + ' is not supported: archway has no image streams; watch an image in its registry with kind DockerImage and its reference, e.g. registry.example.com/team/base:1.0' : 'kind must be DockerImage'`
+	// +kubebuilder:validation:XValidation:rule=`has(self.kind) && self.kind in ['DockerImage', 'ImageStreamTag']`,messageExpression=`(has(self.kind) ? 'kind ' + self.kind + ' is not supported' : 'kind is required') + ': watch an image in its registry with kind DockerImage and its reference, e.g. registry.example.com/team/base:1.0, or, where the cluster serves OpenShift image streams, an ImageStreamTag (<stream>:<tag>)'`
 	// +kubebuilder:validation:XValidation:rule=`has(self.name) && self.name != ""`,message="name must be an image reference, e.g. registry.example.com/team/base:1.0",fieldPath=`.name`,reason=FieldValueRequired
 	From *corev1.ObjectReference `json:"from,omitempty"`
 

@@ -433,11 +433,13 @@ func (p *ImageOptimizationPolicy) SkipsLayers() bool {
 // +kubebuilder:validation:XValidation:rule=`!has(self.imageOptimizationPolicy) || self.imageOptimizationPolicy == 'None' || !has(self.layerCache) || !has(self.layerCache.mode) || self.layerCache.mode != 'Registry'`,messageExpression=`'imageOptimizationPolicy ' + self.imageOptimizationPolicy + ' squashes the layers the build adds into one, and layerCache mode Registry keeps a layer per step: remove layerCache or set imageOptimizationPolicy None'`
 type DockerBuildStrategy struct {
 	// from replaces the image of the Dockerfile's last FROM. Default: the
-	// Dockerfile's. kind must be DockerImage: archway has no image streams.
+	// Dockerfile's. kind is DockerImage, or, where the cluster serves
+	// OpenShift image streams (image.openshift.io/v1), ImageStreamTag or
+	// ImageStreamImage (refused at admission elsewhere).
 	// For a multi-platform build the image must be a manifest list with an
 	// entry for every target platform.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule=`has(self.kind) && self.kind == 'DockerImage'`,messageExpression=`has(self.kind) ? 'kind ' + self.kind + ' is not supported: use kind DockerImage with an image reference (archway has no image streams)' : 'kind must be DockerImage'`
+	// +kubebuilder:validation:XValidation:rule=`has(self.kind) && self.kind in ['DockerImage', 'ImageStreamTag', 'ImageStreamImage']`,messageExpression=`(has(self.kind) ? 'kind ' + self.kind + ' is not supported' : 'kind is required') + ': use kind DockerImage with an image reference, or, where the cluster serves OpenShift image streams, ImageStreamTag (<stream>:<tag>) or ImageStreamImage (<stream>@<digest>)'`
 	// +kubebuilder:validation:XValidation:rule=`has(self.name) && self.name != ""`,message="name must be an image reference, e.g. registry.example.com/team/base:1.0",fieldPath=`.name`,reason=FieldValueRequired
 	From *corev1.ObjectReference `json:"from,omitempty"`
 
@@ -533,9 +535,10 @@ type LayerCache struct {
 
 // SourceBuildStrategy holds the options of a Source (source-to-image) build.
 type SourceBuildStrategy struct {
-	// from is the builder image. Required. kind must be DockerImage: archway
-	// has no image streams.
-	// +kubebuilder:validation:XValidation:rule=`has(self.kind) && self.kind == 'DockerImage'`,messageExpression=`has(self.kind) ? 'kind ' + self.kind + ' is not supported: use kind DockerImage with an image reference (archway has no image streams)' : 'kind must be DockerImage'`
+	// from is the builder image. Required. kind is DockerImage, or, where
+	// the cluster serves OpenShift image streams (image.openshift.io/v1),
+	// ImageStreamTag or ImageStreamImage (refused at admission elsewhere).
+	// +kubebuilder:validation:XValidation:rule=`has(self.kind) && self.kind in ['DockerImage', 'ImageStreamTag', 'ImageStreamImage']`,messageExpression=`(has(self.kind) ? 'kind ' + self.kind + ' is not supported' : 'kind is required') + ': use kind DockerImage with an image reference, or, where the cluster serves OpenShift image streams, ImageStreamTag (<stream>:<tag>) or ImageStreamImage (<stream>@<digest>)'`
 	// +kubebuilder:validation:XValidation:rule=`has(self.name) && self.name != ""`,message="name must be an image reference, e.g. registry.example.com/team/builder:1.0",fieldPath=`.name`,reason=FieldValueRequired
 	From corev1.ObjectReference `json:"from"`
 
@@ -675,10 +678,12 @@ type BuildOutput struct {
 	// to is the image reference to push to: kind DockerImage and name a
 	// pull spec (registry/repository:tag). For a multi-platform build the
 	// manifest list is pushed here and each platform's image to the same
-	// repository. Default: unset, meaning the image is not pushed. kind must
-	// be DockerImage: archway has no image streams.
+	// repository. Default: unset, meaning the image is not pushed. kind is
+	// DockerImage, or, where the cluster serves OpenShift image streams
+	// (image.openshift.io/v1), ImageStreamTag (refused at admission
+	// elsewhere).
 	// +optional
-	// +kubebuilder:validation:XValidation:rule=`has(self.kind) && self.kind == 'DockerImage'`,messageExpression=`has(self.kind) ? 'kind ' + self.kind + ' is not supported: use kind DockerImage with an image reference (archway has no image streams)' : 'kind must be DockerImage'`
+	// +kubebuilder:validation:XValidation:rule=`has(self.kind) && self.kind in ['DockerImage', 'ImageStreamTag']`,messageExpression=`(has(self.kind) ? 'kind ' + self.kind + ' is not supported' : 'kind is required') + ': use kind DockerImage with an image reference, or, where the cluster serves OpenShift image streams, ImageStreamTag (<stream>:<tag>)'`
 	// +kubebuilder:validation:XValidation:rule=`has(self.name) && self.name != ""`,message="name must be an image reference, e.g. registry.example.com/team/app:latest",fieldPath=`.name`,reason=FieldValueRequired
 	To *corev1.ObjectReference `json:"to,omitempty"`
 

@@ -54,7 +54,7 @@ func Watched(bc *buildv1.BuildConfig) []Trigger {
 		switch {
 		case t.ImageChange.From != nil:
 			if t.ImageChange.From.Kind != "DockerImage" {
-				tr.Err = fmt.Errorf("imageChange.from: kind %q is not supported: archway has no image streams; use kind DockerImage", t.ImageChange.From.Kind)
+				tr.Err = fmt.Errorf("imageChange.from: kind %q is not watched by archway yet: use kind DockerImage", t.ImageChange.From.Kind)
 			}
 			tr.Image = t.ImageChange.From.Name
 			tr.StrategyFrom = tr.Image == strategyFrom

@@ -14,8 +14,10 @@ type BuildOutputApplyConfiguration struct {
 	// to is the image reference to push to: kind DockerImage and name a
 	// pull spec (registry/repository:tag). For a multi-platform build the
 	// manifest list is pushed here and each platform's image to the same
-	// repository. Default: unset, meaning the image is not pushed. kind must
-	// be DockerImage: archway has no image streams.
+	// repository. Default: unset, meaning the image is not pushed. kind is
+	// DockerImage, or, where the cluster serves OpenShift image streams
+	// (image.openshift.io/v1), ImageStreamTag (refused at admission
+	// elsewhere).
 	To *corev1.ObjectReference `json:"to,omitempty"`
 	// pushSecret names a Secret with credentials to push to. Default: the
 	// service account's. It may change after a Build is created, as in

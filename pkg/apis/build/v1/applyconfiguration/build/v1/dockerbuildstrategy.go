@@ -13,7 +13,9 @@ import (
 // DockerBuildStrategy holds the options of a Docker build.
 type DockerBuildStrategyApplyConfiguration struct {
 	// from replaces the image of the Dockerfile's last FROM. Default: the
-	// Dockerfile's. kind must be DockerImage: archway has no image streams.
+	// Dockerfile's. kind is DockerImage, or, where the cluster serves
+	// OpenShift image streams (image.openshift.io/v1), ImageStreamTag or
+	// ImageStreamImage (refused at admission elsewhere).
 	// For a multi-platform build the image must be a manifest list with an
 	// entry for every target platform.
 	From *corev1.ObjectReference `json:"from,omitempty"`

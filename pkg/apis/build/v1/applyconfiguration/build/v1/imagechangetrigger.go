@@ -15,9 +15,11 @@ type ImageChangeTriggerApplyConfiguration struct {
 	// Deprecated in OpenShift in favour of status.imageChangeTriggers.
 	// Default: empty.
 	LastTriggeredImageID *string `json:"lastTriggeredImageID,omitempty"`
-	// from is the image to watch, a DockerImage reference (archway has no
-	// image streams): build-controller polls its registry and starts a
-	// build when the digest the reference resolves to changes. Default:
+	// from is the image to watch: a DockerImage reference, whose registry
+	// build-controller polls, starting a build when the digest the
+	// reference resolves to changes; or, where the cluster serves OpenShift
+	// image streams (image.openshift.io/v1, refused at admission
+	// elsewhere), an ImageStreamTag. Default:
 	// the strategy's from, else the last FROM of an inline Dockerfile
 	// (source.dockerfile).
 	From *corev1.ObjectReference `json:"from,omitempty"`

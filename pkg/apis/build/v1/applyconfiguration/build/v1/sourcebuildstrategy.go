@@ -11,8 +11,9 @@ import (
 //
 // SourceBuildStrategy holds the options of a Source (source-to-image) build.
 type SourceBuildStrategyApplyConfiguration struct {
-	// from is the builder image. Required. kind must be DockerImage: archway
-	// has no image streams.
+	// from is the builder image. Required. kind is DockerImage, or, where
+	// the cluster serves OpenShift image streams (image.openshift.io/v1),
+	// ImageStreamTag or ImageStreamImage (refused at admission elsewhere).
 	From *corev1.ObjectReference `json:"from,omitempty"`
 	// pullSecret names a Secret with credentials to pull the builder image.
 	// Default: the service account's image pull secrets.
