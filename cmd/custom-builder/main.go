@@ -63,9 +63,11 @@ names archway's builder image; the image runs it when started with no command an
 reads the Build from $BUILD, builds it with the Docker strategy for every platform (PLATFORMS in the
 strategy's env, else the build.archway.dev/platforms annotation of the Build or its BuildConfig, else
 resolved from the cluster's nodes) with one pod per platform and the manifest-list pod, as
-build-controller does, keeps their status in the MultiArchBuild of the Build's name, and prints every
-pod's log, each line prefixed with its platform. The exit code is 0 when the Build completed and 1
-otherwise; SIGTERM (the pod deleted: oc cancel-build) cancels the platforms.`,
+build-controller does, with build-controller's configuration (the ConfigMap the Role
+archway-system/archway-custom-builder-config names; it refuses to start without it), keeps
+their status in the MultiArchBuild of the Build's name, and prints every pod's log, each line
+prefixed with its platform. The exit code is 0 when the Build completed and 1 otherwise; SIGTERM
+(the pod deleted: oc cancel-build) cancels the platforms.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCustomBuild(cmd.Context(), opts) },
 	}
@@ -95,6 +97,12 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 	if err != nil {
 		return err
 	}
+	// build-controller's configuration first: without it nothing starts.
+	account := cmp.Or(ob.Spec.ServiceAccount, configv1alpha1.DefaultBuilderServiceAccount)
+	cfg, err := custom.LoadConfig(ctx, kube, ob.Namespace, account)
+	if err != nil {
+		return err
+	}
 	defaults, err := platformsAnnotation(ctx, dyn, ob)
 	if err != nil {
 		return err
@@ -102,6 +110,12 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 	b, err := custom.DockerBuild(ob, strategy, defaults)
 	if err != nil {
 		return err
+	}
+	// OpenShift ran this pod as the Build's account: the platforms' pods
+	// run as the same one, whatever build.builderServiceAccount says.
+	b.Spec.ServiceAccount = account
+	if sa := cfg.Build.BuilderServiceAccount; sa != account {
+		fmt.Printf("build.builderServiceAccount (%s) does not apply to custom builds: OpenShift runs them, and their platforms' pods, as the Build's service account (%s)\n", sa, account)
 	}
 	conf, allowed, err := custom.ClusterRegistries(os.Getenv)
 	if err != nil {
@@ -123,9 +137,10 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 	if path := os.Getenv(custom.RegistriesConfPathEnv); conf != "" {
 		remote.RegistriesConfPath = path
 	}
-	cfg := &configv1alpha1.BuildControllerConfiguration{}
+	// The platforms' pods run the image OpenShift runs this pod from (the
+	// one the archway-custom-builds policy admitted), not
+	// build.builderImage: this program and its builders are one release.
 	cfg.Build.BuilderImage = strategy.From.Name
-	configv1alpha1.SetDefaults(cfg)
 	res, err := custom.Run(ctx, b, custom.Options{
 		Kube: kube, Dynamic: dyn, Config: &cfg.Build, InsecureRegistries: opts.insecureRegs,
 		RegistriesConf: conf, AllowedRegistries: allowed, RegistryCAs: cas,

@@ -286,7 +286,7 @@ func resolve(ctx context.Context, sys *types.SystemContext, tagged string, want 
 
 // render returns the overlays' files by path under out: kustomization.yaml
 // and config.yaml (manifests/default), emulation/kustomization.yaml and
-// openshift-builds/kustomization.yaml.
+// openshift-builds/kustomization.yaml and config.yaml.
 func render(manifests, base, out, registry, tag string, imgs map[string]Image) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	rel := func(from, to string) (string, error) {
@@ -387,11 +387,16 @@ func render(manifests, base, out, registry, tag string, imgs map[string]Image) (
 		TypeMeta:  ktypes.TypeMeta{APIVersion: ktypes.KustomizationVersion, Kind: ktypes.KustomizationKind},
 		Resources: []string{obRel},
 		Patches:   []ktypes.Patch{{Patch: string(patch)}},
+		// The custom pods apply build-controller's configuration: the
+		// release's, as the install's build-controller does.
+		ConfigMapGenerator: k.ConfigMapGenerator,
 	}
+	files[filepath.Join(openshiftBuilds, "config.yaml")] = cfg
 	if files[filepath.Join(openshiftBuilds, "kustomization.yaml")], err = kustomization(ob, fmt.Sprintf(`%s.
 # manifests/openshift-builds (OpenShift with its Build capability on: the
 # custom-builder mode) admitting Custom-strategy builds of the builder
 #   %s
+# and with build-controller's configuration of the release (config.yaml).
 # Install its CRDs first: oc apply --server-side -k manifests/openshift-builds/crd
 `, generatedMarker, imgs["builder"].Pinned())); err != nil {
 		return nil, err

@@ -158,16 +158,30 @@ func TestOpenShiftBuildsAdmitsTheBuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	kinds := map[string]bool{}
+	configs := 0
 	for _, r := range m.Resources() {
 		kinds[r.GetKind()] = true
 		if r.GetKind() != "ConfigMap" {
 			continue
 		}
 		data := r.GetDataMap()
+		if strings.HasPrefix(r.GetName(), "build-controller-config-") {
+			// build-controller's configuration, which the custom pods
+			// apply: the release's.
+			configs++
+			cfg, err := configv1alpha1.Parse([]byte(data["config.yaml"]))
+			if err != nil || cfg.Build.BuilderImage != imgs["builder"].Pinned() {
+				t.Errorf("ConfigMap %s: %v, builder %v; want the release's configuration", r.GetName(), err, cfg)
+			}
+			continue
+		}
 		if r.GetName() != customBuilderConfigMap || r.GetNamespace() != "archway-system" || data["image"] != imgs["builder"].Pinned() {
 			t.Errorf("ConfigMap %s/%s data %v, want %s/%s image %s", r.GetNamespace(), r.GetName(), data,
 				"archway-system", customBuilderConfigMap, imgs["builder"].Pinned())
 		}
+	}
+	if configs != 1 {
+		t.Errorf("%d ConfigMaps of build-controller's configuration, want 1", configs)
 	}
 	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole", "ConfigMap"} {
 		if !kinds[kind] {

@@ -10,6 +10,9 @@
 // the Build's result from the pod's exit code, `oc logs build/x` shows the
 // pod's log, and `oc cancel-build` deletes the pod. That pod runs Run:
 //
+//   - LoadConfig reads build-controller's configuration from archway's
+//     namespace (the ConfigMap the Role ConfigRole names), which the pods
+//     are made with; without it the pod refuses to start;
 //   - DockerBuild turns OpenShift's Build into the archway Build it runs:
 //     the Docker strategy, its settings and the platforms taken from the
 //     strategy's env (PLATFORMS, PLATFORMS_ALLOWED_TO_FAIL,

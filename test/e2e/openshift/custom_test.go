@@ -38,6 +38,17 @@ func customBuild(t *testing.T, ctx context.Context, ns, name, dockerfile, output
 // customBuildFor is customBuild for the platforms given.
 func customBuildFor(t *testing.T, ctx context.Context, ns, name, dockerfile, output string, platforms []string) *unstructured.Unstructured {
 	t.Helper()
+	return customBuildWithEnv(t, ctx, ns, name, dockerfile, output, platforms)
+}
+
+// customBuildWithEnv is customBuildFor with more variables in the custom
+// strategy's env.
+func customBuildWithEnv(t *testing.T, ctx context.Context, ns, name, dockerfile, output string, platforms []string, env ...map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	strategyEnv := []any{map[string]any{"name": "PLATFORMS", "value": strings.Join(platforms, ",")}}
+	for _, e := range env {
+		strategyEnv = append(strategyEnv, e)
+	}
 	b := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "build.openshift.io/v1",
 		"kind":       "Build",
@@ -46,7 +57,7 @@ func customBuildFor(t *testing.T, ctx context.Context, ns, name, dockerfile, out
 			"source": map[string]any{"type": "Dockerfile", "dockerfile": dockerfile},
 			"strategy": map[string]any{"type": "Custom", "customStrategy": map[string]any{
 				"from": map[string]any{"kind": "DockerImage", "name": builderImage},
-				"env":  []any{map[string]any{"name": "PLATFORMS", "value": strings.Join(platforms, ",")}},
+				"env":  strategyEnv,
 			}},
 			"output": map[string]any{"to": map[string]any{"kind": "DockerImage", "name": output}},
 		},

@@ -67,6 +67,11 @@ func TestMain(m *testing.M) {
 			if dyn, err = dynamic.NewForConfig(theBed.Config); err != nil {
 				return nil, err
 			}
+			// build-controller's configuration and the roles of the
+			// custom pods, which read it (config_test.go).
+			if err := installConfig(ctx); err != nil {
+				return nil, err
+			}
 			standInCtx, stopStandIn := context.WithCancel(ctx)
 			theStandIn = &standIn{dyn: dyn, kube: theBed.Clientset}
 			go theStandIn.run(standInCtx)

@@ -18,8 +18,9 @@ import (
 )
 
 // installOverlay creates what `oc apply -k manifests/openshift-builds`
-// creates, but the CRDs (the suite's bed has them) and the objects kinds
-// named in skip; it deletes them when the test ends.
+// creates, but the CRDs (the suite's bed has them), the objects the suite
+// installed (installConfig) and the objects kinds named in skip; it
+// deletes them when the test ends.
 func installOverlay(t *testing.T, ctx context.Context, skip ...string) {
 	t.Helper()
 	// Its SecurityContextConstraints' kind, served as on OpenShift.
@@ -37,7 +38,7 @@ func installOverlay(t *testing.T, ctx context.Context, skip ...string) {
 			t.Fatal(err)
 		}
 		u := &unstructured.Unstructured{Object: obj}
-		if u.GetKind() == "CustomResourceDefinition" || strings.Contains(strings.Join(skip, ","), u.GetKind()) {
+		if u.GetKind() == "CustomResourceDefinition" || strings.Contains(strings.Join(skip, ","), u.GetKind()) || suiteObject(u) {
 			continue
 		}
 		err = theBed.Client.Create(ctx, u)

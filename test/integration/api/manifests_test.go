@@ -243,8 +243,9 @@ func stderrOf(err error) string {
 // objects are exactly those of manifests/openshift but the build half's
 // (build-controller, the trigger endpoint, the build authorization, the
 // build pods' SCC and the Route; archway's namespace, configuration file
-// and shared roles, manifests/base, stay), each the same but the registry
-// settings' RoleBinding, which binds the placement controller alone; and
+// and shared roles, manifests/base and base/rbac, stay), each the same
+// but the registry settings' RoleBinding, which binds the placement
+// controller alone; and
 // its CRDs are manifests/crd's but the build ones. TestManifestsDryRun
 // applies it with a server-side dry run.
 func TestOpenShiftPlacementOverlay(t *testing.T) {
@@ -277,6 +278,7 @@ func TestOpenShiftPlacementOverlay(t *testing.T) {
 	placement := objs("openshift/placement")
 	want := objs("openshift")
 	base := objs("base")
+	maps.Copy(base, objs("base/rbac"))
 	for _, half := range []string{"build-controller", "build-triggers", "authorization", "openshift/build-scc"} {
 		for id := range objs(half) {
 			if _, shared := base[id]; !shared {
