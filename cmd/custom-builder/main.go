@@ -114,7 +114,7 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 	// OpenShift ran this pod as the Build's account: the platforms' pods
 	// run as the same one, whatever build.builderServiceAccount says.
 	b.Spec.ServiceAccount = account
-	if sa := cfg.Build.BuilderServiceAccount; sa != account {
+	if sa := cfg.Build.BuilderServiceAccount; ob.Spec.ServiceAccount == "" && sa != account {
 		fmt.Printf("build.builderServiceAccount (%s) does not apply to custom builds: OpenShift runs them, and their platforms' pods, as the Build's service account (%s)\n", sa, account)
 	}
 	conf, allowed, err := custom.ClusterRegistries(os.Getenv)
