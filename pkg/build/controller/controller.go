@@ -28,6 +28,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
+	"github.com/archway-build/archway/pkg/build/imagestream"
 	"github.com/archway-build/archway/pkg/consistency"
 )
 
@@ -183,6 +184,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if b.Status.Phase.IsTerminal() {
 		r.writes.Forget(req.NamespacedName)
 		r.progress.forget(req.NamespacedName)
+		// The per-platform tags are in the repository the output was
+		// resolved to.
+		if resolved, _, err := imagestream.Apply(b); err == nil {
+			b = resolved
+		}
 		return r.cleanup(ctx, b)
 	}
 	s, ok := r.writes.Begin(b)
@@ -192,6 +198,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	defer s.Done()
 	now := metav1.NewTime(r.Now())
+	withImages, f, done, err := r.resolveImageStreams(ctx, b, s)
+	if err != nil || done {
+		return ctrl.Result{}, err
+	}
+	if f != nil {
+		return r.write(ctx, b, nil, FailurePlan(f), now)
+	}
+	b = withImages
 	if f := BuildFailure(b); f != nil {
 		return r.write(ctx, b, nil, FailurePlan(f), now)
 	}
@@ -239,6 +253,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	b = obs.build
 	s.Follow(b)
+	// A Build read again is as stored: its references resolved anew from
+	// the record.
+	if b, _, err = imagestream.Apply(b); err != nil {
+		return ctrl.Result{}, err
+	}
 	pl := PodPlan{Config: r.Config, Platforms: platforms, InsecureRegistries: r.InsecureRegistries}
 	in := PlanInput{Build: b, Platforms: platforms, ManifestList: pl.ManifestList(b), Pods: obs.pods, Now: now}
 	plan, result, err := r.act(ctx, pl, in, Decide(in), s)

@@ -88,12 +88,12 @@ func BuildFailure(b *buildv1.Build) *Failure {
 		return &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonUnsupportedBuildStrategy,
 			Message: "strategy Source needs sourceStrategy (its builder image)"}
 	}
-	// Admission lets image stream references through where the cluster
-	// serves image streams; the controller does not resolve them yet.
+	// The Reconciler resolves image stream references first; what is
+	// left was not resolved.
 	for _, r := range imagestream.SpecReferences(&b.Spec.CommonSpec) {
-		if r.Field != "spec.output.to" {
+		if r.Field != imagestream.FieldOutputTo {
 			return &Failure{Phase: buildv1.BuildPhaseFailed, Reason: buildv1.StatusReasonInvalidImageReference,
-				Message: fmt.Sprintf("%s: kind %s is not resolved by archway yet: use kind DockerImage with the image's reference", r.Field, r.Ref.Kind)}
+				Message: fmt.Sprintf("%s: kind %s was not resolved to an image", r.Field, r.Ref.Kind)}
 		}
 	}
 	if to := b.Spec.Output.To; to != nil {

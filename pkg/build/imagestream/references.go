@@ -51,22 +51,35 @@ type Reference struct {
 	Ref corev1.ObjectReference
 }
 
+// The fields of a common spec that hold image references.
+const (
+	FieldDockerFrom = "spec.strategy.dockerStrategy.from"
+	FieldSourceFrom = "spec.strategy.sourceStrategy.from"
+	FieldOutputTo   = "spec.output.to"
+)
+
+// specFields calls f with each image reference field of spec that is set.
+func specFields(spec *buildv1.CommonSpec, f func(field string, ref *corev1.ObjectReference)) {
+	if ds := spec.Strategy.DockerStrategy; ds != nil && ds.From != nil {
+		f(FieldDockerFrom, ds.From)
+	}
+	if ss := spec.Strategy.SourceStrategy; ss != nil {
+		f(FieldSourceFrom, &ss.From)
+	}
+	if spec.Output.To != nil {
+		f(FieldOutputTo, spec.Output.To)
+	}
+}
+
 // SpecReferences returns the image stream references of a Build's or
 // BuildConfig's common spec: the strategy's from and output.to.
 func SpecReferences(spec *buildv1.CommonSpec) []Reference {
 	var out []Reference
-	add := func(field string, ref *corev1.ObjectReference) {
-		if ref != nil && IsStreamKind(ref.Kind) {
+	specFields(spec, func(field string, ref *corev1.ObjectReference) {
+		if IsStreamKind(ref.Kind) {
 			out = append(out, Reference{Field: field, Ref: *ref})
 		}
-	}
-	if ds := spec.Strategy.DockerStrategy; ds != nil {
-		add("spec.strategy.dockerStrategy.from", ds.From)
-	}
-	if ss := spec.Strategy.SourceStrategy; ss != nil {
-		add("spec.strategy.sourceStrategy.from", &ss.From)
-	}
-	add("spec.output.to", spec.Output.To)
+	})
 	return out
 }
 
@@ -112,6 +125,18 @@ func (r Reference) Check() error {
 	}
 	if err != nil {
 		return fmt.Errorf("%s.name: %w", r.Field, err)
+	}
+	return nil
+}
+
+// CheckNamespace refuses a reference to an image stream of another
+// namespace than ns, the Build's: build-controller resolves references
+// with its own rights, which would show the creator another namespace's
+// images.
+func (r Reference) CheckNamespace(ns string) error {
+	if r.Ref.Namespace != "" && r.Ref.Namespace != ns {
+		return fmt.Errorf("%s.namespace: %q: only image streams of the object's own namespace (%s) can be named; leave namespace out, "+
+			"or use kind DockerImage with the image's reference", r.Field, r.Ref.Namespace, ns)
 	}
 	return nil
 }

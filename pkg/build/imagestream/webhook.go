@@ -85,6 +85,9 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		if err := r.Check(); err != nil {
 			errs = append(errs, err)
 		}
+		if err := r.CheckNamespace(req.Namespace); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return admission.Denied(errors.Join(errs...).Error())

@@ -52,6 +52,7 @@ import (
 	multiarchv1alpha1 "github.com/archway-build/archway/pkg/apis/multiarch/v1alpha1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	schedulingv1alpha1 "github.com/archway-build/archway/pkg/apis/scheduling/v1alpha1"
+	"github.com/archway-build/archway/pkg/build/imagestream"
 	"github.com/archway-build/archway/pkg/build/trigger/paths"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/placement/execformat"
@@ -243,6 +244,17 @@ func leastPrivilege(t *testing.T, ctx context.Context, b *bed.Bed, overlay strin
 	if err := installMirrorSetCRDs(b); err != nil {
 		t.Fatal(err)
 	}
+	// OpenShift's image streams, which build-controller reads to resolve
+	// a Build's ImageStreamTag.
+	removeImageStreams, err := b.ServeImageStreams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := removeImageStreams(); err != nil {
+			t.Error(err)
+		}
+	}()
 	// Restricted strategies, as an administrator may choose: without the
 	// default bindings only those granted create on builds/<strategy> may
 	// create Builds of it, archway's components included (their own
@@ -1130,7 +1142,36 @@ func buildCase(ctx context.Context, e *rbacEnv, _ []string) error {
 	if _, err := e.b.Registry.ManifestDigest(ctx, ns+"/app", "latest"); err != nil {
 		return err
 	}
-	return waitEvent(ctx, c, ns, "build-controller")
+	if err := waitEvent(ctx, c, ns, "build-controller"); err != nil {
+		return err
+	}
+	// A Build from an ImageStreamTag: the controller reads the stream to
+	// resolve it (then fails it at once: no node builds linux/riscv64).
+	stream := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "image.openshift.io/v1", "kind": "ImageStream",
+		"metadata": map[string]any{"namespace": ns, "name": "base"},
+		"status": map[string]any{"dockerImageRepository": e.b.Registry.Host + "/archway/busybox", "tags": []any{map[string]any{
+			"tag": "1.0", "items": []any{map[string]any{
+				"created": "2026-11-29T00:00:00Z", "dockerImageReference": e.b.BaseImage, "image": "sha256:" + strings.Repeat("1", 64), "generation": int64(1)}}}}},
+	}}
+	if err := c.Create(ctx, stream); err != nil {
+		return err
+	}
+	streamed := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "streamed"}}
+	streamed.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceDockerfile, Dockerfile: ptr.To("FROM scratch\n")}
+	streamed.Spec.Strategy = buildv1.BuildStrategy{Type: buildv1.DockerBuildStrategyType, DockerStrategy: &buildv1.DockerBuildStrategy{
+		From: &corev1.ObjectReference{Kind: "ImageStreamTag", Name: "base:1.0"}}}
+	streamed.Spec.Platforms = []string{"linux/riscv64"}
+	if err := c.Create(ctx, streamed); err != nil {
+		return err
+	}
+	return poll(ctx, "Build streamed resolved", func() (bool, error) {
+		b := &buildv1.Build{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(streamed), b); err != nil {
+			return false, err
+		}
+		return b.Annotations[imagestream.ResolvedImagesAnnotation] != "", nil
+	})
 }
 
 // triggerCase: a generic webhook delivery to the trigger endpoint starts a

@@ -87,6 +87,12 @@ func TestImageStreamReferences(t *testing.T) {
 		bad.Spec.Strategy.DockerStrategy.From = &corev1.ObjectReference{Kind: "ImageStreamTag", Name: "base"}
 		g.Expect(create(bad)).To(MatchError(ContainSubstring(
 			`spec.strategy.dockerStrategy.from.name: an ImageStreamTag's name is <stream>:<tag>, e.g. base:1.0, not "base"`)))
+		// build-controller resolves with its own rights: another
+		// namespace's streams are not named.
+		other := typedBuild(ns, "other-namespace")
+		other.Spec.Strategy.DockerStrategy.From = &corev1.ObjectReference{Kind: "ImageStreamTag", Namespace: "kube-system", Name: "base:1.0"}
+		g.Expect(create(other)).To(MatchError(ContainSubstring(
+			`spec.strategy.dockerStrategy.from.namespace: "kube-system": only image streams of the object's own namespace (` + ns + `) can be named`)))
 	})
 
 	t.Run("an object written while they were served stays writable", func(t *testing.T) {
