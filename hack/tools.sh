@@ -29,7 +29,8 @@ modversion() {
 	awk -v m="$2" '$1 == "require" && $2 == m { print $3 } $1 == m { print $2 }' "$ROOT/hack/tools/$1/go.mod" | head -n 1
 }
 
-# gobuild PART MODDIR PKG NAME VERSION [extra go build args...]
+# gobuild PART MODDIR PKG NAME VERSION [extra go build args...] builds with
+# -trimpath unless GOBUILD_TRIMPATH is set (to nothing: kube_build).
 gobuild() {
 	local part=$1 dir=$2 pkg=$3 name=$4 version=$5
 	shift 5
@@ -40,7 +41,7 @@ gobuild() {
 	step "building $name $version (once; cached in $BIN)"
 	local tmp="$out.tmp.$$"
 	local start=$SECONDS
-	if ! (cd "$ROOT/hack/tools/$dir" && go build -trimpath "$@" -o "$tmp" "$pkg"); then
+	if ! (cd "$ROOT/hack/tools/$dir" && go build ${GOBUILD_TRIMPATH--trimpath} "$@" -o "$tmp" "$pkg"); then
 		rm -f "$tmp"
 		fail "go build of $name $version" "$part"
 	fi
@@ -214,14 +215,19 @@ part_qemudebs() {
 }
 
 # kube_build builds the named commands of k8s.io/kubernetes, one after
-# another (they share most packages).
+# another (they share most packages). They are built as archway's own
+# packages are (cgo on, no -trimpath), and hack/tools/kube/go.mod requires
+# the versions archway's go.mod has of every module both build from: the
+# half of archway's packages that Kubernetes has (client-go, apiserver,
+# their dependencies) then compile once, here, and archway's build finds
+# them in the Go build cache.
 kube_build() {
 	local v
 	v=$(modversion kube k8s.io/kubernetes)
 	local ld="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/client-go/pkg/version.gitVersion=$v"
 	local c
 	for c in "$@"; do
-		CGO_ENABLED=0 gobuild kube kube "k8s.io/kubernetes/cmd/$c" "$c" "$v" -ldflags "$ld"
+		GOBUILD_TRIMPATH= gobuild kube kube "k8s.io/kubernetes/cmd/$c" "$c" "$v" -ldflags "$ld"
 	done
 }
 
@@ -280,9 +286,9 @@ part_node() {
 	apt_install libseccomp-dev iptables
 	local kv
 	kv=$(modversion kube k8s.io/kubernetes)
-	CGO_ENABLED=0 gobuild node kube k8s.io/kubernetes/cmd/kubelet kubelet "$kv" \
+	GOBUILD_TRIMPATH= gobuild node kube k8s.io/kubernetes/cmd/kubelet kubelet "$kv" \
 		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$kv"
-	CGO_ENABLED=0 gobuild node kube k8s.io/kubernetes/cmd/kube-proxy kube-proxy "$kv" \
+	GOBUILD_TRIMPATH= gobuild node kube k8s.io/kubernetes/cmd/kube-proxy kube-proxy "$kv" \
 		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$kv"
 	local cv
 	cv=$(modversion containerd github.com/containerd/containerd/v2)
