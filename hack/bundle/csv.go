@@ -756,8 +756,9 @@ func checkCertMode(d *appsv1.Deployment, managed bool) error {
 }
 
 // ownedCRDs lists every served version of every CRD, with the kind's
-// description, and picks the first example of each kind (of a served
-// version, valid against its schema).
+// description, and picks the first example of each served version (valid
+// against its schema): OLM's validator asks for an example of every API a
+// bundle provides, and the console offers each version's form.
 func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, candidates []*unstructured.Unstructured) ([]operatorsv1alpha1.CRDDescription, []map[string]any, error) {
 	var owned []operatorsv1alpha1.CRDDescription
 	var examples []map[string]any
@@ -777,31 +778,36 @@ func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, candidates []*u
 				DisplayName: crd.Spec.Names.Kind,
 				Description: desc,
 			})
-		}
-		var example map[string]any
-		var problems []string
-		for _, c := range candidates {
-			gvk := c.GroupVersionKind()
-			if gvk.Group != crd.Spec.Group || gvk.Kind != crd.Spec.Names.Kind {
-				continue
+			example, err := exampleFor(crd, v.Name, candidates)
+			if err != nil {
+				return nil, nil, err
 			}
-			if err := validateExample(crd, c); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v", describe(c), err))
-				continue
-			}
-			example = exampleOf(c)
-			break
+			examples = append(examples, example)
 		}
-		if example == nil {
-			msg := fmt.Sprintf("no example of %s (%s) for alm-examples: add one to examples/ (--examples)", crd.Spec.Names.Kind, crd.Name)
-			if len(problems) > 0 {
-				msg += "; refused: " + strings.Join(problems, "; ")
-			}
-			return nil, nil, errors.New(msg)
-		}
-		examples = append(examples, example)
 	}
 	return owned, examples, nil
+}
+
+// exampleFor picks the first candidate of the CRD's kind at version that
+// its schema admits.
+func exampleFor(crd *apiextensionsv1.CustomResourceDefinition, version string, candidates []*unstructured.Unstructured) (map[string]any, error) {
+	var problems []string
+	for _, c := range candidates {
+		gvk := c.GroupVersionKind()
+		if gvk.Group != crd.Spec.Group || gvk.Version != version || gvk.Kind != crd.Spec.Names.Kind {
+			continue
+		}
+		if err := validateExample(crd, c); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", describe(c), err))
+			continue
+		}
+		return exampleOf(c), nil
+	}
+	msg := fmt.Sprintf("no example of %s %s (%s) for alm-examples: add one to examples/ (--examples)", crd.Spec.Names.Kind, version, crd.Name)
+	if len(problems) > 0 {
+		msg += "; refused: " + strings.Join(problems, "; ")
+	}
+	return nil, errors.New(msg)
 }
 
 // exampleOf is the object as an example: apiVersion, kind, name and
