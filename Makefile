@@ -155,7 +155,8 @@ images: ## Build and push the build-controller, builder and emulation-setup imag
 # make release-manifests REGISTRY=quay.io/me TAG=v0.1.0 after make images with
 # the same REGISTRY and TAG: RELEASE_OUT is manifests/default with every image
 # pinned by the digest of the index pushed (and RELEASE_OUT/emulation,
-# manifests/emulation pinned). RELEASE_BASE: default, cert-manager or openshift.
+# manifests/emulation pinned). RELEASE_BASE: default, cert-manager, openshift
+# or openshift/placement.
 # RELEASE_FLAGS: e.g. --authfile FILE.
 RELEASE_OUT ?= manifests/release
 RELEASE_FLAGS ?=

@@ -4,7 +4,8 @@
 # RELEASE_DIR (default bin/release/VERSION), composed of the other targets:
 #   make images             every image, multi-arch, pushed as REGISTRY/<image>:VERSION
 #   make release-manifests  manifests/: the install pinned by digest (with
-#                           emulation/ and openshift-builds/), and openshift/
+#                           emulation/ and openshift-builds/), openshift/ and
+#                           openshift-placement/
 #   make plugin-release     plugin/: kubectl-archway binaries, krew archives,
 #                           archway.yaml (krew manifest), SHA256SUMS
 #   make bundle             bundle/: the OLM bundle of manifests/ (CSV, CRDs,
@@ -69,9 +70,9 @@ images() {
 	"$make" --no-print-directory images REGISTRY="$REGISTRY" TAG="$VERSION" VERSION="$VERSION" PLATFORMS="$PLATFORMS"
 }
 manifests() {
-	for base in default openshift; do
+	for base in default openshift openshift/placement; do
 		dir=$out/manifests
-		[ "$base" = default ] || dir=$out/$base
+		[ "$base" = default ] || dir=$out/${base//\//-}
 		step "manifests ($base) pinned by digest into $dir"
 		"$make" --no-print-directory release-manifests REGISTRY="$REGISTRY" TAG="$VERSION" PLATFORMS="$PLATFORMS" \
 			RELEASE_BASE="$base" RELEASE_OUT="$dir" RELEASE_FLAGS="$RELEASE_FLAGS"

@@ -49,7 +49,7 @@ func run() error {
 	flag.StringVar(&opts.Tag, "tag", "", "the images' tag, as given to make images (required)")
 	flag.StringVar(&opts.Out, "out", "manifests/release", "the directory to write (replaced as a whole)")
 	flag.StringVar(&opts.Manifests, "manifests", "manifests", "archway's manifests directory")
-	flag.StringVar(&opts.Base, "base", "default", "the install to pin: default, cert-manager or openshift (a directory of --manifests)")
+	flag.StringVar(&opts.Base, "base", "default", "the install to pin: default, cert-manager, openshift or openshift/placement (a directory of --manifests)")
 	flag.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64,linux/ppc64le,linux/s390x", "platforms every image's index must hold")
 	flag.BoolVar(&tlsVerify, "tls-verify", true, "verify the registry's certificate (false also allows plain HTTP)")
 	flag.StringVar(&authFile, "authfile", "", "registry credentials file (default: containers' usual auth files)")

@@ -50,8 +50,9 @@ type Options struct {
 	Platforms []string
 	// Out is the directory written; Manifests is archway's manifests/.
 	Out, Manifests string
-	// Base is the install the overlay pins: default, cert-manager or
-	// openshift (a directory of Manifests with the install's sortOptions).
+	// Base is the install the overlay pins: default, cert-manager,
+	// openshift or openshift/placement (a directory of Manifests with the
+	// install's sortOptions).
 	Base string
 	// System is the registry's access (credentials, TLS).
 	System *types.SystemContext
@@ -198,12 +199,14 @@ func validate(opts *Options) error {
 }
 
 // installOf reads the kustomization of the install base (a directory
-// name in manifests) and refuses anything but an install: a plain name of
-// a kustomization that sets the install's delete order.
+// in manifests, e.g. openshift or openshift/placement) and refuses
+// anything but an install: a kustomization under manifests/, outside
+// its release/, that sets the install's delete order.
 func installOf(manifests, base string) (*ktypes.Kustomization, error) {
-	const want = "default, cert-manager, openshift or an overlay of yours in manifests/ with default's sortOptions"
-	if base != filepath.Base(base) || base == "." || base == ".." || base == "release" {
-		return nil, fmt.Errorf("--base %q is not a directory name of manifests/: %s", base, want)
+	const want = "default, cert-manager, openshift, openshift/placement or an overlay of yours in manifests/ with default's sortOptions"
+	clean := filepath.Clean(base)
+	if base == "" || clean != base || !filepath.IsLocal(base) || strings.SplitN(filepath.ToSlash(base), "/", 2)[0] == "release" {
+		return nil, fmt.Errorf("--base %q is not a directory of manifests/: %s", base, want)
 	}
 	data, err := os.ReadFile(filepath.Join(manifests, base, "kustomization.yaml"))
 	if err != nil {

@@ -87,7 +87,7 @@ func TestVerify(t *testing.T) {
 	}
 
 	// The other installs pin the same way.
-	for _, base := range []string{"cert-manager", "openshift"} {
+	for _, base := range []string{"cert-manager", "openshift", "openshift/placement"} {
 		dir := filepath.Join(t.TempDir(), "release-"+base)
 		renderBase(t, manifests, base, dir, imgs)
 		if err := verify(dir, pinnedOf(imgs)); err != nil {
@@ -95,7 +95,7 @@ func TestVerify(t *testing.T) {
 		}
 	}
 	// Anything but an install is refused.
-	for _, base := range []string{"../manifests", "crd", "placement", "release", "nothing", ""} {
+	for _, base := range []string{"../manifests", "crd", "placement", "release", "release/openshift", "nothing", "", "/abs", "openshift/../default", "openshift/placement/crd", "openshift/registries"} {
 		if _, err := render(manifests, base, filepath.Join(t.TempDir(), "x"), "r", "v1", imgs); err == nil {
 			t.Errorf("--base %q: no error", base)
 		}

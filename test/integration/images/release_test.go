@@ -63,8 +63,8 @@ func TestReleaseManifests(t *testing.T) {
 	k, _ := os.ReadFile(filepath.Join(out, "kustomization.yaml"))
 	t.Logf("%s/kustomization.yaml:\n%s", out, k)
 
-	t.Run("cert-manager and openshift", func(t *testing.T) {
-		for _, base := range []string{"cert-manager", "openshift"} {
+	t.Run("cert-manager, openshift and openshift/placement", func(t *testing.T) {
+		for _, base := range []string{"cert-manager", "openshift", "openshift/placement"} {
 			dir := filepath.Join(t.TempDir(), "release")
 			if msg, err := runRelease(ctx, gen, registry, "v1", dir, "--base", base); err != nil {
 				t.Fatalf("release-manifests --base %s: %v\n%s", base, err, msg)
@@ -94,7 +94,7 @@ func TestReleaseManifests(t *testing.T) {
 			{"bad tag", registry, "v1:x", nil, "is not a valid image tag"},
 			{"no registry", "", "v1", nil, "--registry is required"},
 			{"not an install", registry, "v1", []string{"--base", "crd"}, "is not an install"},
-			{"not in manifests", registry, "v1", []string{"--base", "../test"}, "is not a directory name of manifests/"},
+			{"not in manifests", registry, "v1", []string{"--base", "../test"}, "is not a directory of manifests/"},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				for _, dir := range []string{out, filepath.Join(t.TempDir(), "new")} {
