@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,10 +68,22 @@ func setupBuildConfig(mgr ctrl.Manager, opts *options) error {
 		Timeout:            po.InspectionTimeout,
 		UserAgent:          "archway-build-controller",
 	})
+	// Image streams are watched where the cluster serves them at start;
+	// served later, ImageStreamTag triggers are read at each poll until a
+	// restart.
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	streams, err := imagestream.Served(dc)
+	if err != nil {
+		return err
+	}
 	return imagechange.Setup(mgr, starter, resolver, imagechange.Options{
 		Interval:              cfg.Build.ImageChangeTrigger.PollInterval.Duration,
 		BuilderServiceAccount: cfg.Build.BuilderServiceAccount,
 		Registry:              crmetrics.Registry,
+		WatchImageStreams:     streams,
 	})
 }
 

@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -86,4 +88,24 @@ func (b *Bed) ServeImageStreams(ctx context.Context) (remove func() error, err e
 		}
 		return nil
 	}, nil
+}
+
+// ImageStream is an ImageStream as OpenShift's image registry leaves it:
+// its repository in the integrated registry and, per tag, the images it
+// pointed to, newest first (pull specs by digest).
+func ImageStream(ns, name, repo string, tags map[string][]string) *unstructured.Unstructured {
+	st := []any{}
+	for tag, refs := range tags {
+		items := []any{}
+		for _, ref := range refs {
+			_, digest, _ := strings.Cut(ref, "@")
+			items = append(items, map[string]any{"created": "2026-11-29T00:00:00Z", "dockerImageReference": ref, "image": digest, "generation": int64(1)})
+		}
+		st = append(st, map[string]any{"tag": tag, "items": items})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "image.openshift.io/v1", "kind": "ImageStream",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"status":   map[string]any{"dockerImageRepository": repo, "tags": st},
+	}}
 }

@@ -115,3 +115,18 @@ func Run(m *testing.M, opts Options) int {
 	}
 	return code
 }
+
+// ServeImageStreams has the suite's apiserver serve OpenShift's image
+// streams (bed.Bed.ServeImageStreams) until the test ends.
+func (s *Suite) ServeImageStreams(t testing.TB, ctx context.Context) {
+	t.Helper()
+	remove, err := s.Bed.ServeImageStreams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := remove(); err != nil {
+			t.Error(err)
+		}
+	})
+}

@@ -32,6 +32,8 @@ const ResolvedImagesAnnotation = "build.archway.dev/resolved-images"
 type Unresolved struct {
 	Reason  buildv1.StatusReason
 	Message string
+	// NoImage says the stream exists and the tag has no image yet.
+	NoImage bool
 }
 
 func (u *Unresolved) Error() string { return u.Message }
@@ -118,7 +120,8 @@ func resolveOne(ctx context.Context, reader client.Reader, ns string, r Referenc
 			return t.Items[0].DockerImageReference, nil
 		}
 	}
-	return "", fail("the image stream tag %s/%s has no image yet (status.tags has none for %q): push or import one, then start the build again", ns, r.Ref.Name, tag)
+	return "", &Unresolved{Reason: reason, NoImage: true, Message: fmt.Sprintf("%s: the image stream tag %s/%s has no image yet (status.tags has none for %q): "+
+		"push or import one, then start the build again", r.Field, ns, r.Ref.Name, tag)}
 }
 
 // get reads an image stream without the scheme knowing the type.

@@ -245,16 +245,11 @@ func leastPrivilege(t *testing.T, ctx context.Context, b *bed.Bed, overlay strin
 		t.Fatal(err)
 	}
 	// OpenShift's image streams, which build-controller reads to resolve
-	// a Build's ImageStreamTag.
-	removeImageStreams, err := b.ServeImageStreams(ctx)
-	if err != nil {
+	// a Build's ImageStreamTag and watches for ImageStreamTag triggers
+	// (left installed, as the mirror sets: the components watch them).
+	if _, err := b.ServeImageStreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if err := removeImageStreams(); err != nil {
-			t.Error(err)
-		}
-	}()
 	// Restricted strategies, as an administrator may choose: without the
 	// default bindings only those granted create on builds/<strategy> may
 	// create Builds of it, archway's components included (their own

@@ -10,27 +10,8 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/imagestream"
+	"github.com/archway-build/archway/test/bed"
 )
-
-// imageStream is an ImageStream as OpenShift's image registry leaves it:
-// its repository in the integrated registry and, per tag, the images it
-// pointed to, newest first.
-func imageStream(ns, name, repo string, tags map[string][]string) *unstructured.Unstructured {
-	st := []any{}
-	for tag, refs := range tags {
-		items := []any{}
-		for _, ref := range refs {
-			_, digest, _ := strings.Cut(ref, "@")
-			items = append(items, map[string]any{"created": "2026-11-29T00:00:00Z", "dockerImageReference": ref, "image": digest, "generation": int64(1)})
-		}
-		st = append(st, map[string]any{"tag": tag, "items": items})
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "image.openshift.io/v1", "kind": "ImageStream",
-		"metadata": map[string]any{"namespace": ns, "name": name},
-		"status":   map[string]any{"dockerImageRepository": repo, "tags": st},
-	}}
-}
 
 // TestImageStreamResolution resolves a Build's image stream references
 // where the apiserver serves image streams (the ImageStream CRD generated
@@ -41,22 +22,14 @@ func imageStream(ns, name, repo string, tags map[string][]string) *unstructured.
 // stream that does not exist an output with InvalidOutputReference.
 func TestImageStreamResolution(t *testing.T) {
 	h := newHarness(t, "imagestreams")
-	remove, err := testBed.ServeImageStreams(h.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := remove(); err != nil {
-			t.Error(err)
-		}
-	})
+	suite.ServeImageStreams(t, h.ctx)
 	const (
 		base = "registry.example.com/images/base@sha256:1111111111111111111111111111111111111111111111111111111111111111"
 		old  = "registry.example.com/images/base@sha256:0000000000000000000000000000000000000000000000000000000000000000"
 	)
 	for _, is := range []*unstructured.Unstructured{
-		imageStream(h.ns, "base", "registry.example.com/images/base", map[string][]string{"1.0": {base, old}, "next": nil}),
-		imageStream(h.ns, "app", "image-registry.openshift-image-registry.svc:5000/"+h.ns+"/app", nil),
+		bed.ImageStream(h.ns, "base", "registry.example.com/images/base", map[string][]string{"1.0": {base, old}, "next": nil}),
+		bed.ImageStream(h.ns, "app", "image-registry.openshift-image-registry.svc:5000/"+h.ns+"/app", nil),
 	} {
 		if err := k8s.Create(h.ctx, is); err != nil {
 			t.Fatal(err)

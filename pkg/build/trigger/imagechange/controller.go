@@ -11,16 +11,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/imagestream"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 	"github.com/archway-build/archway/pkg/placement/image"
 )
@@ -58,6 +63,12 @@ type Options struct {
 	// SkipNameValidation lets a process start the controller more than
 	// once (tests).
 	SkipNameValidation bool
+	// WatchImageStreams watches OpenShift's image streams, so that an
+	// ImageStreamTag trigger polls its BuildConfig as soon as its stream
+	// changes: set it where the cluster serves them
+	// (imagestream.Served, at start). Without it such triggers are read
+	// at each poll.
+	WatchImageStreams bool
 }
 
 // Reconciler polls the ImageChange triggers of BuildConfigs.
@@ -92,13 +103,38 @@ func Setup(mgr ctrl.Manager, starter *instantiate.Starter, resolver Resolver, op
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Starter: starter, Resolver: resolver,
 		Recorder: mgr.GetEventRecorder("build-controller"), Metrics: m, Options: opts, Now: time.Now,
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("imagechange-trigger").
 		// Status writes (lastVersion, the triggers' record) do not poll
 		// again: the interval does.
 		For(&buildv1.BuildConfig{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4, SkipNameValidation: ptr.To(opts.SkipNameValidation)}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4, SkipNameValidation: ptr.To(opts.SkipNameValidation)})
+	if opts.WatchImageStreams {
+		stream := &unstructured.Unstructured{}
+		stream.SetGroupVersionKind(schema.GroupVersionKind{Group: imagestream.Group, Version: "v1", Kind: "ImageStream"})
+		b = b.Watches(stream, handler.EnqueueRequestsFromMapFunc(r.streamTriggers))
+	}
+	return b.Complete(r)
+}
+
+// streamTriggers are the BuildConfigs of a stream's namespace with an
+// ImageStreamTag trigger on one of its tags.
+func (r *Reconciler) streamTriggers(ctx context.Context, stream client.Object) []reconcile.Request {
+	var list buildv1.BuildConfigList
+	if err := r.Client.List(ctx, &list, client.InNamespace(stream.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "listing the BuildConfigs an image stream may trigger", "imagestream", stream.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		for _, t := range Watched(&list.Items[i]) {
+			if name, _, err := imagestream.SplitTag(t.Image); err == nil && t.Kind == imagestream.KindImageStreamTag && name == stream.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Reconcile polls one BuildConfig's ImageChange triggers and starts a
@@ -133,6 +169,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		case t.Err != nil:
 			failed = true
 			r.warn(bc, "ImageChange trigger: %v", t.Err)
+			continue
+		case t.Kind == imagestream.KindImageStreamTag:
+			// The tag's current image, read from its stream.
+			ref := imagestream.Reference{Field: "imageChange.from", Ref: corev1.ObjectReference{Kind: t.Kind, Name: t.Image}}
+			resolved, err := imagestream.Resolve(ctx, r.APIReader, bc.Namespace, []imagestream.Reference{ref})
+			var unresolved *imagestream.Unresolved
+			switch {
+			case errors.As(err, &unresolved) && unresolved.NoImage:
+				// Nothing to build yet: the stream's change enqueues the
+				// BuildConfig.
+				continue
+			case errors.As(err, &unresolved):
+				failed = true
+				r.warn(bc, "ImageChange trigger: %s; no build was started", unresolved.Message)
+				continue
+			case err != nil:
+				return ctrl.Result{}, err
+			}
+			obs = append(obs, Observation{Trigger: t, ImageID: resolved[ref.Field]})
 			continue
 		}
 		if keys == nil {

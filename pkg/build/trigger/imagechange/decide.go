@@ -1,8 +1,10 @@
-// Package imagechange runs the ImageChange triggers of BuildConfigs without
-// image streams: it polls the registry of each trigger's image and starts a
-// build (through package instantiate, as every trigger does) when the
-// digest the reference resolves to is not the one the trigger last built,
-// as OpenShift's image trigger controller does for image stream tags.
+// Package imagechange runs the ImageChange triggers of BuildConfigs: it
+// polls the registry of each trigger's DockerImage and starts a build
+// (through package instantiate, as every trigger does) when the digest the
+// reference resolves to is not the one the trigger last built, as
+// OpenShift's image trigger controller does for image stream tags; an
+// ImageStreamTag trigger reads the tag's current image from its stream,
+// watched where the cluster serves image streams.
 //
 // Watched decides what a BuildConfig's triggers watch and Decide what a
 // poll's digests start; the reconciler reads the credentials, resolves the
@@ -21,6 +23,7 @@ import (
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/dockerfile"
+	"github.com/archway-build/archway/pkg/build/imagestream"
 	"github.com/archway-build/archway/pkg/build/instantiate"
 )
 
@@ -28,6 +31,10 @@ import (
 type Trigger struct {
 	// Image is the reference watched, as the BuildConfig writes it.
 	Image string
+	// Kind is Image's kind: DockerImage (polled in its registry) or
+	// ImageStreamTag (read from its image stream, which is watched where
+	// the cluster serves image streams).
+	Kind string
 	// StrategyFrom says Image is the strategy's from: a build it starts
 	// builds from the digest that started it.
 	StrategyFrom bool
@@ -45,23 +52,29 @@ type Trigger struct {
 // inline Dockerfile when it is written out).
 func Watched(bc *buildv1.BuildConfig) []Trigger {
 	var out []Trigger
-	strategyFrom := StrategyFrom(bc.Spec.Strategy)
+	strategyFrom := strategyFromRef(bc.Spec.Strategy)
 	for _, t := range bc.Spec.Triggers {
 		if t.Type != buildv1.ImageChangeBuildTriggerType || t.ImageChange == nil {
 			continue
 		}
-		tr := Trigger{Paused: t.ImageChange.Paused, LastTriggeredImageID: t.ImageChange.LastTriggeredImageID}
+		tr := Trigger{Kind: imagestream.KindDockerImage, Paused: t.ImageChange.Paused, LastTriggeredImageID: t.ImageChange.LastTriggeredImageID}
 		switch {
 		case t.ImageChange.From != nil:
-			if t.ImageChange.From.Kind != "DockerImage" {
-				tr.Err = fmt.Errorf("imageChange.from: kind %q is not watched by archway yet: use kind DockerImage", t.ImageChange.From.Kind)
-			}
-			tr.Image = t.ImageChange.From.Name
-			tr.StrategyFrom = tr.Image == strategyFrom
-		case strategyFrom != "":
-			tr.Image, tr.StrategyFrom = strategyFrom, true
+			tr.Kind, tr.Image = t.ImageChange.From.Kind, t.ImageChange.From.Name
+			tr.StrategyFrom = strategyFrom != nil && tr.Kind == strategyFrom.Kind && tr.Image == strategyFrom.Name
+		case strategyFrom != nil:
+			tr.Kind, tr.Image, tr.StrategyFrom = strategyFrom.Kind, strategyFrom.Name, true
 		default:
 			tr.Image, tr.Err = dockerfileBase(bc.Spec.Source.Dockerfile)
+		}
+		switch tr.Kind {
+		case imagestream.KindImageStreamTag:
+			_, _, tr.Err = imagestream.SplitTag(tr.Image)
+			out = append(out, tr)
+			continue
+		case imagestream.KindDockerImage:
+		default:
+			tr.Err = fmt.Errorf("kind %s %s cannot be watched: an ImageChange trigger watches a DockerImage or an ImageStreamTag", tr.Kind, tr.Image)
 		}
 		if tr.Err == nil {
 			if _, err := reference.ParseNormalizedNamed(tr.Image); err != nil {
@@ -75,17 +88,21 @@ func Watched(bc *buildv1.BuildConfig) []Trigger {
 
 // StrategyFrom is the strategy's from when it names a DockerImage, else "".
 func StrategyFrom(s buildv1.BuildStrategy) string {
-	var from *corev1.ObjectReference
+	if from := strategyFromRef(s); from != nil && from.Kind == imagestream.KindDockerImage {
+		return from.Name
+	}
+	return ""
+}
+
+// strategyFromRef is the strategy's from, or nil.
+func strategyFromRef(s buildv1.BuildStrategy) *corev1.ObjectReference {
 	switch {
 	case s.DockerStrategy != nil:
-		from = s.DockerStrategy.From
+		return s.DockerStrategy.From
 	case s.SourceStrategy != nil:
-		from = &s.SourceStrategy.From
+		return &s.SourceStrategy.From
 	}
-	if from == nil || from.Kind != "DockerImage" {
-		return ""
-	}
-	return from.Name
+	return nil
 }
 
 // dockerfileBase is the image the last stage of an inline Dockerfile is
@@ -170,7 +187,13 @@ func Decide(bc *buildv1.BuildConfig, obs []Observation, now metav1.Time) Plan {
 		if last == o.ImageID {
 			continue
 		}
-		entry := buildv1.ImageChangeTriggerStatus{LastTriggeredImageID: o.ImageID, From: buildv1.ImageStreamTagReference{Name: o.Image}, LastTriggerTime: now}
+		from := buildv1.ImageStreamTagReference{Name: o.Image}
+		ref := &corev1.ObjectReference{Kind: imagestream.KindDockerImage, Name: o.Image}
+		if o.Kind == imagestream.KindImageStreamTag {
+			from.Namespace = bc.Namespace
+			ref = &corev1.ObjectReference{Kind: imagestream.KindImageStreamTag, Namespace: bc.Namespace, Name: o.Image}
+		}
+		entry := buildv1.ImageChangeTriggerStatus{LastTriggeredImageID: o.ImageID, From: from, LastTriggerTime: now}
 		if i >= 0 {
 			status[i] = entry
 		} else {
@@ -184,11 +207,8 @@ func Decide(bc *buildv1.BuildConfig, obs []Observation, now metav1.Time) Plan {
 			continue
 		}
 		causes = append(causes, buildv1.BuildTriggerCause{
-			Message: instantiate.CauseImageChange,
-			ImageChangeBuild: &buildv1.ImageChangeCause{
-				ImageID: o.ImageID,
-				FromRef: &corev1.ObjectReference{Kind: "DockerImage", Name: o.Image},
-			},
+			Message:          instantiate.CauseImageChange,
+			ImageChangeBuild: &buildv1.ImageChangeCause{ImageID: o.ImageID, FromRef: ref},
 		})
 		if o.StrategyFrom && pin == "" {
 			pin = o.ImageID
