@@ -181,9 +181,31 @@ func (h *harness) waitBuilds(n int) []buildv1.Build {
 		return len(got) >= n, nil
 	})
 	if err != nil {
+		h.dump()
 		h.t.Fatalf("waiting for %d builds (have %d): %v", n, len(got), err)
 	}
 	return got
+}
+
+// dump logs what the trigger controller left in the namespace: each
+// BuildConfig's lastVersion and trigger record, and every event, so that
+// a build that never came says why.
+func (h *harness) dump() {
+	h.t.Helper()
+	var bcs buildv1.BuildConfigList
+	if err := k8s.List(context.WithoutCancel(h.ctx), &bcs, client.InNamespace(h.ns)); err != nil {
+		h.t.Logf("listing BuildConfigs: %v", err)
+	}
+	for _, bc := range bcs.Items {
+		h.t.Logf("BuildConfig %s: lastVersion %d, imageChangeTriggers %+v", bc.Name, bc.Status.LastVersion, bc.Status.ImageChangeTriggers)
+	}
+	var events corev1.EventList
+	if err := k8s.List(context.WithoutCancel(h.ctx), &events, client.InNamespace(h.ns)); err != nil {
+		h.t.Logf("listing events: %v", err)
+	}
+	for _, e := range events.Items {
+		h.t.Logf("event %s %s/%s %s: %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+	}
 }
 
 // events returns the messages of the events with reason recorded on
