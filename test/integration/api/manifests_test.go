@@ -251,14 +251,7 @@ func stderrOf(err error) string {
 func TestOpenShiftPlacementOverlay(t *testing.T) {
 	objs := func(dir string) map[string]string {
 		t.Helper()
-		assets, err := bed.AssetsDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		built, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(bed.RepoRoot(), "manifests", dir)).Output()
-		if err != nil {
-			t.Fatalf("kubectl kustomize manifests/%s: %v", dir, stderrOf(err))
-		}
+		built := kustomize(t, dir)
 		out := map[string]string{}
 		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(built), 4096)
 		for {

@@ -46,11 +46,9 @@ type rbacBinding struct {
 	subjects  []rbacv1.Subject
 }
 
-// render builds a kustomization under manifests/ with kubectl kustomize
-// and decodes the kinds the SCC checks need, strictly: a field the
-// SecurityContextConstraints type of github.com/openshift/api does not
-// have fails the test.
-func render(t *testing.T, dir string) *rendered {
+// kustomize is manifests/dir as kubectl kustomize (the bed's kubectl)
+// builds it.
+func kustomize(t *testing.T, dir string) []byte {
 	t.Helper()
 	assets, err := bed.AssetsDir()
 	if err != nil {
@@ -60,6 +58,16 @@ func render(t *testing.T, dir string) *rendered {
 	if err != nil {
 		t.Fatalf("kubectl kustomize manifests/%s: %v", dir, stderrOf(err))
 	}
+	return built
+}
+
+// render builds a kustomization under manifests/ with kubectl kustomize
+// and decodes the kinds the SCC checks need, strictly: a field the
+// SecurityContextConstraints type of github.com/openshift/api does not
+// have fails the test.
+func render(t *testing.T, dir string) *rendered {
+	t.Helper()
+	built := kustomize(t, dir)
 	out := &rendered{sccs: map[string]*securityv1.SecurityContextConstraints{}, clusterRoles: map[string]*rbacv1.ClusterRole{}}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(built)))
 	for {
