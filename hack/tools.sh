@@ -84,8 +84,9 @@ part_cross() {
 	[ "$(uname -m)" = x86_64 ] || fail "make images cross-compiles from an x86_64 machine only (this is $(uname -m))" cross
 	apt_install gcc-aarch64-linux-gnu gcc-powerpc64le-linux-gnu gcc-s390x-linux-gnu \
 		libc6-dev-arm64-cross libc6-dev-ppc64el-cross libc6-dev-s390x-cross libsqlite3-dev
-	cross_sqlite arm64:aarch64-linux-gnu ppc64el:powerpc64le-linux-gnu s390x:s390x-linux-gnu
-	check_cross aarch64-linux-gnu powerpc64le-linux-gnu s390x-linux-gnu
+	local targets=(arm64:aarch64-linux-gnu ppc64el:powerpc64le-linux-gnu s390x:s390x-linux-gnu)
+	cross_sqlite "${targets[@]}"
+	check_cross "${targets[@]}"
 }
 
 # cross_sqlite DEBARCH:TRIPLET... unpacks Debian's libsqlite3-dev of each
@@ -115,20 +116,16 @@ cross_sqlite() {
 	done
 }
 
-# check_cross TRIPLET... compiles and statically links a C program that
+# check_cross DEBARCH:TRIPLET... compiles and statically links a C program that
 # calls SQLite with each cross compiler, as the builder's cgo build does,
 # so a missing piece fails here naming its package rather than minutes
 # into make images.
 check_cross() {
-	local dir t arch
+	local dir a t arch
 	dir=$(mktemp -d)
 	printf '#include <stdio.h>\n#include <sqlite3.h>\nint main(void) { puts(sqlite3_libversion()); return 0; }\n' >"$dir/c.c"
-	for t in "$@"; do
-		case "$t" in
-		aarch64-*) arch=arm64 ;;
-		powerpc64le-*) arch=ppc64el ;;
-		s390x-*) arch=s390x ;;
-		esac
+	for a in "$@"; do
+		arch=${a%%:*} t=${a#*:}
 		if ! "$t-gcc" -static -o "$dir/c-$t" "$dir/c.c" -L"$ARCHWAY_CACHE/cross/$arch/usr/lib/$t" -lsqlite3 -lm 2>"$dir/err"; then
 			cat "$dir/err" >&2
 			rm -rf "$dir"
