@@ -159,21 +159,47 @@ if [ ${#suites[@]} -gt 0 ]; then compile; fi
 # suite cross-compiles archway for four architectures (about 15 minutes
 # of both cores on a new machine) and, sharing the cores with three other
 # jobs, ran past its 40-minute timeout. The race detector's compile runs
-# beside it at the lowest priority, in the time its suites wait.
+# beside it at the lowest priority, in the time its suites wait, and at
+# the normal one once it ended; only the jobs that run with -race wait
+# for it (on a new machine it ended five minutes after the real node's
+# job, and every job waited).
 solo=-1
 [ ${#rn[@]} -eq 0 ] || solo=0
+logs=$(mktemp -d /tmp/archway-test-jobs-XXXXXX)
+trap 'rm -rf "$logs"' EXIT
 race_pid=
+race_rc=$logs/race.rc
 if [ $race_jobs -eq 1 ]; then
 	if [ $solo -ge 0 ]; then
-		nice -n 19 bash -c "$(declare -f compile cpu_of); compile -race" &
+		nice -n 19 bash -c "$(declare -f compile cpu_of); (compile -race); echo \$? >'$race_rc.tmp'; mv '$race_rc.tmp' '$race_rc'" &
 		race_pid=$!
 	else
 		compile -race
 	fi
 fi
+# race_ready says whether a job with -race may start: the race compile
+# ended well, or runs not at all. When it failed, no such job starts.
+race_ready() {
+	[ -n "$race_pid" ] || return 0
+	[ -e "$race_rc" ] || return 1
+	[ "$(cat "$race_rc")" = 0 ] && return 0
+	echo "=== go build -race failed: no job with -race started"
+	while [ ${#running[@]} -gt 0 ]; do wait_one; done
+	exit 1
+}
+needs_race() {
+	case " ${cmds[$1]} " in *" -race "*) return 0 ;; esac
+	return 1
+}
+# renice_tree PID sets the priority of PID and its descendants back to
+# normal (a compile the go command starts later inherits it).
+renice_tree() {
+	local c
+	renice -n 0 -p "$1" >/dev/null 2>&1 || true
+	command -v pgrep >/dev/null || return 0
+	for c in $(pgrep -P "$1"); do renice_tree "$c"; done
+}
 
-logs=$(mktemp -d /tmp/archway-test-jobs-XXXXXX)
-trap 'rm -rf "$logs"' EXIT
 echo "=== ${#names[@]} test jobs, $parallel at a time"
 start=$SECONDS
 declare -A running=() began=()
@@ -245,9 +271,9 @@ await_room() {
 		waited=$((waited + room_window))
 	done
 }
-for i in "${!names[@]}"; do
-	while [ ${#running[@]} -ge "$parallel" ]; do wait_one; done
-	await_room
+# start_job I starts job I in the background.
+start_job() {
+	local i=$1
 	echo "=== job ${names[$i]}: started $((SECONDS - start))s in"
 	began[$i]=$SECONDS
 	(
@@ -257,12 +283,37 @@ for i in "${!names[@]}"; do
 		exit $rc
 	) >"$logs/$i.log" 2>&1 </dev/null &
 	running[$!]=$i
-	if [ "$i" -eq "$solo" ]; then
-		while [ ${#running[@]} -gt 0 ]; do wait_one; done
-		if [ -n "$race_pid" ]; then
-			wait "$race_pid" || exit 1
-			race_pid=
+}
+pending=("${!names[@]}")
+while [ ${#pending[@]} -gt 0 ]; do
+	while [ ${#running[@]} -ge "$parallel" ]; do wait_one; done
+	await_room
+	# The first job in order that may start: one with -race waits for
+	# the race compile, the others go ahead of it meanwhile.
+	pick=-1
+	for k in "${!pending[@]}"; do
+		if ! needs_race "${pending[$k]}" || race_ready; then
+			pick=${pending[$k]}
+			unset "pending[$k]"
+			pending=("${pending[@]}")
+			break
 		fi
+	done
+	if [ "$pick" -lt 0 ]; then
+		# Every job left needs the race compile: wait for it or a job.
+		if [ ${#running[@]} -eq 0 ]; then
+			wait "$race_pid"
+		else
+			wait -n -p pid "${!running[@]}" "$race_pid"
+			rc=$?
+			[ "$pid" = "$race_pid" ] || finish "$pid" "$rc"
+		fi
+		continue
+	fi
+	start_job "$pick"
+	if [ "$pick" -eq "$solo" ]; then
+		while [ ${#running[@]} -gt 0 ]; do wait_one; done
+		[ -z "$race_pid" ] || [ -e "$race_rc" ] || renice_tree "$race_pid"
 	fi
 done
 while [ ${#running[@]} -gt 0 ]; do wait_one; done
