@@ -30,7 +30,7 @@ modversion() {
 }
 
 # gobuild PART MODDIR PKG NAME VERSION [extra go build args...] builds with
-# -trimpath unless GOBUILD_TRIMPATH is set (to nothing: kube_build).
+# -trimpath.
 gobuild() {
 	local part=$1 dir=$2 pkg=$3 name=$4 version=$5
 	shift 5
@@ -41,7 +41,7 @@ gobuild() {
 	step "building $name $version (once; cached in $BIN)"
 	local tmp="$out.tmp.$$"
 	local start=$SECONDS
-	if ! (cd "$ROOT/hack/tools/$dir" && go build ${GOBUILD_TRIMPATH--trimpath} "$@" -o "$tmp" "$pkg"); then
+	if ! (cd "$ROOT/hack/tools/$dir" && go build -trimpath "$@" -o "$tmp" "$pkg"); then
 		rm -f "$tmp"
 		fail "go build of $name $version" "$part"
 	fi
@@ -211,9 +211,14 @@ part_qemudebs() {
 	debs qemudebs qemu-user-static amd64 arm64 ppc64el s390x
 }
 
+# shared_tags are the build tags archway's build has that change
+# Kubernetes' packages too (the Makefile's BUILD_TAGS; -trimpath and cgo
+# as there).
+shared_tags="netgo osusergo"
+
 # kube_build builds the named commands of k8s.io/kubernetes, one after
 # another (they share most packages). They are built as archway's own
-# packages are (cgo on, no -trimpath), and hack/tools/kube/go.mod requires
+# packages are (cgo on, -trimpath, shared_tags), and hack/tools/kube/go.mod requires
 # the versions archway's go.mod has of every module both build from: the
 # half of archway's packages that Kubernetes has (client-go, apiserver,
 # their dependencies) then compile once, here, and archway's build finds
@@ -224,7 +229,7 @@ kube_build() {
 	local ld="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/client-go/pkg/version.gitVersion=$v"
 	local c
 	for c in "$@"; do
-		GOBUILD_TRIMPATH= gobuild kube kube "k8s.io/kubernetes/cmd/$c" "$c" "$v" -ldflags "$ld"
+		gobuild kube kube "k8s.io/kubernetes/cmd/$c" "$c" "$v" -tags "$shared_tags" -ldflags "$ld"
 	done
 }
 
@@ -246,8 +251,12 @@ part_etcd() {
 	CGO_ENABLED=0 gobuild etcd etcd . etcd "$(modversion etcd go.etcd.io/etcd/server/v3)" -ldflags "-s -w"
 }
 
+# kwok is built as the Kubernetes tools are (cgo on, shared_tags) from
+# their versions of the modules both require (TestKwokSharesKubesVersions),
+# after them: client-go and the packages below it compile once (133 s
+# alone on a new machine, 42 s after kube-apiserver).
 part_kwok() {
-	CGO_ENABLED=0 gobuild kwok kwok sigs.k8s.io/kwok/cmd/kwok kwok "$(modversion kwok sigs.k8s.io/kwok)" -ldflags "-s -w"
+	gobuild kwok kwok sigs.k8s.io/kwok/cmd/kwok kwok "$(modversion kwok sigs.k8s.io/kwok)" -tags "$shared_tags" -ldflags "-s -w"
 }
 
 part_registry() {
@@ -283,9 +292,9 @@ part_node() {
 	apt_install libseccomp-dev iptables
 	local kv
 	kv=$(modversion kube k8s.io/kubernetes)
-	GOBUILD_TRIMPATH= gobuild node kube k8s.io/kubernetes/cmd/kubelet kubelet "$kv" \
+	gobuild node kube k8s.io/kubernetes/cmd/kubelet kubelet "$kv" -tags "$shared_tags" \
 		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$kv"
-	GOBUILD_TRIMPATH= gobuild node kube k8s.io/kubernetes/cmd/kube-proxy kube-proxy "$kv" \
+	gobuild node kube k8s.io/kubernetes/cmd/kube-proxy kube-proxy "$kv" -tags "$shared_tags" \
 		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$kv"
 	local cv
 	cv=$(modversion containerd github.com/containerd/containerd/v2)

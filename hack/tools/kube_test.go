@@ -66,3 +66,36 @@ func requires(t *testing.T, path string) map[string]string {
 	}
 	return m
 }
+
+// kwokVersionsMayDiffer are the modules hack/tools/kwok/go.mod holds at a
+// newer version than the kube tools module because kwok needs it.
+var kwokVersionsMayDiffer = map[string]bool{
+	"github.com/go-errors/errors": true,
+}
+
+// TestKwokSharesKubesVersions checks that the kwok tools module requires
+// the kube tools module's version of every module both require: kwok is
+// built after kube-apiserver as it is built (cgo on, the same tags), so
+// that the Kubernetes libraries it shares with it (client-go and the
+// packages below it) compile once on a new machine.
+func TestKwokSharesKubesVersions(t *testing.T) {
+	kube := requires(t, filepath.Join("kube", "go.mod"))
+	kwok := requires(t, filepath.Join("kwok", "go.mod"))
+	if len(kube) == 0 || len(kwok) == 0 {
+		t.Fatal("no requirements read")
+	}
+	shared := 0
+	for path, v := range kwok {
+		kv, ok := kube[path]
+		if !ok || kv == "v0.0.0" || kwokVersionsMayDiffer[path] {
+			continue
+		}
+		shared++
+		if kv != v {
+			t.Errorf("hack/tools/kwok/go.mod requires %s %s, hack/tools/kube/go.mod %s: run (cd hack/tools/kwok && go get %s@%s && go mod tidy)", path, v, kv, path, kv)
+		}
+	}
+	if shared == 0 {
+		t.Error("kwok and kube share no module: is a go.mod misread?")
+	}
+}
