@@ -9,7 +9,11 @@ SHELL := /usr/bin/env bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 ARCHWAY_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/archway
 export ARCHWAY_CACHE
-export GOFLAGS := -buildvcs=false
+# -trimpath everywhere, as make images builds its binaries: the build cache
+# keys a package by it, so the tests' compile of archway for this machine
+# is make images' too (one compile of every package fewer on a new
+# machine). The paths in stack traces are module paths.
+export GOFLAGS := -buildvcs=false -trimpath
 export GOTOOLCHAIN := local
 
 ASSETS = $(shell hack/tools.sh assets)
@@ -19,8 +23,11 @@ GOLANGCI_LINT = $(ASSETS)/golangci-lint
 
 # Build tags buildah needs to build with no extra C libraries: OpenPGP in Go
 # instead of gpgme, no btrfs graph driver, and the system's libsqlite3 (which
-# libsqlite3-dev provides) instead of a bundled copy.
-BUILD_TAGS := containers_image_openpgp exclude_graphdriver_btrfs libsqlite3
+# libsqlite3-dev provides) instead of a bundled copy; and Go's own resolver
+# and user lookups (netgo, osusergo), which make images needs for static
+# binaries: with its tags and -trimpath, every compile for this machine
+# (tests, make build, make images, the bed's tools) is one.
+BUILD_TAGS := containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3
 # -s -w leave the symbol table and DWARF out (stack traces keep their names):
 # chroot isolation copies the builder's binary into memory twice per RUN step.
 GO_LDFLAGS := -s -w -X github.com/archway-build/archway/pkg/version.Version=$(VERSION)

@@ -13,7 +13,7 @@ import (
 const module = "github.com/archway-build/archway/"
 
 // buildTags are the tags the Makefile builds every program with.
-const buildTags = "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3"
+const buildTags = "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3"
 
 // forbidden is one package a program must not link, with why. A path ending
 // in "/..." forbids the package and everything under it; any other path

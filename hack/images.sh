@@ -182,7 +182,7 @@ done
 
 # The builder that builds the images runs here.
 echo "==> builder for this machine"
-go build -tags "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3" -ldflags "$ldflags" -o bin/builder ./cmd/builder
+go build -trimpath -tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3" -ldflags "$ldflags" -o bin/builder ./cmd/builder
 
 # shellcheck disable=SC2206 # BUILDER_FLAGS is a list of flags.
 flags=(${BUILDER_FLAGS:-})

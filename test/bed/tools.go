@@ -7,16 +7,40 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+
+	"golang.org/x/mod/modfile"
 )
 
-// repoRoot is the root of the archway checkout this package was built from.
-func repoRoot() string {
+// module is archway's module path.
+const module = "github.com/archway-build/archway"
+
+// repoRoot is the root of the archway checkout this package was built
+// from: two directories above this file, or, built with -trimpath (as the
+// Makefile builds, when the file is named by its import path), the
+// nearest directory at or above the working directory whose go.mod is
+// archway's (go test runs a test in its package's directory; make runs
+// the bed's command at the root).
+var repoRoot = sync.OnceValue(func() string {
 	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("bed: cannot locate the repository")
+	if ok && filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("bed: cannot locate the archway checkout: %v", err))
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modfile.ModulePath(data) == module {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("bed: cannot locate the archway checkout: run from inside it (no go.mod of " + module + " at or above the working directory)")
+		}
+		dir = parent
+	}
+})
 
 // RepoRoot returns the root of the archway checkout, for tests that need its
 // files (CRDs, examples).

@@ -318,8 +318,8 @@ func readReleases(path string) ([]release, error) {
 // buildAt builds cmd/builder and cmd/build-controller of the source in src
 // into dir, with the flags of the current tree's binaries, so that every
 // module dependency the release shares with the tree comes from the build
-// cache; only archway's own packages are compiled again (-trimpath would
-// compile every dependency anew: over ten minutes on two cores).
+// cache; only archway's own packages are compiled again (other flags
+// would compile every dependency anew: over ten minutes on two cores).
 func buildAt(ctx context.Context, src, dir string) (framework.Binaries, error) {
 	var bins framework.Binaries
 	for _, p := range []struct {
@@ -327,7 +327,7 @@ func buildAt(ctx context.Context, src, dir string) (framework.Binaries, error) {
 		out *string
 	}{{"./cmd/builder", &bins.Builder}, {"./cmd/build-controller", &bins.Controller}} {
 		*p.out = filepath.Join(dir, filepath.Base(p.pkg))
-		cmd := exec.CommandContext(ctx, "go", "build", "-tags", framework.BuildTags, "-ldflags", "-s -w", "-o", *p.out, p.pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", framework.BuildTags, "-ldflags", "-s -w", "-o", *p.out, p.pkg)
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -42,7 +42,7 @@ import (
 // the apiserver requests every client made; and the CPU seconds of every
 // process of the bed, which tell who the time went to.
 //
-//	go test -tags "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3" \
+//	go test -tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3" \
 //	  -run '^$' -bench FanOut -benchtime 1x ./test/integration/build/
 //
 // ARCHWAY_BENCH_APISERVER_PROFILE=<dir> also writes a 4-second CPU profile

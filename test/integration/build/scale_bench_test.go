@@ -32,7 +32,7 @@ import (
 // build-controller process (peak RSS is the process's high-water mark) with
 // the flags BenchmarkFanOut uses. It asserts nothing about time.
 //
-//	go test -tags "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3" \
+//	go test -tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3" \
 //	  -run '^$' -bench Scale -benchtime 1x -timeout 60m ./test/integration/build/
 //
 // The sizes come from the environment (comma-separated; defaults keep one

@@ -17,7 +17,7 @@ import (
 // once the platforms have finished. Goal: under 2 s. Pushing the
 // per-platform images is left out of the timing.
 //
-//	go test -tags "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3" \
+//	go test -tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3" \
 //	  -run '^$' -bench ManifestList -benchtime 20x ./test/integration/manifestlist/
 func BenchmarkManifestList(b *testing.B) {
 	ctx := context.Background()

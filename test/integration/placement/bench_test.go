@@ -644,7 +644,7 @@ func BenchmarkCacheRoundTrips(b *testing.B) {
 //
 // It asserts nothing about time.
 //
-//	go test -tags "containers_image_openpgp exclude_graphdriver_btrfs libsqlite3" \
+//	go test -tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3" \
 //	  -run '^$' -bench PlacementScale -benchtime 1x -timeout 60m ./test/integration/placement/
 //
 // The sizes come from the environment (comma-separated, ascending; the
