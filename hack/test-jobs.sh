@@ -192,10 +192,15 @@ needs_race() {
 	return 1
 }
 # renice_tree PID sets the priority of PID and its descendants back to
-# normal (a compile the go command starts later inherits it).
+# normal. A priority is a thread's on Linux, and a process started later
+# takes that of the thread that starts it: every thread of the go command
+# is set (its main thread alone left the compiles and links it started
+# afterwards at nice 19).
 renice_tree() {
-	local c
-	renice -n 0 -p "$1" >/dev/null 2>&1 || true
+	local c t
+	for t in /proc/"$1"/task/*; do
+		renice -n 0 -p "${t##*/}" >/dev/null 2>&1 || true
+	done
 	command -v pgrep >/dev/null || return 0
 	for c in $(pgrep -P "$1"); do renice_tree "$c"; done
 }
