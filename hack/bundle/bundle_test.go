@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -19,11 +18,16 @@ import (
 	"github.com/archway-build/archway/pkg/placement"
 )
 
-// repo is the repository's root.
+// repo is the repository's root: go test runs a test in its package's
+// directory (runtime.Caller would name this file by its import path
+// under -trimpath, as make builds).
 func repo(t *testing.T) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 func repoOptions(t *testing.T, out string) Options {

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -30,8 +29,12 @@ func testImages() map[string]Image {
 // repoManifests copies the repository's manifests/ into a new directory.
 func repoManifests(t *testing.T) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(file), "..", "..", "manifests")
+	// go test runs a test in its package's directory (runtime.Caller
+	// would name this file by its import path under -trimpath).
+	src, err := filepath.Abs(filepath.Join("..", "..", "manifests"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dst := filepath.Join(t.TempDir(), "manifests")
 	if out, err := exec.Command("cp", "-r", src, dst).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v\n%s", err, out)
