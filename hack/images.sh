@@ -60,6 +60,9 @@ out=${IMAGES_OUT:-bin/images}
 
 export GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 ldflags="-s -w -X github.com/archway-build/archway/pkg/version.Version=$VERSION"
+# The Makefile's BUILD_TAGS: with -trimpath, every build here for this
+# machine is the one the tests and make build compile.
+tags="containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3"
 host_arch=$(go env GOHOSTARCH)
 
 # cross_cc prints the C cross compiler for a Go architecture.
@@ -169,7 +172,7 @@ for p in "${platforms[@]}"; do
 	start=$SECONDS
 	rm -rf "$dir/emulation-setup" "$dir/.bin"
 	CGO_ENABLED=1 CC=$cc CGO_LDFLAGS=$sqlite GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath \
-		-tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3" \
+		-tags "$tags" \
 		-ldflags "$ldflags -linkmode external -extldflags '-static -lm'" \
 		-o "$dir/.bin/" ./cmd/build-controller ./cmd/builder ./cmd/custom-builder ./cmd/emulation-setup
 	mkdir -p "$dir/emulation-setup/usr/local/bin"
@@ -182,7 +185,7 @@ done
 
 # The builder that builds the images runs here.
 echo "==> builder for this machine"
-go build -trimpath -tags "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3" -ldflags "$ldflags" -o bin/builder ./cmd/builder
+go build -trimpath -tags "$tags" -ldflags "$ldflags" -o bin/builder ./cmd/builder
 
 # shellcheck disable=SC2206 # BUILDER_FLAGS is a list of flags.
 flags=(${BUILDER_FLAGS:-})

@@ -860,7 +860,7 @@ func (b *Bed) PushBuilderImage(ctx context.Context, ref string) (image, binary s
 	// The flags of hack/images.sh for this machine, so that the packages
 	// compiled for make images (and its test) are reused.
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-tags", "containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3",
+		"-tags", BuildTags,
 		"-ldflags", "-s -w -linkmode external -extldflags '-static -lm'", "-o", binary, "./cmd/builder")
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local", "CGO_ENABLED=1", "CC=gcc")
