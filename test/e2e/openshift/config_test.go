@@ -13,74 +13,29 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/build/custom"
 	"github.com/archway-build/archway/test/bed"
+	e2e "github.com/archway-build/archway/test/e2e/framework"
 )
 
 // configMapName is the generated name of build-controller's configuration
 // as manifests/openshift-builds installs it (build-controller-config-<hash>).
 var configMapName string
 
-// suiteObject says whether u is one of the objects of
-// manifests/openshift-builds the suite installs once (installConfig):
-// archway's namespace, build-controller's configuration, the Role that
-// lets custom pods read it and the custom pods' ClusterRoles.
-func suiteObject(u *unstructured.Unstructured) bool {
-	switch u.GetKind() {
-	case "Namespace":
-		return true
-	case "ConfigMap":
-		return strings.HasPrefix(u.GetName(), "build-controller-config-")
-	case "Role":
-		return u.GetName() == custom.ConfigRole
-	case "ClusterRole":
-		return u.GetName() == "archway-custom-builder" || u.GetName() == "archway-custom-builder-nodes"
-	}
-	return false
+// installConfig creates the objects of manifests/openshift-builds every
+// custom pod needs.
+func installConfig(ctx context.Context) (err error) {
+	configMapName, err = e2e.InstallCustomBuilderConfig(ctx, theBed.Client)
+	return err
 }
 
-// installConfig creates the suite's objects of manifests/openshift-builds
-// (suiteObject): every custom pod reads build-controller's configuration,
-// and refuses to start without it.
-func installConfig(ctx context.Context) error {
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(bed.RepoRoot(), "manifests", "openshift-builds"))
-	if err != nil {
-		return err
-	}
-	for _, r := range m.Resources() {
-		obj, err := r.Map()
-		if err != nil {
-			return err
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		if !suiteObject(u) {
-			continue
-		}
-		if u.GetKind() == "ConfigMap" {
-			configMapName = u.GetName()
-		}
-		if err := theBed.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
-		}
-	}
-	if configMapName == "" {
-		return fmt.Errorf("manifests/openshift-builds has no build-controller-config ConfigMap")
-	}
-	return nil
-}
-
-// setConfig makes file build-controller's configuration until the test
-// ends.
 func setConfig(t *testing.T, ctx context.Context, file string) {
 	t.Helper()
 	cms := theBed.Clientset.CoreV1().ConfigMaps(custom.ConfigNamespace)

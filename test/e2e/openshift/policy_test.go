@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/archway-build/archway/test/bed"
+	e2e "github.com/archway-build/archway/test/e2e/framework"
 )
 
 // installOverlay creates what `oc apply -k manifests/openshift-builds`
@@ -38,7 +39,7 @@ func installOverlay(t *testing.T, ctx context.Context, skip ...string) {
 			t.Fatal(err)
 		}
 		u := &unstructured.Unstructured{Object: obj}
-		if u.GetKind() == "CustomResourceDefinition" || strings.Contains(strings.Join(skip, ","), u.GetKind()) || suiteObject(u) {
+		if u.GetKind() == "CustomResourceDefinition" || strings.Contains(strings.Join(skip, ","), u.GetKind()) || e2e.CustomBuilderObject(u) {
 			continue
 		}
 		err = theBed.Client.Create(ctx, u)

@@ -1,0 +1,333 @@
+package openshiftreal_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
+	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/test/bed"
+	"github.com/archway-build/archway/test/framework"
+)
+
+var (
+	platforms      = []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
+	buildsResource = schema.GroupVersionResource{Group: "build.openshift.io", Version: "v1", Resource: "builds"}
+)
+
+// oc runs the real oc as the bed's admin, with stdin, and returns its
+// standard output.
+func oc(ctx context.Context, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, ocBinary, append([]string{"--kubeconfig", theBed.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("oc %s: %w\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// newProject makes a namespace as OpenShift's project and service-account
+// controllers leave it: a builder account whose docker secret OpenShift's
+// build controller hands to build pods. It also plays the service CA
+// operator for the Builds' CA ConfigMaps, which the custom pods mount.
+func newProject(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	ns, err := theBed.CreateNamespace(ctx, "oc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := theBed.Clientset
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "builder-dockercfg"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)},
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{
+		ObjectMeta:       metav1.ObjectMeta{Namespace: ns, Name: "builder"},
+		Secrets:          []corev1.ObjectReference{{Name: secret.Name}},
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: secret.Name}},
+	}
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	injectCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go injectServiceCA(injectCtx, ns)
+	return ns
+}
+
+// injectServiceCA does what OpenShift's service CA operator does for the
+// ConfigMaps of namespace ns annotated service.beta.openshift.io/inject-cabundle:
+// it adds the service CA as service-ca.crt (OpenShift's build controller
+// makes each Build's <build>-ca ConfigMap so, and the custom pod mounts
+// that key), until ctx ends.
+func injectServiceCA(ctx context.Context, ns string) {
+	cms := theBed.Clientset.CoreV1().ConfigMaps(ns)
+	w, err := cms.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		cm, ok := ev.Object.(*corev1.ConfigMap)
+		if !ok || cm.Annotations["service.beta.openshift.io/inject-cabundle"] != "true" || cm.Data["service-ca.crt"] != "" {
+			continue
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data["service-ca.crt"] = string(theBed.Config.CAData)
+		_, _ = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	}
+}
+
+// buildConfig is a BuildConfig of the Custom strategy naming archway's
+// builder image, as an OpenShift user writes one for archway: its
+// platforms default to this machine's, and start-build's -e overrides
+// them.
+func buildConfig(name, dockerfile, output string) string {
+	return fmt.Sprintf(`apiVersion: build.openshift.io/v1
+kind: BuildConfig
+metadata:
+  name: %s
+spec:
+  source:
+    dockerfile: %q
+  strategy:
+    customStrategy:
+      from:
+        kind: DockerImage
+        name: %s
+      env:
+      - name: PLATFORMS
+        value: linux/amd64
+  output:
+    to:
+      kind: DockerImage
+      name: %s
+`, name, dockerfile, builderImage, output)
+}
+
+// startBuild creates the BuildConfig and starts a Build of it for every
+// platform with `oc start-build -e`, and returns the Build's name.
+func startBuild(t *testing.T, ctx context.Context, ns, name, dockerfile, output string) string {
+	t.Helper()
+	if _, err := oc(ctx, buildConfig(name, dockerfile, output), "create", "-n", ns, "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := oc(ctx, "", "start-build", name, "-n", ns, "-e", "PLATFORMS="+strings.Join(platforms, ","), "-o", "name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := strings.TrimPrefix(strings.TrimSpace(out), "build.build.openshift.io/")
+	if build != name+"-1" {
+		t.Fatalf("oc start-build printed %q, want build.build.openshift.io/%s-1", out, name)
+	}
+	return build
+}
+
+func buildPhase(ctx context.Context, ns, name string) (string, error) {
+	b, err := dyn.Resource(buildsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	phase, _, _ := unstructured.NestedString(b.Object, "status", "phase")
+	return phase, nil
+}
+
+func multiArchBuild(ctx context.Context, ns, name string) (*archwaybuildv1alpha1.MultiArchBuild, error) {
+	u, err := dyn.Resource(archwaybuildv1alpha1.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	m := &archwaybuildv1alpha1.MultiArchBuild{}
+	return m, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, m)
+}
+
+// waitPhase waits until the Build leaves the phases given.
+func waitPhase(ctx context.Context, ns, name string, leave ...string) (string, error) {
+	var phase string
+	err := framework.Poll(ctx, bed.BuildTimeout, func(ctx context.Context) (bool, error) {
+		var err error
+		phase, err = buildPhase(ctx, ns, name)
+		return err == nil && !slices.Contains(leave, phase), err
+	})
+	return phase, err
+}
+
+// TestOcBuildsEveryPlatform: `oc start-build -e PLATFORMS=...` of a
+// Custom-strategy BuildConfig naming archway's builder ->
+// openshift-apiserver instantiates the Build -> OpenShift's build
+// controller makes the custom pod -> archway builds every platform in a pod
+// of its own and pushes the index -> OpenShift's controller moves the Build
+// to Complete; `oc logs -f build/x` shows every platform's lines.
+func TestOcBuildsEveryPlatform(t *testing.T) {
+	requireOpenShift(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
+	defer cancel()
+	ns := newProject(t, ctx)
+	repo := ns + "/hello"
+	b := startBuild(t, ctx, ns, "hello", "FROM "+theBed.BaseImage+"\nRUN uname -m > /machine\n", theBed.Registry.Host+"/"+repo+":v1")
+	// oc logs -f waits for the custom pod and follows it to its end.
+	if _, err := waitPhase(ctx, ns, b, "New", "Pending"); err != nil {
+		t.Fatal(err)
+	}
+	log, err := oc(ctx, "", "logs", "-f", "build/"+b, "-n", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	phase, err := waitPhase(ctx, ns, b, "New", "Pending", "Running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phase != "Complete" {
+		t.Fatalf("Build phase = %s, want Complete; oc logs:\n%s", phase, log)
+	}
+	for _, p := range append(slices.Clone(platforms), "manifest-list") {
+		if !strings.Contains(log, "["+p+"] ") {
+			t.Errorf("oc logs build/%s has no line of %s:\n%s", b, p, log)
+		}
+	}
+	mab, err := multiArchBuild(ctx, ns, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mab.Status.Phase != buildv1.BuildPhaseComplete || len(mab.Status.Platforms) != len(platforms) {
+		t.Errorf("MultiArchBuild status: phase %s, %d platforms; want Complete, %d", mab.Status.Phase, len(mab.Status.Platforms), len(platforms))
+	}
+	img, err := theBed.Registry.OpenImage(ctx, theBed.Registry.Host+"/"+repo+":v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, _, err := img.Index(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range index.Manifests {
+		if m.Platform != nil {
+			got = append(got, m.Platform.OS+"/"+m.Platform.Architecture)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, platforms) {
+		t.Errorf("the index lists %v, want %v", got, platforms)
+	}
+	// The pod is OpenShift's: its CustomBuildStrategy's privileged
+	// custom-build container.
+	pod, err := theBed.Clientset.CoreV1().Pods(ns).Get(ctx, b+"-build", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := pod.Spec.Containers[0]; c.Name != "custom-build" || c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+		t.Errorf("custom pod container = %s %+v, want OpenShift's privileged custom-build", c.Name, c.SecurityContext)
+	}
+	u, err := dyn.Resource(buildsResource).Namespace(ns).Get(ctx, b, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, _ := unstructured.NestedString(u.Object, "status", "completionTimestamp"); d == "" {
+		t.Errorf("the Build has no completionTimestamp: %v", u.Object["status"])
+	}
+}
+
+// TestOcCancelBuild: `oc cancel-build` of a running Build -> OpenShift's
+// controller deletes the custom pod -> the custom pod stops every
+// platform's pod and starts the pod that removes the per-platform tags,
+// and the Build is Cancelled.
+func TestOcCancelBuild(t *testing.T) {
+	requireOpenShift(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
+	defer cancel()
+	ns := newProject(t, ctx)
+	b := startBuild(t, ctx, ns, "slow", "FROM "+theBed.BaseImage+"\nRUN sleep 600\n", theBed.Registry.Host+"/"+ns+"/slow:v1")
+	if err := framework.Poll(ctx, bed.BuildTimeout, func(ctx context.Context) (bool, error) {
+		mab, err := multiArchBuild(ctx, ns, b)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, e := range mab.Status.Platforms {
+			if e.Phase == buildv1.BuildPhaseRunning {
+				running++
+			}
+		}
+		return running == len(platforms), nil
+	}); err != nil {
+		t.Fatalf("waiting for every platform's pod to run: %v", err)
+	}
+	start := time.Now()
+	out, err := oc(ctx, "", "cancel-build", b, "-n", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("oc cancel-build took %s: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+	phase, err := waitPhase(ctx, ns, b, "New", "Pending", "Running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phase != "Cancelled" {
+		t.Errorf("Build phase = %s, want Cancelled", phase)
+	}
+	if err := framework.Poll(ctx, bed.LongTimeout, func(ctx context.Context) (bool, error) {
+		for _, p := range platforms {
+			pod, err := theBed.Clientset.CoreV1().Pods(ns).Get(ctx, buildv1.PlatformPodName(b, p), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+			if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("waiting for every platform's pod to end: %v", err)
+	}
+	if err := framework.Poll(ctx, bed.LongTimeout, func(ctx context.Context) (bool, error) {
+		pod, err := theBed.Clientset.CoreV1().Pods(ns).Get(ctx, buildv1.ManifestListPodName(b), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		removes := slices.Contains(pod.Spec.Containers[0].Command, "--remove-tags")
+		if removes && pod.Status.Phase == corev1.PodFailed {
+			return false, fmt.Errorf("pod %s failed", pod.Name)
+		}
+		return removes && pod.Status.Phase == corev1.PodSucceeded, nil
+	}); err != nil {
+		t.Fatalf("waiting for the pod that removes the per-platform tags: %v", err)
+	}
+	mab, err := multiArchBuild(ctx, ns, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mab.Status.Phase != buildv1.BuildPhaseCancelled {
+		t.Errorf("MultiArchBuild phase = %s, want Cancelled", mab.Status.Phase)
+	}
+}
