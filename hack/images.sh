@@ -41,6 +41,17 @@
 #   CROSS_LIBS                   where libsqlite3-dev of each Debian architecture is
 #                                unpacked, CROSS_LIBS/<debarch>/usr/lib/<triplet> (default: the cache)
 #   BUILDER_FLAGS                more flags for `builder build`, e.g. --authfile FILE
+#   IMAGES                       which images, comma-separated (default
+#                                build-controller,builder,emulation-setup); only
+#                                the programs they hold are compiled
+#   IMAGES_OUT                   where the binaries go: the build context (default bin/images)
+#   IMAGES_STEPS                 compile,build (the default), compile (the binaries
+#                                into IMAGES_OUT only) or build (the images from the
+#                                binaries an earlier compile left in IMAGES_OUT; no Go
+#                                needed when BUILDER_BIN is given): e.g. compile as
+#                                one user and build as another
+#   BUILDER_BIN                  the builder for this machine that runs the builds
+#                                (default: compiled into bin/builder)
 # Building images runs buildah: as root, or, run as another user, inside a
 # user namespace that hack/userns.sh sets up from the user's /etc/subuid and
 # /etc/subgid ranges (it says what is missing); nothing else here needs
@@ -50,8 +61,37 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
+IMAGES=${IMAGES:-build-controller,builder,emulation-setup}
+IMAGES_STEPS=${IMAGES_STEPS:-compile,build}
+compile=0 build=0
+IFS=, read -ra steps <<<"$IMAGES_STEPS"
+for s in "${steps[@]}"; do
+	case "$s" in
+	compile) compile=1 ;;
+	build) build=1 ;;
+	*) echo "hack/images.sh: IMAGES_STEPS=$IMAGES_STEPS: give compile, build or compile,build" >&2; exit 2 ;;
+	esac
+done
+IFS=, read -ra images <<<"$IMAGES"
+[ ${#images[@]} -gt 0 ] || { echo "hack/images.sh: IMAGES is empty: name build-controller, builder or emulation-setup" >&2; exit 2; }
+for i in "${images[@]}"; do
+	case "$i" in
+	build-controller | builder | emulation-setup) ;;
+	*) echo "hack/images.sh: IMAGES=$IMAGES: $i is not one of build-controller, builder, emulation-setup" >&2; exit 2 ;;
+	esac
+done
+# wants IMAGE says whether IMAGE is one of IMAGES.
+wants() {
+	local i
+	for i in "${images[@]}"; do [ "$i" = "$1" ] && return 0; done
+	return 1
+}
+
 REGISTRY=${REGISTRY:-}
-[ -n "$REGISTRY" ] || { echo "hack/images.sh: set REGISTRY, e.g. make images REGISTRY=quay.io/me TAG=v0.1.0" >&2; exit 2; }
+if [ $build -eq 1 ] && [ -z "$REGISTRY" ]; then
+	echo "hack/images.sh: set REGISTRY, e.g. make images REGISTRY=quay.io/me TAG=v0.1.0" >&2
+	exit 2
+fi
 REGISTRY=${REGISTRY%/}
 TAG=${TAG:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 PLATFORMS=${PLATFORMS:-linux/amd64,linux/arm64,linux/ppc64le,linux/s390x}
@@ -63,7 +103,8 @@ ldflags="-s -w -X github.com/archway-build/archway/pkg/version.Version=$VERSION"
 # The Makefile's BUILD_TAGS: with -trimpath, every build here for this
 # machine is the one the tests and make build compile.
 tags="containers_image_openpgp exclude_graphdriver_btrfs netgo osusergo libsqlite3"
-host_arch=$(go env GOHOSTARCH)
+host_arch=
+[ $compile -eq 0 ] || host_arch=$(go env GOHOSTARCH)
 
 # cross_cc prints the C cross compiler for a Go architecture.
 cross_cc() {
@@ -152,40 +193,75 @@ qemu_files() {
 	echo "    qemu from $(basename "${debs[-1]}"): $(cd "$dir/usr/lib/binfmt.d" && echo *)"
 }
 
-IFS=, read -ra platforms <<<"$PLATFORMS"
-for p in "${platforms[@]}"; do
+# The programs each image holds (emulation-setup's is moved into its root
+# file system below).
+programs=()
+if wants build-controller; then programs+=(build-controller); fi
+if wants builder; then programs+=(builder custom-builder); fi
+if wants emulation-setup; then programs+=(emulation-setup); fi
+
+# compile_platform OS/ARCH[/VARIANT] cross-compiles the programs of IMAGES
+# for the platform into IMAGES_OUT/<os>_<arch>.
+compile_platform() {
+	local p=$1 os arch variant goarm= dir cc sqlite start prog pkgs=()
 	IFS=/ read -r os arch variant <<<"$p"
-	[ "$os" = linux ] || { echo "hack/images.sh: platform $p: only linux is supported" >&2; exit 2; }
-	goarm=
 	if [ "$arch" = arm ]; then goarm=${variant#v}; fi
 	dir="$out/${os}_${arch}"
 	mkdir -p "$dir"
 	cc=$(cross_cc "$arch")
 	sqlite=$(sqlite_ldflags "$arch")
-	# One go build of the four programs with one set of flags: the packages
+	for prog in "${programs[@]}"; do pkgs+=("./cmd/$prog"); done
+	# One go build of the programs with one set of flags: the packages
 	# they share (most of them) compile once per platform. Everything is
 	# linked statically: the builder needs cgo (buildah's re-exec into user
 	# and mount namespaces), netgo and osusergo keep glibc's resolver and
 	# user lookups out of every binary. SQLite's static library needs libm
 	# after it.
-	echo "==> $p: build-controller, builder, custom-builder, emulation-setup (cgo with $cc, static)"
+	echo "==> $p: ${programs[*]} (cgo with $cc, static)"
 	start=$SECONDS
-	rm -rf "$dir/emulation-setup" "$dir/.bin"
+	rm -rf "$dir/.bin"
 	CGO_ENABLED=1 CC=$cc CGO_LDFLAGS=$sqlite GOOS=$os GOARCH=$arch GOARM=$goarm go build -trimpath \
 		-tags "$tags" \
 		-ldflags "$ldflags -linkmode external -extldflags '-static -lm'" \
-		-o "$dir/.bin/" ./cmd/build-controller ./cmd/builder ./cmd/custom-builder ./cmd/emulation-setup
-	mkdir -p "$dir/emulation-setup/usr/local/bin"
-	mv "$dir/.bin/build-controller" "$dir/.bin/builder" "$dir/.bin/custom-builder" "$dir/"
-	mv "$dir/.bin/emulation-setup" "$dir/emulation-setup/usr/local/bin/"
+		-o "$dir/.bin/" "${pkgs[@]}"
+	for prog in "${programs[@]}"; do
+		[ "$prog" = emulation-setup ] || mv "$dir/.bin/$prog" "$dir/"
+	done
+	if wants emulation-setup; then
+		rm -rf "$dir/emulation-setup"
+		mkdir -p "$dir/emulation-setup/usr/local/bin"
+		mv "$dir/.bin/emulation-setup" "$dir/emulation-setup/usr/local/bin/"
+	fi
 	rmdir "$dir/.bin"
 	echo "    $((SECONDS - start)) s"
-	qemu_files "$arch" "$dir/emulation-setup"
+	if wants emulation-setup; then qemu_files "$arch" "$dir/emulation-setup"; fi
+}
+
+IFS=, read -ra platforms <<<"$PLATFORMS"
+for p in "${platforms[@]}"; do
+	[ "${p%%/*}" = linux ] || { echo "hack/images.sh: platform $p: only linux is supported" >&2; exit 2; }
+done
+if [ $compile -eq 1 ]; then
+	for p in "${platforms[@]}"; do compile_platform "$p"; done
+fi
+[ $build -eq 1 ] || exit 0
+# Without the compile step, the binaries an earlier one left.
+for p in "${platforms[@]}"; do
+	IFS=/ read -r os arch _ <<<"$p"
+	for prog in "${programs[@]}"; do
+		f="$out/${os}_${arch}/$prog"
+		[ "$prog" != emulation-setup ] || f="$out/${os}_${arch}/emulation-setup/usr/local/bin/$prog"
+		[ -x "$f" ] || { echo "hack/images.sh: $f is missing: compile it first (IMAGES_STEPS=compile with the same IMAGES, PLATFORMS and IMAGES_OUT)" >&2; exit 2; }
+	done
 done
 
 # The builder that builds the images runs here.
-echo "==> builder for this machine"
-go build -trimpath -tags "$tags" -ldflags "$ldflags" -o bin/builder ./cmd/builder
+builder=${BUILDER_BIN:-}
+if [ -z "$builder" ]; then
+	echo "==> builder for this machine"
+	builder=bin/builder
+	go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$builder" ./cmd/builder
+fi
 
 # shellcheck disable=SC2206 # BUILDER_FLAGS is a list of flags.
 flags=(${BUILDER_FLAGS:-})
@@ -196,16 +272,16 @@ build() {
 	local name=$1
 	shift
 	echo "==> $REGISTRY/$name:$TAG for $PLATFORMS${userns:+ (in a user namespace: not root)}"
-	"${userns[@]}" bin/builder build --platform "$PLATFORMS" -f "$root/images/$name/Containerfile" \
+	"${userns[@]}" "$builder" build --platform "$PLATFORMS" -f "$root/images/$name/Containerfile" \
 		-t "$REGISTRY/$name:$TAG" "$@" "${flags[@]}" "$out"
 }
 args=()
 [ -z "${BUILD_CONTROLLER_BASE_IMAGE:-}" ] || args+=(--build-arg "BASE_IMAGE=$BUILD_CONTROLLER_BASE_IMAGE")
-build build-controller "${args[@]}"
+if wants build-controller; then build build-controller "${args[@]}"; fi
 args=()
 [ -z "${BUILDER_BASE_IMAGE:-}" ] || args+=(--build-arg "BASE_IMAGE=$BUILDER_BASE_IMAGE")
 [ -z "${BUILDER_INSTALL_PACKAGES:-}" ] || args+=(--build-arg "INSTALL_PACKAGES=$BUILDER_INSTALL_PACKAGES")
-build builder "${args[@]}"
+if wants builder; then build builder "${args[@]}"; fi
 args=()
 [ -z "${EMULATION_SETUP_BASE_IMAGE:-}" ] || args+=(--build-arg "BASE_IMAGE=$EMULATION_SETUP_BASE_IMAGE")
-build emulation-setup "${args[@]}"
+if wants emulation-setup; then build emulation-setup "${args[@]}"; fi

@@ -121,6 +121,8 @@ type LayerEntry struct {
 	Name string
 	// Content is a regular file's content.
 	Content []byte
+	// UID and GID own the entry, as the image records them.
+	UID, GID int
 }
 
 // LayerEntries returns every entry of every layer of the image d of the
@@ -138,7 +140,7 @@ func (i *Image) LayerEntries(ctx context.Context, d digest.Digest) ([]LayerEntry
 	var out []LayerEntry
 	for n, layer := range m.LayerInfos() {
 		err := i.walkLayer(ctx, layer, func(hdr *tar.Header, r io.Reader) (bool, error) {
-			e := LayerEntry{Layer: n, Name: strings.TrimPrefix(strings.TrimPrefix(hdr.Name, "./"), "/")}
+			e := LayerEntry{Layer: n, Name: strings.TrimPrefix(strings.TrimPrefix(hdr.Name, "./"), "/"), UID: hdr.Uid, GID: hdr.Gid}
 			if hdr.Typeflag == tar.TypeReg {
 				data, err := io.ReadAll(r)
 				if err != nil {
