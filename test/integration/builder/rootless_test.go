@@ -71,7 +71,9 @@ func TestMakeImagesWithoutRoot(t *testing.T) {
 	// cache the suite's builder compile filled; only the link is new.
 	msg, took, err := runImagesScript(ctx, filepath.Join(bed.RepoRoot(), "hack", "images.sh"), nil,
 		slices.Concat(os.Environ(), vars, []string{"IMAGES_STEPS=compile"}))
-	g.Expect(err).NotTo(HaveOccurred(), msg)
+	if err != nil {
+		t.Fatalf("hack/images.sh as root: %v\n%s", err, msg)
+	}
 	t.Logf("compile as root: %s", took)
 
 	// The user runs a copy of the scripts and the Containerfile in its own
@@ -84,10 +86,12 @@ func TestMakeImagesWithoutRoot(t *testing.T) {
 	g.Expect(copyFile(builder, filepath.Join(ws, "builder"), 0o755, u)).To(Succeed())
 	userVars := slices.Concat(vars, []string{"IMAGES_STEPS=build", "BUILDER_BIN=" + filepath.Join(ws, "builder")})
 
-	t.Run("the user's build pushes the image", func(t *testing.T) {
+	pushed := t.Run("the user's build pushes the image", func(t *testing.T) {
 		g := NewWithT(t)
 		msg, took, err := runImagesScript(ctx, script, u, u.env(ws, userVars))
-		g.Expect(err).NotTo(HaveOccurred(), msg)
+		if err != nil {
+			t.Fatalf("hack/images.sh as uid %d: %v\n%s", u.uid, err, msg)
+		}
 		t.Logf("build as uid %d: %s", u.uid, took)
 		g.Expect(msg).To(ContainSubstring("(in a user namespace: not root)"))
 
@@ -125,6 +129,9 @@ func TestMakeImagesWithoutRoot(t *testing.T) {
 		g.Expect([]int{home.UID, home.GID}).To(Equal([]int{65532, 65532}), "owner of /home/nonroot")
 	})
 
+	if !pushed {
+		return
+	}
 	t.Run("a user without a range is told what to add", func(t *testing.T) {
 		g := NewWithT(t)
 		// After the push above (the positive signal), the same build with
