@@ -69,8 +69,11 @@ apt_install() {
 
 part_apt() {
 	# git, ip (iproute2) and setpriv (util-linux) are run by the bed and the
-	# builder's tests; buildah and runc by the builder benchmark.
-	apt_install git qemu-user-static libsqlite3-dev gcc make ca-certificates buildah runc iproute2 util-linux
+	# builder's tests; buildah and runc by the builder benchmark; useradd
+	# (passwd) and newuidmap (uidmap, which hack/userns.sh runs) by the
+	# builder suite's test of make images without root.
+	apt_install git qemu-user-static libsqlite3-dev gcc make ca-certificates buildah runc iproute2 util-linux \
+		passwd uidmap
 }
 
 # part_cross installs the C cross compilers for builder's cgo in make
