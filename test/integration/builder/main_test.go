@@ -2,7 +2,8 @@
 // buildah (chroot isolation, foreign platforms under qemu), real CNCF
 // Distribution registries (one open, one with htpasswd auth), a real
 // apiserver for `builder docker-build` in pod mode, and the git CLI for Git
-// sources.
+// sources; and make images' script run by a user without root, with the
+// builder in a user namespace (rootless_test.go).
 package builder_test
 
 import (
