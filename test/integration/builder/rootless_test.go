@@ -67,8 +67,9 @@ func TestMakeImagesWithoutRoot(t *testing.T) {
 		"REGISTRY=" + registry, "TAG=v1", "BUILD_CONTROLLER_BASE_IMAGE=" + base,
 	}
 
-	// The compile, as root: archway's packages come from the build
-	// cache the suite's builder compile filled; only the link is new.
+	// The compile, as root: archway's packages for this machine come from
+	// the build cache the tests' compile filled (one set of flags for the
+	// tests and make images); only the link is new.
 	msg, took, err := runImagesScript(ctx, filepath.Join(bed.RepoRoot(), "hack", "images.sh"), nil,
 		slices.Concat(os.Environ(), vars, []string{"IMAGES_STEPS=compile"}))
 	if err != nil {
