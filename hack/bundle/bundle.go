@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/archway-build/archway/hack/internal/outdir"
+	"github.com/archway-build/archway/hack/releaselist"
 )
 
 // Options are the generator's inputs.
@@ -40,7 +41,10 @@ type Options struct {
 	Out string
 	// Version is the release, vX.Y.Z (semver with a leading v).
 	Version string
-	Meta    Meta
+	// Releases is the list of releases (hack/releases): the CSV replaces
+	// and skips the ones before Version.
+	Releases string
+	Meta     Meta
 }
 
 // versionPattern is a release version: v and a semantic version.
@@ -73,6 +77,15 @@ func Generate(opts Options) (*Result, error) {
 		return nil, err
 	}
 	opts.Meta.Version = v
+	releases, err := releaselist.Read(opts.Releases)
+	if err != nil {
+		return nil, fmt.Errorf("--releases: %w", err)
+	}
+	var earlier []semver.Version
+	for _, r := range releaselist.Before(releases, v) {
+		earlier = append(earlier, r.Version)
+	}
+	opts.Meta.Earlier = earlier
 	objs, err := build(opts.Install)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build %s: %w", opts.Install, err)

@@ -38,6 +38,7 @@ func repoOptions(t *testing.T, out string) Options {
 		Examples: []string{filepath.Join(root, "examples"), filepath.Join(root, "hack", "bundle", "examples.yaml")},
 		Out:      out,
 		Version:  "v0.1.0",
+		Releases: filepath.Join(root, "hack", "releases"),
 		Meta: Meta{
 			Package: "archway", Channel: "alpha", MinKubeVersion: "1.30.0",
 			Platforms: []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"},
@@ -46,12 +47,21 @@ func repoOptions(t *testing.T, out string) Options {
 }
 
 // generated generates the bundle of the repository's manifests once per
-// test.
+// test, as the first release.
 func generated(t *testing.T) (string, *Result) {
 	t.Helper()
+	return generatedAs(t, "v0.1.0")
+}
+
+// generatedAs generates the bundle of the repository's manifests as the
+// release version.
+func generatedAs(t *testing.T, version string) (string, *Result) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "bundle")
+	opts := repoOptions(t, out)
+	opts.Version = version
 	start := time.Now()
-	res, err := Generate(repoOptions(t, out))
+	res, err := Generate(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +98,10 @@ func TestBundleValidates(t *testing.T) {
 	}
 	if csv.Spec.MinKubeVersion == "" || csv.Spec.Version.String() != "0.1.0" || csv.Name != "archway.v0.1.0" {
 		t.Errorf("name %s, version %s, minKubeVersion %q", csv.Name, csv.Spec.Version, csv.Spec.MinKubeVersion)
+	}
+	// The first release: nothing to update from.
+	if skip, ok := csv.Annotations[operatorsv1alpha1.SkipRangeAnnotationKey]; ok || csv.Spec.Replaces != "" {
+		t.Errorf("the first release replaces %q, skipRange %q: want neither", csv.Spec.Replaces, skip)
 	}
 	for _, f := range []string{"metadata/annotations.yaml", "bundle.Dockerfile", "cluster.yaml", "manifests/archway.clusterserviceversion.yaml"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {

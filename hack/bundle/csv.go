@@ -53,6 +53,9 @@ type Meta struct {
 	Platforms []string
 	// RequireDigests refuses an image named by tag (a release).
 	RequireDigests bool
+	// Earlier are the releases before Version (hack/releases), oldest
+	// first: OLM's upgrade edges into this one (upgradeEdges).
+	Earlier []semver.Version
 }
 
 // Bundle is what the generator writes.
@@ -271,10 +274,11 @@ func Assemble(in Input, meta Meta) (*Bundle, error) {
 		return nil, err
 	}
 
+	replaces, skipRange := upgradeEdges(meta)
 	csv := &operatorsv1alpha1.ClusterServiceVersion{
 		TypeMeta: metav1.TypeMeta{APIVersion: operatorsv1alpha1.SchemeGroupVersion.String(), Kind: operatorsv1alpha1.ClusterServiceVersionKind},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: meta.Package + ".v" + meta.Version.String(),
+			Name: csvName(meta.Package, meta.Version),
 			Annotations: map[string]string{
 				"alm-examples":   string(almExamples),
 				"capabilities":   "Basic Install",
@@ -290,6 +294,7 @@ func Assemble(in Input, meta Meta) (*Bundle, error) {
 			DisplayName: "archway",
 			Description: description,
 			Version:     versionOf(meta.Version),
+			Replaces:    replaces,
 			Maturity:    "alpha",
 			Keywords:    []string{"multi-arch", "builds", "BuildConfig", "scheduling", "placement"},
 			Provider:    operatorsv1alpha1.AppLink{Name: "archway", URL: "https://github.com/archway-build/archway"},
@@ -317,9 +322,30 @@ func Assemble(in Input, meta Meta) (*Bundle, error) {
 			RelatedImages:             images,
 		},
 	}
+	if skipRange != "" {
+		csv.Annotations[operatorsv1alpha1.SkipRangeAnnotationKey] = skipRange
+	}
 	b.CSV = csv
 	b.CRDs = in.CRDs
 	return b, nil
+}
+
+// csvName is the CSV of a package's release, as OLM's replaces names it.
+func csvName(pkg string, v semver.Version) string {
+	return pkg + ".v" + v.String()
+}
+
+// upgradeEdges are the CSV's ways up from the earlier releases: it
+// replaces the newest one (spec.replaces, OLM's chain of updates) and
+// skips every one from the oldest on (olm.skipRange), so that a cluster
+// on any earlier release updates to this one in one step, not through
+// every release between. The first release has neither.
+func upgradeEdges(meta Meta) (replaces, skipRange string) {
+	if len(meta.Earlier) == 0 {
+		return "", ""
+	}
+	oldest, newest := meta.Earlier[0], meta.Earlier[len(meta.Earlier)-1]
+	return csvName(meta.Package, newest), fmt.Sprintf(">=%s <%s", oldest, meta.Version)
 }
 
 const description = `archway builds container images for every CPU architecture of a cluster

@@ -7,7 +7,8 @@
 // every served version of every CRD (owned, with its description); the
 // webhooks OLM can keep as the manifests have them (webhookdefinitions);
 // one example per owned kind, checked against its schema (alm-examples);
-// the images (relatedImages). What OLM cannot install from a bundle
+// the images (relatedImages); the upgrade edges from the releases before
+// it in hack/releases (replaces, olm.skipRange). What OLM cannot install from a bundle
 // (ValidatingAdmissionPolicies, webhook configurations OLM would change,
 // archway's own configs) goes into cluster.yaml, for the administrator to
 // apply, with the reason for each. The bundle is then loaded and checked
@@ -36,6 +37,7 @@ func main() {
 	flag.StringVar(&examples, "examples", "examples,hack/bundle/examples.yaml", "comma-separated files or directories of example objects for alm-examples")
 	flag.StringVar(&opts.Out, "out", "bin/bundle", "the directory to write (replaced as a whole)")
 	flag.StringVar(&opts.Version, "version", "", "the release, vX.Y.Z (required)")
+	flag.StringVar(&opts.Releases, "releases", "hack/releases", "the list of releases: the CSV replaces and skips the ones before --version")
 	flag.StringVar(&opts.Meta.Package, "package", "archway", "the OLM package name")
 	flag.StringVar(&opts.Meta.Channel, "channel", "alpha", "the channel")
 	flag.StringVar(&opts.Meta.MinKubeVersion, "min-kube-version", "1.30.0", "the oldest Kubernetes the release runs on (ValidatingAdmissionPolicy GA)")

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/archway-build/archway/hack/releaselist"
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
@@ -242,14 +243,14 @@ func previousSource(t *testing.T) (tag, dir string) {
 	if err != nil {
 		t.Fatalf("git rev-parse HEAD: %v: %s", err, head)
 	}
-	releases, err := readReleases(filepath.Join(root, "hack", "releases"))
+	releases, err := releaselist.Read(filepath.Join(root, "hack", "releases"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var commit string
 	for _, r := range releases {
-		if r.commit != head {
-			tag, commit = r.tag, r.commit
+		if r.Commit != head {
+			tag, commit = r.Tag, r.Commit
 		}
 	}
 	if commit == "" {
@@ -289,30 +290,6 @@ func previousSource(t *testing.T) (tag, dir string) {
 		t.Fatalf("untar %s: %v", tag, err)
 	}
 	return tag, dir
-}
-
-type release struct{ tag, commit string }
-
-// readReleases reads hack/releases: a release a line, its tag and its
-// full commit name; # starts a comment.
-func readReleases(path string) ([]release, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var rs []release
-	for i, line := range strings.Split(string(data), "\n") {
-		line, _, _ = strings.Cut(line, "#")
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			continue
-		}
-		if len(fields) != 2 || !strings.HasPrefix(fields[0], "v") || len(fields[1]) != 40 || strings.Trim(fields[1], "0123456789abcdef") != "" {
-			return nil, fmt.Errorf("%s:%d: want a tag vX.Y.Z and its full commit name, got %q", path, i+1, line)
-		}
-		rs = append(rs, release{fields[0], fields[1]})
-	}
-	return rs, nil
 }
 
 // buildAt builds cmd/builder and cmd/build-controller of the source in src
@@ -409,24 +386,3 @@ func newGate(t *testing.T) *gate {
 }
 
 func (gt *gate) open() { gt.opened.Store(true) }
-
-// TestReadReleases reads the tree's hack/releases and refuses lines that
-// do not name a tag and a full commit.
-func TestReadReleases(t *testing.T) {
-	g := NewWithT(t)
-	rs, err := readReleases(filepath.Join(bed.RepoRoot(), "hack", "releases"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(rs).NotTo(BeEmpty())
-	for _, bad := range []string{
-		"v0.1.0\n",
-		"v0.1.0 d35e3f5\n",
-		"0.1.0 d35e3f55be73088ab9028f0aa81ffac5095e6298\n",
-		"v0.1.0 D35E3F55BE73088AB9028F0AA81FFAC5095E6298\n",
-		"v0.1.0 d35e3f55be73088ab9028f0aa81ffac5095e6298 extra\n",
-	} {
-		path := filepath.Join(t.TempDir(), "releases")
-		g.Expect(os.WriteFile(path, []byte("# a comment\n"+bad), 0o644)).To(Succeed())
-		_, err := readReleases(path)
-		g.Expect(err).To(MatchError(ContainSubstring(path+":2: want a tag")), bad)
-	}
-}
