@@ -43,7 +43,7 @@ const previous = "archway.invalid/previous"
 // run from binaries built from the tag's source), creates a BuildConfig
 // and a Build still running, a PodPlacementConfig, a PodSchedulingPolicy
 // and a ClusterPodSchedulingPolicy, and upgrades to the current tree as
-// docs/admin-guide/install.md says (the CRDs, then the components, with
+// docs/admin-guide/install.md says (the CRDs, then the components with
 // --force-conflicts). Then: every object is there with its UID and spec;
 // the ClusterPodPlacementConfig is served at v1alpha1 too; no pod of the
 // previous release runs; a pod created during the upgrade is placed and
@@ -150,7 +150,9 @@ func TestUpgrade(t *testing.T) {
 	ib.Base, ib.BuilderImage = newBase, newBuilder
 	overlay, err := ib.WriteOverlay(t.TempDir())
 	g.Expect(err).NotTo(HaveOccurred())
-	kubectl("apply", "--server-side", "--force-conflicts", "-k", filepath.Join(bed.RepoRoot(), "manifests", "crd"))
+	// The CRDs without --force-conflicts: kubectl owns them since the
+	// install, and a conflict here would be a field someone else wrote.
+	kubectl("apply", "--server-side", "-k", filepath.Join(bed.RepoRoot(), "manifests", "crd"))
 	kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
 	during := testPod(ns, "during", b.BaseImage)
 	g.Expect(b.Client.Create(ctx, during)).To(Succeed())
