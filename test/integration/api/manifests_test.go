@@ -311,3 +311,65 @@ func TestOpenShiftPlacementOverlay(t *testing.T) {
 		}
 	}
 }
+
+// TestCRDsWithoutPlacement: manifests/crd-without-placement, for a cluster
+// where OLM installed the multiarch tuning operator (MTO), builds with
+// kustomize into every CRD of manifests/crd, unchanged, but the two MTO
+// owns (ClusterPodPlacementConfig, PodPlacementConfig), and applies
+// without --force-conflicts (server-side dry run) on the bed with MTO's
+// CRDs as OLM installs them (mtoCRDs), which it leaves as they are.
+func TestCRDsWithoutPlacement(t *testing.T) {
+	crds := func(dir string) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(kustomize(t, dir)), 4096)
+		for {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+				return out
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			var meta metav1.PartialObjectMetadata
+			if err := json.Unmarshal(raw, &meta); err != nil {
+				t.Fatal(err)
+			}
+			if meta.Kind != "CustomResourceDefinition" {
+				t.Errorf("manifests/%s holds %s %s: only CRDs belong there", dir, meta.Kind, meta.Name)
+			}
+			out[meta.Name] = string(raw)
+		}
+	}
+	all, without := crds("crd"), crds("crd-without-placement")
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		got, ok := without[name]
+		switch {
+		case slices.Contains(placementCRDs, name):
+			if ok {
+				t.Errorf("manifests/crd-without-placement holds %s, which MTO owns", name)
+			}
+		case !ok:
+			t.Errorf("manifests/crd-without-placement lacks %s", name)
+		case got != all[name]:
+			t.Errorf("manifests/crd-without-placement's %s differs from manifests/crd's", name)
+		}
+	}
+	for name := range without {
+		if _, ok := all[name]; !ok {
+			t.Errorf("manifests/crd-without-placement holds %s, which manifests/crd does not", name)
+		}
+	}
+
+	saveCRDs(t, placementCRDs)
+	mtoCRDs(t)
+	out, err := kubectlIn(t, bed.RepoRoot(), "apply", "--server-side", "--dry-run=server", "-k", "manifests/crd-without-placement").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl apply --server-side -k manifests/crd-without-placement beside MTO's CRDs: %v\n%s", err, out)
+	}
+	for name := range without {
+		if !strings.Contains(string(out), name+" serverside-applied (server dry run)") {
+			t.Errorf("%s was not applied:\n%s", name, out)
+		}
+	}
+	checkMTOConversion(t)
+}
