@@ -68,6 +68,9 @@ const (
 	trigBuildControllerDown = "build-controller's process stopped"
 	trigPlacementDown       = "the placement controller's process stopped"
 	trigOperatorDown        = "the placement operator's process stopped"
+	trigProtectionDown      = "control-plane protection's process stopped"
+	trigPolicyDown          = "the scheduling-policy webhook's process stopped"
+	trigTriggersDown        = "build-triggers' process stopped"
 )
 
 // expectation is what an alert rule must do: fire after its trigger (and
@@ -101,6 +104,9 @@ func TestAlerts(t *testing.T) {
 		"ArchwayBuildControllerDown/build-controller-metrics":                 {trigBuildControllerDown, nil},
 		"ArchwayPlacementControllerDown/archway-placement-controller-metrics": {trigPlacementDown, nil},
 		"ArchwayPlacementOperatorDown/archway-placement-operator-metrics":     {trigOperatorDown, nil},
+		"ArchwayWebhookDown/archway-control-plane-protection-metrics":         {trigProtectionDown, nil},
+		"ArchwayWebhookDown/archway-scheduling-policy-metrics":                {trigPolicyDown, nil},
+		"ArchwayWebhookDown/archway-build-triggers-metrics":                   {trigTriggersDown, nil},
 	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
@@ -229,6 +235,9 @@ placement:
 		{trigBuildControllerDown, "build,"},
 		{trigPlacementDown, "pod-placement"},
 		{trigOperatorDown, "placement-operator"},
+		{trigProtectionDown, "control-plane-protection-webhook"},
+		{trigPolicyDown, "scheduling-policy-webhook"},
+		{trigTriggersDown, "buildconfig-webhooks"},
 	} {
 		trigger(step.trigger)
 		for _, c := range comps {
