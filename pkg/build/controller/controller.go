@@ -410,7 +410,7 @@ func awaitPushSecret(in PlanInput, plan Plan, missing string) Plan {
 // createPodsAnnotating creates the plan's pods (createPods) while, at the
 // same time, it annotates b with them: the two round trips overlap. b then
 // has the annotated version, which s notes.
-func (r *Reconciler) createPodsAnnotating(ctx context.Context, pl PodPlan, b *buildv1.Build, plan Plan, s *consistency.Session) ([]*corev1.Pod, map[string]string, error) {
+func (r *Reconciler) createPodsAnnotating(ctx context.Context, pl PodPlan, b *buildv1.Build, plan Plan, s *consistency.Session) ([]*corev1.Pod, map[string]CreateError, error) {
 	annotated := b.DeepCopy()
 	annotateErr := make(chan error, 1)
 	go func() { annotateErr <- r.annotate(ctx, annotated, pl.Platforms) }()
@@ -471,10 +471,10 @@ func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result
 	created, permanent, err := r.createPod(ctx, b, pod)
 	if err != nil {
 		return ctrl.Result{}, err
-	} else if permanent != "" {
+	} else if permanent.Message != "" {
 		// Nothing to retry: the tags stay, and the condition says why.
 		return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionFalse, buildv1.ReasonRemovingPlatformTagsFailed,
-			"The pod that removes the per-platform tags cannot be created: "+permanent, "")
+			"The pod that removes the per-platform tags cannot be created: "+permanent.Message, "")
 	}
 	r.event(b, corev1.EventTypeNormal, buildv1.EventReasonRemovingPlatformTags,
 		"Every platform pod of %s/%s has ended; pod %s removes the per-platform tags", b.Namespace, b.Name, pod.Name)
@@ -623,7 +623,7 @@ func (r *Reconciler) missingPushSecret(ctx context.Context, b *buildv1.Build) (s
 // makes no second pod. Pods the apiserver refuses for good (invalid,
 // forbidden) come back in createErrs; any other error is returned for a
 // retry.
-func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPlan, plan Plan) (created []*corev1.Pod, createErrs map[string]string, err error) {
+func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPlan, plan Plan) (created []*corev1.Pod, createErrs map[string]CreateError, err error) {
 	if usesAccountSecrets(b) {
 		if pl.AccountPullSecrets, err = r.accountPullSecrets(ctx, b); err != nil {
 			return nil, nil, err
@@ -672,14 +672,14 @@ func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPla
 		wg   sync.WaitGroup
 		errs []error
 	)
-	createErrs = map[string]string{}
+	createErrs = map[string]CreateError{}
 	for _, pod := range specs {
 		wg.Go(func() {
 			got, permanent, err := r.createPod(ctx, b, pod)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case permanent != "":
+			case permanent.Message != "":
 				createErrs[pod.Name] = permanent
 			case err != nil:
 				errs = append(errs, err)
@@ -721,35 +721,35 @@ func (r *Reconciler) accountPullSecrets(ctx context.Context, b *buildv1.Build) (
 	return names, nil
 }
 
-func (r *Reconciler) createPod(ctx context.Context, b *buildv1.Build, pod *corev1.Pod) (*corev1.Pod, string, error) {
+func (r *Reconciler) createPod(ctx context.Context, b *buildv1.Build, pod *corev1.Pod) (*corev1.Pod, CreateError, error) {
 	err := r.Client.Create(ctx, pod, client.FieldOwner(FieldManager))
 	switch {
 	case err == nil:
 		if escape := unfitNodesEscape(pod, UnfitNodeRequirement(r.Config)); escape != "" {
 			msg, err := r.refuseUnfit(ctx, pod, escape)
-			return nil, msg, err
+			return nil, CreateError{Message: msg}, err
 		}
-		return pod, "", nil
+		return pod, CreateError{}, nil
 	case apierrors.IsAlreadyExists(err):
 		existing := &corev1.Pod{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
-			return nil, "", fmt.Errorf("reading existing pod %s: %w", pod.Name, err)
+			return nil, CreateError{}, fmt.Errorf("reading existing pod %s: %w", pod.Name, err)
 		}
 		if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != b.UID {
-			return nil, fmt.Sprintf("a pod named %s already exists and does not belong to this build (%s)", pod.Name, buildv1.StatusReasonBuildPodExists), nil
+			return nil, CreateError{Message: fmt.Sprintf("a pod named %s already exists and does not belong to this build (%s)", pod.Name, buildv1.StatusReasonBuildPodExists)}, nil
 		}
-		return existing, "", nil
+		return existing, CreateError{}, nil
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
-		return nil, "", fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		return nil, CreateError{}, fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "serviceaccount") && pod.Spec.ServiceAccountName == r.Config.BuilderServiceAccount:
 		// The builder service account was deleted since it was ensured:
 		// create it again on the next attempt.
 		r.accounts.forget(pod.Namespace)
-		return nil, "", fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		return nil, CreateError{}, fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
-		return nil, err.Error(), nil
+		return nil, RefusedCreate(pod.Namespace, err), nil
 	default:
-		return nil, "", fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		return nil, CreateError{}, fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
 }
 

@@ -25,10 +25,9 @@ type PlanInput struct {
 	ManifestList bool
 	// Pods are the Build's pods by name.
 	Pods map[string]*corev1.Pod
-	// CreateErrors are the pods that could not be created, by pod name,
-	// with the apiserver's message: their platform fails with
-	// CannotCreateBuildPod.
-	CreateErrors map[string]string
+	// CreateErrors are the pods that could not be created, by pod name:
+	// their platform (or the Build) fails with the error's reason.
+	CreateErrors map[string]CreateError
 	// Now is the time of the decision.
 	Now metav1.Time
 }
@@ -206,9 +205,9 @@ func Decide(in PlanInput) Plan {
 		case cancelled:
 			set(p, EntryUpdate{Phase: buildv1.BuildPhaseCancelled, Reason: buildv1.StatusReasonCancelledBuild,
 				Message: "The build was cancelled.", CompletionTimestamp: &in.Now})
-		case in.CreateErrors[name] != "":
-			set(p, EntryUpdate{Phase: buildv1.BuildPhaseError, Reason: buildv1.StatusReasonCannotCreateBuildPod,
-				Message: fmt.Sprintf("creating pod %s: %s", name, in.CreateErrors[name]), PodName: name, CompletionTimestamp: &in.Now})
+		case in.CreateErrors[name].Message != "":
+			reason, msg := in.CreateErrors[name].failure(name)
+			set(p, EntryUpdate{Phase: buildv1.BuildPhaseError, Reason: reason, Message: msg, PodName: name, CompletionTimestamp: &in.Now})
 		case pod == nil && (e.Phase == "" || e.Phase == buildv1.BuildPhaseNew):
 			plan.CreatePods = append(plan.CreatePods, p)
 		case pod == nil:
@@ -268,7 +267,7 @@ func Decide(in PlanInput) Plan {
 	// once they were made (a controller that died before its status
 	// write: the entries still New); once the status shows the fan-out, a
 	// missing one is gone and comes again only at the end.
-	if mlName := buildv1.ManifestListPodName(b.Name); in.ManifestList && in.Pods[mlName] == nil && in.CreateErrors[mlName] == "" &&
+	if mlName := buildv1.ManifestListPodName(b.Name); in.ManifestList && in.Pods[mlName] == nil && in.CreateErrors[mlName].Message == "" &&
 		(len(plan.CreatePods) > 0 || fanOutUnrecorded(b, in.Platforms)) {
 		plan.CreateManifestList = true
 	}
@@ -342,9 +341,9 @@ func decideManifestList(in PlanInput, plan *Plan) {
 	name := buildv1.ManifestListPodName(in.Build.Name)
 	pod := in.Pods[name]
 	switch {
-	case in.CreateErrors[name] != "":
-		plan.Phase, plan.Reason = buildv1.BuildPhaseError, buildv1.StatusReasonCannotCreateBuildPod
-		plan.Message = fmt.Sprintf("creating pod %s: %s", name, in.CreateErrors[name])
+	case in.CreateErrors[name].Message != "":
+		plan.Phase = buildv1.BuildPhaseError
+		plan.Reason, plan.Message = in.CreateErrors[name].failure(name)
 	case pod == nil:
 		plan.CreateManifestList = true
 		plan.Phase = buildv1.BuildPhaseRunning
@@ -386,9 +385,9 @@ func decideClassic(in PlanInput) Plan {
 	case b.Status.Cancelled:
 		plan.DeletePods = livePods(in.Pods)
 		plan.Phase, plan.Reason, plan.Message = buildv1.BuildPhaseCancelled, buildv1.StatusReasonCancelledBuild, "The build was cancelled by the user."
-	case in.CreateErrors[name] != "":
-		plan.Phase, plan.Reason = buildv1.BuildPhaseError, buildv1.StatusReasonCannotCreateBuildPod
-		plan.Message = fmt.Sprintf("creating pod %s: %s", name, in.CreateErrors[name])
+	case in.CreateErrors[name].Message != "":
+		plan.Phase = buildv1.BuildPhaseError
+		plan.Reason, plan.Message = in.CreateErrors[name].failure(name)
 	case pod == nil && (b.Status.Phase == "" || b.Status.Phase == buildv1.BuildPhaseNew):
 		plan.CreatePods = []string{""}
 		plan.Phase = buildv1.BuildPhasePending

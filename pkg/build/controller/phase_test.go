@@ -116,7 +116,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "fan-out: the manifest-list pod could not be created: the platforms go on, decided at the end",
 			in: PlanInput{Build: entries4(makeBuild("app").phase(newP), newP).obj(), ManifestList: true,
-				CreateErrors: map[string]string{podML: "forbidden"},
+				CreateErrors: map[string]CreateError{podML: {Message: "forbidden"}},
 				Pods:         podsOf(makePod(podAmd).obj(), makePod(podArm).obj(), makePod(podPpc).obj(), makePod(podS390x).obj())},
 			want: want{phase: pendingP, entries: map[string]buildv1.BuildPhase{amd: pendingP, arm: pendingP, ppc: pendingP, s390x: pendingP}},
 		},
@@ -197,7 +197,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "required platform failed at the fan-out (its pod refused): no manifest-list pod asked for",
 			in: PlanInput{Build: entries4(makeBuild("app").phase(newP), newP).obj(), ManifestList: true,
-				CreateErrors: map[string]string{podS390x: "forbidden"},
+				CreateErrors: map[string]CreateError{podS390x: {Message: "forbidden"}},
 				Pods:         podsOf(makePod(podAmd).obj(), makePod(podArm).obj(), makePod(podPpc).obj())},
 			want: want{phase: errorP, reason: buildv1.StatusReasonPlatformBuildFailed, msg: "CannotCreateBuildPod",
 				del:     []string{podAmd, podArm, podPpc},
@@ -346,7 +346,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a pod that could not be created: CannotCreateBuildPod",
 			in: PlanInput{Build: entries4(makeBuild("app").allowFail(s390x).phase(newP), newP).obj(),
-				CreateErrors: map[string]string{podS390x: "forbidden"},
+				CreateErrors: map[string]CreateError{podS390x: {Message: "forbidden"}},
 				Pods:         podsOf(makePod(podAmd).obj(), makePod(podArm).obj(), makePod(podPpc).obj())},
 			want: want{phase: pendingP, entries: map[string]buildv1.BuildPhase{amd: pendingP, arm: pendingP, ppc: pendingP, s390x: errorP},
 				entryReasons: map[string]buildv1.StatusReason{s390x: buildv1.StatusReasonCannotCreateBuildPod}},

@@ -455,8 +455,8 @@ func (d *driver) finish(ctx, work context.Context, b *buildv1.Build, changes <-c
 			if err != nil {
 				return res, err
 			}
-			if permanent != "" {
-				fmt.Fprintf(d.o.Out, "The pod that removes the per-platform tags cannot be created: %s\n", permanent)
+			if permanent.Message != "" {
+				fmt.Fprintf(d.o.Out, "The pod that removes the per-platform tags cannot be created: %s\n", permanent.Message)
 				break
 			}
 			if _, err := d.tagsCondition(work, b, created); err != nil {
@@ -544,7 +544,7 @@ func (d *driver) summary(ctx context.Context, res Result) {
 
 // createPods creates the pods plan asks for, as build-controller does
 // (controller.PodPlan), each pointed at the MultiArchBuild for its reports.
-func (d *driver) createPods(ctx context.Context, b *buildv1.Build, plan controller.Plan) ([]*corev1.Pod, map[string]string, error) {
+func (d *driver) createPods(ctx context.Context, b *buildv1.Build, plan controller.Plan) ([]*corev1.Pod, map[string]controller.CreateError, error) {
 	var specs []*corev1.Pod
 	for _, p := range plan.CreatePods {
 		pod, err := d.pl.BuildPod(b, p)
@@ -561,13 +561,13 @@ func (d *driver) createPods(ctx context.Context, b *buildv1.Build, plan controll
 		specs = append(specs, pod)
 	}
 	var created []*corev1.Pod
-	errs := map[string]string{}
+	errs := map[string]controller.CreateError{}
 	for _, pod := range specs {
 		got, permanent, err := d.createPod(ctx, pod)
 		switch {
 		case err != nil:
 			return nil, nil, err
-		case permanent != "":
+		case permanent.Message != "":
 			errs[pod.Name] = permanent
 		default:
 			created = append(created, got)
@@ -579,7 +579,7 @@ func (d *driver) createPods(ctx context.Context, b *buildv1.Build, plan controll
 // createPod creates one pod, pointed at the MultiArchBuild. AlreadyExists
 // is success when the pod is the Build's; a refusal for good comes back as
 // permanent.
-func (d *driver) createPod(ctx context.Context, pod *corev1.Pod) (_ *corev1.Pod, permanent string, _ error) {
+func (d *driver) createPod(ctx context.Context, pod *corev1.Pod) (_ *corev1.Pod, permanent controller.CreateError, _ error) {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		c.Env = append(c.Env, corev1.EnvVar{Name: report.BuildAPIEnv, Value: report.MultiArchBuildAPI})
@@ -587,20 +587,20 @@ func (d *driver) createPod(ctx context.Context, pod *corev1.Pod) (_ *corev1.Pod,
 	got, err := d.o.Kube.CoreV1().Pods(d.ns).Create(ctx, pod, metav1.CreateOptions{FieldManager: controller.FieldManager})
 	switch {
 	case err == nil:
-		return got, "", nil
+		return got, controller.CreateError{}, nil
 	case apierrors.IsAlreadyExists(err):
 		existing, err := d.o.Kube.CoreV1().Pods(d.ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, "", fmt.Errorf("reading existing pod %s: %w", pod.Name, err)
+			return nil, controller.CreateError{}, fmt.Errorf("reading existing pod %s: %w", pod.Name, err)
 		}
 		if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != d.ownerUID {
-			return nil, fmt.Sprintf("a pod named %s already exists and does not belong to this build (%s)", pod.Name, buildv1.StatusReasonBuildPodExists), nil
+			return nil, controller.CreateError{Message: fmt.Sprintf("a pod named %s already exists and does not belong to this build (%s)", pod.Name, buildv1.StatusReasonBuildPodExists)}, nil
 		}
-		return existing, "", nil
+		return existing, controller.CreateError{}, nil
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "exceeded quota"), apierrors.IsBadRequest(err):
-		return nil, err.Error(), nil
+		return nil, controller.RefusedCreate(d.ns, err), nil
 	default:
-		return nil, "", fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		return nil, controller.CreateError{}, fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
 }
 

@@ -265,6 +265,11 @@ const (
 	// itself in the node's user namespace: the node's container runtime
 	// ignored hostUsers: false, so the builder refused to build.
 	StatusReasonUserNamespaceIgnored StatusReason = "UserNamespaceIgnored"
+	// StatusReasonPodSecurityForbidsBuildPod: the namespace's Pod Security
+	// level (baseline or restricted) refused a build pod, which adds
+	// SYS_ADMIN inside its user namespace; the message names what to
+	// change.
+	StatusReasonPodSecurityForbidsBuildPod StatusReason = "PodSecurityForbidsBuildPod"
 )
 
 // Condition types archway sets besides OpenShift's one-per-phase
