@@ -410,3 +410,19 @@ func (r *Registry) CopyIndex(ctx context.Context, src, dst string, edit func(*co
 	}
 	return nil
 }
+
+// NonLoopbackIP is an IPv4 address of this machine other than loopback,
+// nil when it has none: a registry there is reached with TLS checks, which
+// the builder skips for loopback registries as docker does.
+func NonLoopbackIP() net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.To4()
+		}
+	}
+	return nil
+}

@@ -31,9 +31,17 @@ const mirrorOrigin = "origin.archway.invalid/team"
 // controller says it applied that version.
 func setRegistriesConf(t *testing.T, ctx context.Context, conf string) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: placement.DefaultRegistriesConfigMap}}
+	rv := writeConfigMap(t, ctx, metav1.NamespaceDefault, placement.DefaultRegistriesConfigMap, map[string]string{registries.RegistriesConfKey: conf})
+	waitRegistriesApplied(t, ctx, metav1.NamespaceDefault, "ConfigMap", placement.DefaultRegistriesConfigMap, rv)
+}
+
+// writeConfigMap creates or replaces ConfigMap ns/name with data and
+// returns its resourceVersion.
+func writeConfigMap(t *testing.T, ctx context.Context, ns, name string, data map[string]string) string {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	err := env.Bed.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)
-	cm.Data = map[string]string{registries.RegistriesConfKey: conf}
+	cm.Data = data
 	switch {
 	case apierrors.IsNotFound(err):
 		err = env.Bed.Client.Create(ctx, cm)
@@ -43,14 +51,23 @@ func setRegistriesConf(t *testing.T, ctx context.Context, conf string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "resourceVersion " + cm.ResourceVersion + ")"
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
+	return cm.ResourceVersion
+}
+
+// waitRegistriesApplied waits until build-controller says it applied
+// version resourceVersion of the registry configuration's source kind
+// ns/name (its RegistryConfigurationApplied event; a cluster-scoped
+// object's are in default).
+func waitRegistriesApplied(t *testing.T, ctx context.Context, ns, kind, name, resourceVersion string) {
+	t.Helper()
+	want := "resourceVersion " + resourceVersion + ")"
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bed.LongTimeout, true, func(ctx context.Context) (bool, error) {
 		var list eventsv1.EventList
-		if err := env.Bed.Client.List(ctx, &list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+		if err := env.Bed.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
 		for _, e := range list.Items {
-			if e.Regarding.Kind == "ConfigMap" && e.Regarding.Name == cm.Name && e.Reason == registries.EventConfigurationApplied &&
+			if e.Regarding.Kind == kind && e.Regarding.Name == name && e.Reason == registries.EventConfigurationApplied &&
 				strings.Contains(e.Note, want) {
 				return true, nil
 			}
@@ -58,7 +75,7 @@ func setRegistriesConf(t *testing.T, ctx context.Context, conf string) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("build-controller never applied the registries ConfigMap (%s): %v", want, err)
+		t.Fatalf("build-controller never applied %s %s/%s (%s): %v", kind, ns, name, want, err)
 	}
 }
 

@@ -464,6 +464,11 @@ func (r *Reconciler) cleanup(ctx context.Context, b *buildv1.Build) (ctrl.Result
 		msg := fmt.Sprintf("The per-platform tags are removed once the pods %s have ended.", strings.Join(c.WaitingFor, ", "))
 		return ctrl.Result{}, r.setTagsCondition(ctx, b, metav1.ConditionFalse, buildv1.ReasonWaitingForBuildPods, msg, "")
 	}
+	settings, err := r.registrySettings(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	pl.ClusterRegistryCAs = RegistryCAs(settings)
 	pod, err := pl.RemoveTagsPod(b)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("making the manifest-list pod: %w", err)
@@ -629,17 +634,20 @@ func (r *Reconciler) createPods(ctx context.Context, b *buildv1.Build, pl PodPla
 			return nil, nil, err
 		}
 	}
-	if len(plan.CreatePods) > 0 {
+	if len(plan.CreatePods) > 0 || plan.CreateManifestList {
 		settings, err := r.registrySettings(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
-		if pl.RegistriesConf, err = RegistriesConf(settings); err != nil {
-			return nil, nil, fmt.Errorf("the registry configuration: %w", err)
+		if len(plan.CreatePods) > 0 {
+			if pl.RegistriesConf, err = RegistriesConf(settings); err != nil {
+				return nil, nil, fmt.Errorf("the registry configuration: %w", err)
+			}
+			if settings != nil {
+				pl.AllowedRegistries = settings.Conf.Allowed
+			}
 		}
-		if settings != nil {
-			pl.AllowedRegistries = settings.Conf.Allowed
-		}
+		pl.ClusterRegistryCAs = RegistryCAs(settings)
 	}
 	var specs []*corev1.Pod
 	for _, p := range plan.CreatePods {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,6 +137,16 @@ type PodPlan struct {
 	// without it once it is gone), its certs.d named in
 	// $ARCHWAY_REGISTRY_CERT_DIR. Default: none.
 	RegistryCAs *corev1.ConfigMapVolumeSource
+	// ClusterRegistryCAs are the cluster's per-registry CA bundles (PEM)
+	// by "host" or "host:port": those placement trusts, OpenShift's image
+	// config's additionalTrustedCA and the internal registry's service CA
+	// among them (registries.Generated.RegistryCAs). When RegistryCAs is
+	// nil, each is put in an annotation of every build and manifest-list
+	// pod (RegistryCAAnnotationPrefix) and mounted from it with a projected
+	// downward API volume at RegistryCAsMountDir, as certs.d/<host>/ca.crt: the
+	// pod carries them itself, so no object is made in the Build's
+	// namespace. Default: none.
+	ClusterRegistryCAs map[string][]byte
 	// AccountPullSecrets are the image pull secrets of the Build's service
 	// account, mounted into its pods when it names no push or no pull
 	// secret (AccountPullSecretsMountDir). Default: none.
@@ -156,17 +167,48 @@ func (pl PodPlan) insecureRegistryArgs() []string {
 // where OpenShift's build controller mounts its build CA ConfigMap.
 const RegistryCAsMountDir = "/var/run/configs/openshift.io/certs"
 
-// mountRegistryCAs mounts RegistryCAs into pod and names their certs.d.
+// RegistryCAAnnotationPrefix begins the annotations of a build pod that
+// hold ClusterRegistryCAs, one per registry, numbered in host order.
+const RegistryCAAnnotationPrefix = "registry-ca.build.archway.dev/"
+
+// mountRegistryCAs mounts RegistryCAs, else ClusterRegistryCAs, into pod
+// and names their certs.d.
 func (pl PodPlan) mountRegistryCAs(pod *corev1.Pod) {
-	if pl.RegistryCAs == nil {
+	var src corev1.VolumeSource
+	switch {
+	case pl.RegistryCAs != nil:
+		src.ConfigMap = pl.RegistryCAs.DeepCopy()
+		src.ConfigMap.Optional = ptr.To(true)
+	case len(pl.ClusterRegistryCAs) > 0:
+		// Projected: the volume type archway-build's SCC allows.
+		src.Projected = &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{DownwardAPI: pl.annotateRegistryCAs(pod)}}}
+	default:
 		return
 	}
-	src := pl.RegistryCAs.DeepCopy()
-	src.Optional = ptr.To(true)
-	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "registry-cas", VolumeSource: corev1.VolumeSource{ConfigMap: src}})
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "registry-cas", VolumeSource: src})
 	c := &pod.Spec.Containers[0]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "registry-cas", MountPath: RegistryCAsMountDir, ReadOnly: true})
 	c.Env = append(c.Env, corev1.EnvVar{Name: buildv1.RegistryCertDirEnv, Value: RegistryCAsMountDir + "/certs.d"})
+}
+
+// annotateRegistryCAs puts each of ClusterRegistryCAs in an annotation of
+// pod and returns the downward API projection that makes them
+// certs.d/<host>/ca.crt.
+func (pl PodPlan) annotateRegistryCAs(pod *corev1.Pod) *corev1.DownwardAPIProjection {
+	hosts := slices.Sorted(maps.Keys(pl.ClusterRegistryCAs))
+	src := &corev1.DownwardAPIProjection{}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	for i, host := range hosts {
+		key := RegistryCAAnnotationPrefix + strconv.Itoa(i)
+		pod.Annotations[key] = string(pl.ClusterRegistryCAs[host])
+		src.Items = append(src.Items, corev1.DownwardAPIVolumeFile{
+			Path:     "certs.d/" + host + "/ca.crt",
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + key + "']"},
+		})
+	}
+	return src
 }
 
 // MaxAccountPullSecrets is the most of a service account's image pull

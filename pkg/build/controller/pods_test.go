@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -506,13 +507,10 @@ func TestBinaryInputReader(t *testing.T) {
 	}
 }
 
-// TestPodsNameInsecureRegistries: the plain-HTTP registries of the
-// configuration reach the builder of every pod of a build, the platform
-// pods and the manifest-list pod alike.
-func TestPodsNameInsecureRegistries(t *testing.T) {
-	pl := PodPlan{Config: testConfig(), Platforms: []string{"linux/amd64", "linux/arm64"}, InsecureRegistries: []string{"registry.lan:5000", "10.0.0.7"}}
-	b := makeBuild("app").obj()
-	b.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.lan:5000/team/app:v1"}
+// armAndManifestListPods are b's linux/arm64 pod and manifest-list pod
+// as pl makes them.
+func armAndManifestListPods(t *testing.T, pl PodPlan, b *buildv1.Build) []*corev1.Pod {
+	t.Helper()
 	bp, err := pl.BuildPod(b, "linux/arm64")
 	if err != nil {
 		t.Fatal(err)
@@ -521,12 +519,62 @@ func TestPodsNameInsecureRegistries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pod := range []*corev1.Pod{bp, ml} {
+	return []*corev1.Pod{bp, ml}
+}
+
+// TestPodsNameInsecureRegistries: the plain-HTTP registries of the
+// configuration reach the builder of every pod of a build, the platform
+// pods and the manifest-list pod alike.
+func TestPodsNameInsecureRegistries(t *testing.T) {
+	pl := PodPlan{Config: testConfig(), Platforms: []string{"linux/amd64", "linux/arm64"}, InsecureRegistries: []string{"registry.lan:5000", "10.0.0.7"}}
+	b := makeBuild("app").obj()
+	b.Spec.Output.To = &corev1.ObjectReference{Kind: "DockerImage", Name: "registry.lan:5000/team/app:v1"}
+	for _, pod := range armAndManifestListPods(t, pl, b) {
 		cmd := strings.Join(pod.Spec.Containers[0].Command, " ")
 		for _, want := range []string{"--insecure-registry=registry.lan:5000", "--insecure-registry=10.0.0.7"} {
 			if !strings.Contains(cmd, want) {
 				t.Errorf("pod %s: command %q lacks %s", pod.Name, cmd, want)
 			}
+		}
+	}
+}
+
+// TestPodsCarryClusterRegistryCAs: the cluster's per-registry CAs reach
+// every pod of a build, the platform pods and the manifest-list pod alike,
+// in the pod's own annotations, mounted with the downward API as
+// certs.d/<host>/ca.crt where $ARCHWAY_REGISTRY_CERT_DIR says; a custom
+// pod's CA ConfigMap (RegistryCAs) takes their place.
+func TestPodsCarryClusterRegistryCAs(t *testing.T) {
+	cas := map[string][]byte{"registry.lan:5000": []byte("lan CA"), "image-registry.openshift-image-registry.svc:5000": []byte("service CA")}
+	pl := PodPlan{Config: testConfig(), Platforms: []string{"linux/amd64", "linux/arm64"}, ClusterRegistryCAs: cas}
+	b := makeBuild("app").obj()
+	for _, pod := range armAndManifestListPods(t, pl, b) {
+		files := map[string]string{}
+		for _, v := range pod.Spec.Volumes {
+			if v.Name != "registry-cas" || v.Projected == nil || len(v.Projected.Sources) != 1 || v.Projected.Sources[0].DownwardAPI == nil {
+				continue
+			}
+			for _, it := range v.Projected.Sources[0].DownwardAPI.Items {
+				key := strings.TrimSuffix(strings.TrimPrefix(it.FieldRef.FieldPath, "metadata.annotations['"), "']")
+				files[it.Path] = pod.Annotations[key]
+			}
+		}
+		want := map[string]string{"certs.d/registry.lan:5000/ca.crt": "lan CA", "certs.d/image-registry.openshift-image-registry.svc:5000/ca.crt": "service CA"}
+		if !maps.Equal(files, want) {
+			t.Errorf("pod %s: registry CA files %v, want %v", pod.Name, files, want)
+		}
+		if got := env(pod, buildv1.RegistryCertDirEnv); got != RegistryCAsMountDir+"/certs.d" {
+			t.Errorf("pod %s: $%s = %q", pod.Name, buildv1.RegistryCertDirEnv, got)
+		}
+	}
+	pl.RegistryCAs = &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-ca"}}
+	bp, err := pl.BuildPod(b, "linux/arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range bp.Annotations {
+		if strings.HasPrefix(k, RegistryCAAnnotationPrefix) {
+			t.Errorf("with a CA ConfigMap the pod still carries annotation %s", k)
 		}
 	}
 }

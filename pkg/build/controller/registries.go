@@ -42,6 +42,16 @@ func RegistriesConf(s *registries.Settings) (string, error) {
 	return string(data), err
 }
 
+// RegistryCAs are the per-registry CA bundles of s that build and
+// manifest-list pods trust for their pulls and pushes (PodPlan's
+// ClusterRegistryCAs); nil when s has none.
+func RegistryCAs(s *registries.Settings) map[string][]byte {
+	if s == nil {
+		return nil
+	}
+	return s.Conf.RegistryCAs
+}
+
 // BlockedFailure fails a Build before any pod when its output, or a base
 // image known before any pod (BaseImages), is on a registry s blocks (for
 // a base: with no mirror for its kind of reference), by the rule the

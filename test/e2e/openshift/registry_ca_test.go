@@ -2,7 +2,6 @@ package openshift_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 
@@ -23,7 +22,10 @@ func TestCustomBuildsTrustTheClusterRegistryCAs(t *testing.T) {
 	defer cancel()
 	// Not a loopback address: the builder reaches loopback registries
 	// without TLS checks, as docker does.
-	ip := nonLoopbackIP(t)
+	ip := bed.NonLoopbackIP()
+	if ip == nil {
+		t.Skip("the machine has no IPv4 address but loopback, where registries are reached without TLS checks")
+	}
 	caPEM, certPEM, keyPEM, err := bed.ServingCert(ip)
 	if err != nil {
 		t.Fatal(err)
@@ -87,20 +89,4 @@ func TestCustomBuildsTrustTheClusterRegistryCAs(t *testing.T) {
 	if untrusted == 0 {
 		t.Errorf("no platform failed naming the registry's certificate: %+v", mab.Status.Platforms)
 	}
-}
-
-// nonLoopbackIP is an IPv4 address of this machine other than loopback.
-func nonLoopbackIP(t *testing.T) net.IP {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
-			return n.IP.To4()
-		}
-	}
-	t.Skip("the machine has no IPv4 address but loopback, where registries are reached without TLS checks")
-	return nil
 }

@@ -103,7 +103,7 @@ func setup(ctx context.Context) (stopWebhook func(), err error) {
 	}
 	// Before the controller, which discovers OpenShift's registry settings
 	// once, at start.
-	if err := installOpenShiftCRDs(); err != nil {
+	if err := testBed.InstallOpenShiftRegistryCRDs(); err != nil {
 		return stopWebhook, err
 	}
 	suiteController, err = startController(suiteOptions())

@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,37 +25,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	multiarchv1beta1 "github.com/archway-build/archway/pkg/apis/multiarch/v1beta1"
 	"github.com/archway-build/archway/pkg/placement"
 	"github.com/archway-build/archway/pkg/placement/registries"
 	"github.com/archway-build/archway/test/bed"
 )
-
-// installOpenShiftCRDs installs OpenShift's registry settings' CRDs
-// (ImageDigestMirrorSet, ImageTagMirrorSet, the image config,
-// ImageContentSourcePolicy), as github.com/openshift/api (the version
-// go.mod pins) ships them, so that the bed serves config.openshift.io/v1
-// and operator.openshift.io/v1alpha1 as an OpenShift cluster does.
-func installOpenShiftCRDs() error {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api").Output()
-	if err != nil {
-		return fmt.Errorf("finding github.com/openshift/api: %w", err)
-	}
-	api := strings.TrimSpace(string(out))
-	config := filepath.Join(api, "config", "v1", "zz_generated.crd-manifests")
-	_, err = envtest.InstallCRDs(testBed.Config, envtest.CRDInstallOptions{Paths: []string{
-		filepath.Join(config, "0000_10_config-operator_01_imagedigestmirrorsets.crd.yaml"),
-		filepath.Join(config, "0000_10_config-operator_01_imagetagmirrorsets.crd.yaml"),
-		filepath.Join(config, "0000_10_config-operator_01_images.crd.yaml"),
-		filepath.Join(api, "operator", "v1alpha1", "zz_generated.crd-manifests", "0000_10_config-operator_01_imagecontentsourcepolicies.crd.yaml"),
-	}, ErrorIfPathMissing: true})
-	if err != nil {
-		return fmt.Errorf("installing OpenShift's registry CRDs: %w", err)
-	}
-	return nil
-}
 
 // registryConfig writes the suite's registry ConfigMaps and waits until
 // the controller says it applied them.

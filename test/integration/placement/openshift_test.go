@@ -22,7 +22,7 @@ import (
 )
 
 // OpenShift's registry settings on the bed, with the CRDs of
-// github.com/openshift/api (installOpenShiftCRDs): each source changes
+// github.com/openshift/api (bed.Bed.InstallOpenShiftRegistryCRDs): each source changes
 // what placement's inspection reaches, as it changes what an OpenShift
 // node pulls.
 
