@@ -111,6 +111,9 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := custom.CheckTrustedCA(ctx, kube, b, &cfg.Build); err != nil {
+		return err
+	}
 	// OpenShift ran this pod as the Build's account: the platforms' pods
 	// run as the same one, whatever build.builderServiceAccount says.
 	b.Spec.ServiceAccount = account

@@ -1,13 +1,20 @@
 package custom
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	configv1alpha1 "github.com/archway-build/archway/pkg/apis/config/v1alpha1"
 )
 
 // openshiftBuild is BUILD as OpenShift's controller encodes a Custom-strategy
@@ -82,22 +89,29 @@ func TestDockerBuildPlatformsFromAnnotation(t *testing.T) {
 func TestDockerBuildRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		change func(*Strategy)
+		change func(*buildv1.Build, *Strategy)
 		want   string
 	}{
-		{"docker socket", func(s *Strategy) { s.ExposeDockerSocket = true }, "exposeDockerSocket is refused"},
-		{"strategy secrets", func(s *Strategy) { s.Secrets = append(s.Secrets, []byte(`{}`)) }, "use source.secrets"},
-		{"allowed to fail alone", func(s *Strategy) {
+		{"docker socket", func(_ *buildv1.Build, s *Strategy) { s.ExposeDockerSocket = true }, "exposeDockerSocket is refused"},
+		{"strategy secrets", func(_ *buildv1.Build, s *Strategy) { s.Secrets = append(s.Secrets, []byte(`{}`)) }, "use source.secrets"},
+		{"allowed to fail alone", func(_ *buildv1.Build, s *Strategy) {
 			s.Env = []corev1.EnvVar{{Name: PlatformsAllowedToFailEnv, Value: "linux/arm64"}}
 		}, "without PLATFORMS"},
-		{"build arg without a name", func(s *Strategy) { s.Env = []corev1.EnvVar{{Name: BuildArgEnvPrefix}} }, "names no build argument"},
+		{"build arg without a name", func(_ *buildv1.Build, s *Strategy) { s.Env = []corev1.EnvVar{{Name: BuildArgEnvPrefix}} }, "names no build argument"},
+		{"image source", func(b *buildv1.Build, _ *Strategy) {
+			b.Spec.Source.Images = []kruntime.RawExtension{{Raw: []byte(`{"from":{"kind":"DockerImage","name":"busybox"}}`)}}
+		}, "source.images is refused"},
+		{"binary source", func(b *buildv1.Build, _ *Strategy) {
+			b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceBinary, Binary: &buildv1.BinaryBuildSource{}}
+		}, "source.binary is refused"},
+		{"another API version", func(_ *buildv1.Build, s *Strategy) { s.BuildAPIVersion = "build.openshift.io/v2" }, "customStrategy.buildAPIVersion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ob, s, err := ParseBuild([]byte(openshiftBuild))
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc.change(s)
+			tc.change(ob, s)
 			if _, err := DockerBuild(ob, s, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one containing %q", err, tc.want)
 			}
@@ -110,9 +124,50 @@ func TestParseBuildRefuses(t *testing.T) {
 		{"", "is empty"},
 		{`{"spec":{"strategy":{"type":"Docker","dockerStrategy":{}}}}`, `strategy "Docker"`},
 		{`{`, "reading $BUILD"},
+		// Fields this release does not know, in the spec and in the
+		// custom strategy, are named; the status is not read.
+		{strings.Replace(openshiftBuild, `"serviceAccount":"builder",`, `"serviceAccount":"builder","futureField":1,`, 1), `unknown field "futureField"`},
+		{strings.Replace(openshiftBuild, `"forcePull":true,`, `"forcePull":true,"sidecars":[],`, 1), `unknown field "strategy.customStrategy.sidecars"`},
+		{strings.Replace(openshiftBuild, `"source":{"type":"Dockerfile",`, `"source":{"type":"Dockerfile","git":{"uri":"x","lfs":true},`, 1), `unknown field "source.git.lfs"`},
 	} {
 		if _, _, err := ParseBuild([]byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseBuild(%q) = %v, want an error containing %q", tc.in, err, tc.want)
 		}
+	}
+}
+
+func TestParseBuildReadsTheStatusLoosely(t *testing.T) {
+	in := strings.Replace(openshiftBuild, `"status":{"phase":"Pending",`, `"status":{"phase":"Pending","logSnippet":"x","stages":[],`, 1)
+	if _, _, err := ParseBuild([]byte(in)); err != nil {
+		t.Errorf("ParseBuild with OpenShift's status fields: %v", err)
+	}
+}
+
+func TestCheckTrustedCA(t *testing.T) {
+	ca := &configv1alpha1.TrustedCAConfig{ConfigMapName: "trusted-ca", Key: "ca-bundle.crt"}
+	bundle := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "trusted-ca", Namespace: "team"}, Data: map[string]string{"ca-bundle.crt": "PEM"}}
+	for _, tc := range []struct {
+		name  string
+		mount *bool
+		ca    *configv1alpha1.TrustedCAConfig
+		objs  []kruntime.Object
+		want  string // "": accepted
+	}{
+		{"not asked", nil, nil, nil, ""},
+		{"no bundle configured", ptr.To(true), nil, nil, "names no trusted CA bundle"},
+		{"configured, no ConfigMap", ptr.To(true), ca, nil, `"trusted-ca" (build.trustedCA) does not exist`},
+		{"configured and there", ptr.To(true), ca, []kruntime.Object{bundle}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "team"}}
+			b.Spec.MountTrustedCA = tc.mount
+			err := CheckTrustedCA(context.Background(), fake.NewClientset(tc.objs...), b, &configv1alpha1.BuildControllerConfig{TrustedCA: tc.ca})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -16,7 +16,9 @@
 //   - DockerBuild turns OpenShift's Build into the archway Build it runs:
 //     the Docker strategy, its settings and the platforms taken from the
 //     strategy's env (PLATFORMS, PLATFORMS_ALLOWED_TO_FAIL,
-//     DOCKERFILE_PATH, BUILD_ARG_<NAME>) or the platforms annotation;
+//     DOCKERFILE_PATH, BUILD_ARG_<NAME>) or the platforms annotation, and
+//     refuses, naming the field, what it would otherwise drop (Refuse, and
+//     ParseBuild for a spec field it does not know);
 //   - the platforms are resolved, the pods made and the Build's phase
 //     decided by build-controller's own functions (pkg/build/controller:
 //     Resolve, PodPlan, Decide, NextStatus, DecideCleanup), so the pods are

@@ -45,6 +45,21 @@ func customBuildFor(t *testing.T, ctx context.Context, ns, name, dockerfile, out
 // strategy's env.
 func customBuildWithEnv(t *testing.T, ctx context.Context, ns, name, dockerfile, output string, platforms []string, env ...map[string]any) *unstructured.Unstructured {
 	t.Helper()
+	return createBuild(t, ctx, newCustomBuild(ns, name, dockerfile, output, platforms, env...))
+}
+
+// createBuild creates the Build b.
+func createBuild(t *testing.T, ctx context.Context, b *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	got, err := dyn.Resource(buildsResource).Namespace(b.GetNamespace()).Create(ctx, b, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// newCustomBuild is the Build customBuildWithEnv creates.
+func newCustomBuild(ns, name, dockerfile, output string, platforms []string, env ...map[string]any) *unstructured.Unstructured {
 	strategyEnv := []any{map[string]any{"name": "PLATFORMS", "value": strings.Join(platforms, ",")}}
 	for _, e := range env {
 		strategyEnv = append(strategyEnv, e)
@@ -63,11 +78,7 @@ func customBuildWithEnv(t *testing.T, ctx context.Context, ns, name, dockerfile,
 		},
 		"status": map[string]any{"phase": "New"},
 	}}
-	got, err := dyn.Resource(buildsResource).Namespace(ns).Create(ctx, b, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return b
 }
 
 // waitFor polls until done says so (or fails), or ctx ends.
