@@ -1,15 +1,20 @@
 package plugin
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/cacheprune"
 	"github.com/archway-build/archway/pkg/build/trigger/paths"
 )
 
@@ -183,5 +188,81 @@ func TestWebhookURLs(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "s3cr3t") || strings.Index(out.String(), "app-2") > strings.Index(out.String(), "app-1 ") {
 		t.Errorf("describe shows the secret, or not the newest build first:\n%s", out.String())
+	}
+}
+
+// TestPruneCacheFlags: prune cache spells the platforms flag as every
+// command does (--platforms read as --platform, platforms completed) and
+// takes kubectl's -o formats; a bad -o or platform is refused before the
+// cluster is reached (the kubeconfig here does not exist).
+func TestPruneCacheFlags(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		var out strings.Builder
+		cmd := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+		cmd.SetArgs(append(args, "--kubeconfig", filepath.Join(t.TempDir(), "none")))
+		err := cmd.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"prune", "cache", "app", "--platforms", "linux/foo"}, `--platform: "linux/foo"`},
+		{[]string{"prune", "cache", "app", "--platform", "linux/foo"}, `--platform: "linux/foo"`},
+		{[]string{"prune", "cache", "app", "-o", "wide"}, `--output "wide": use one of json, yaml`},
+		{[]string{"prune", "cache", "app", "-o", "name"}, `--output "name": the cache repositories pruned are not API objects`},
+		{[]string{"prune", "cache", "app", "-o", "jsonpath={.items"}, "--output"},
+		// Good flags reach the cluster: the kubeconfig is what fails.
+		{[]string{"prune", "cache", "app", "--platforms", "linux/arm64", "-o", "jsonpath={.items[*].repository}"}, "none"},
+	} {
+		out, err := run(tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v (%s), want an error with %q", tc.args, err, out, tc.want)
+		}
+	}
+	var out strings.Builder
+	cmd := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd.SetArgs([]string{"__complete", "prune", "cache", "app", "--platforms", "linux/arm64,linux/s"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), "linux/arm64,linux/s390x\n") {
+		t.Errorf("completion of --platforms:\n%s", out.String())
+	}
+}
+
+func TestPruneCacheResultList(t *testing.T) {
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	results := []cacheprune.Repository{
+		{Repository: "r.example/app-cache-linux-amd64", Tags: []cacheprune.Tag{{Tag: "result-1", Created: &created, Action: cacheprune.WouldRemove}}},
+		{Repository: "r.example/app-cache-linux-arm64", Error: "denied"},
+	}
+	list, err := resultList(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ output, want string }{
+		{`jsonpath={range .items[*]}{.repository} {.tags[*].action}{"\n"}{end}`, "r.example/app-cache-linux-amd64 would remove\nr.example/app-cache-linux-arm64 \n"},
+		{"custom-columns=REPOSITORY:.repository,ERROR:.error", "REPOSITORY                        ERROR\nr.example/app-cache-linux-amd64   <none>\nr.example/app-cache-linux-arm64   denied\n"},
+		{"go-template={{len .items}}", "2"},
+	} {
+		po := &pruneCacheOptions{print: newPrintFlags("", testScheme())}
+		po.print.generic.OutputFormat = &tc.output
+		p, err := po.printer()
+		if err != nil {
+			t.Fatalf("-o %s: %v", tc.output, err)
+		}
+		var out strings.Builder
+		if err := p.PrintObj(list, &out); err != nil || out.String() != tc.want {
+			t.Errorf("-o %s: %q, %v; want %q", tc.output, out.String(), err, tc.want)
+		}
+	}
+	po := &pruneCacheOptions{print: newPrintFlags("", testScheme())}
+	json := "json"
+	po.print.generic.OutputFormat = &json
+	p, err := po.printer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := p.PrintObj(list, &out); err != nil || !strings.Contains(out.String(), `"kind": "List"`) || !strings.Contains(out.String(), `"action": "would remove"`) {
+		t.Errorf("-o json: %v\n%s", err, out.String())
 	}
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -25,7 +28,7 @@ type pruneCacheOptions struct {
 	platforms      []string
 	keep           time.Duration
 	confirm        bool
-	output         string
+	print          *printFlags
 	repository     string
 	registryConfig string
 	insecure       []string
@@ -41,7 +44,7 @@ func newPrune(o *env) *cobra.Command {
 }
 
 func newPruneCache(o *env) *cobra.Command {
-	po := &pruneCacheOptions{}
+	po := &pruneCacheOptions{print: newPrintFlags("", o.scheme)}
 	cmd := &cobra.Command{
 		Use:   "cache BUILDCONFIG",
 		Short: "Remove old layer cache tags of a BuildConfig's platforms from the registry",
@@ -70,21 +73,55 @@ $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json, ~/.docker/config.jso
 credential allowed to delete tags, on a registry that allows deleting.`,
 		Example: `  kubectl archway prune cache hello                       # dry run: what would go, older than a week
   kubectl archway prune cache hello --keep-younger-than 336h --confirm
-  oc archway prune cache hello --platform linux/arm64 --registry-config ~/.docker/config.json --confirm -o json`,
+  oc archway prune cache hello --platform linux/arm64 --registry-config ~/.docker/config.json --confirm -o json
+  kubectl archway prune cache hello -o jsonpath='{range .items[*]}{.repository}{"\n"}{end}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return po.run(cmd.Context(), o, args[0])
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&po.platforms, "platform", nil, "platforms whose caches to prune, replacing the BuildConfig's and its Builds' (e.g. linux/amd64,linux/arm64)")
+	addPlatformFlag(cmd, &po.platforms, "platforms whose caches to prune, replacing the BuildConfig's and its Builds' (e.g. linux/amd64,linux/arm64)")
 	f.DurationVar(&po.keep, "keep-younger-than", defaultKeepYoungerThan, "keep cache images created less than this long ago (0s: remove every cache tag)")
 	f.BoolVar(&po.confirm, "confirm", false, "remove the tags; without it, only list what would be removed")
-	f.StringVarP(&po.output, "output", "o", "", "json: print the result as JSON instead of a table")
 	f.StringVar(&po.repository, "repository", "", "the cache repository, without platform suffix, instead of the BuildConfig's (e.g. registry.example.com/team/app-cache)")
 	f.StringVar(&po.registryConfig, "registry-config", "", "docker config file (or directory holding one) with registry credentials (default: as podman finds them)")
 	f.StringSliceVar(&po.insecure, "insecure-registry", nil, "registries reached over plain HTTP or without TLS verification (loopback ones always are)")
+	po.print.addFlags(cmd)
+	if f := cmd.Flags().Lookup("output"); f != nil {
+		formats := slices.DeleteFunc(po.print.formats(), func(f string) bool { return f == "name" })
+		f.Usage = "Output format: " + strings.Join(formats, ", ") + ": a List whose items are the cache repositories and their tags (default: a table)."
+	}
 	return cmd
+}
+
+// printer is the printer -o asks for, nil for the table.
+func (po *pruneCacheOptions) printer() (printers.ResourcePrinter, error) {
+	switch *po.print.generic.OutputFormat {
+	case "":
+		return nil, nil
+	case "name":
+		return nil, errors.New(`--output "name": the cache repositories pruned are not API objects and have no names; use json, yaml, jsonpath, go-template or custom-columns`)
+	}
+	return po.print.printer()
+}
+
+// resultList is the prune's results as the List kubectl's printers print:
+// one item per cache repository, with its tags.
+func resultList(results []cacheprune.Repository) (*unstructured.UnstructuredList, error) {
+	data, err := json.Marshal(results)
+	if err != nil {
+		return nil, err
+	}
+	var items []map[string]any
+	if err := json.Unmarshal(data, &items); err != nil {
+		return nil, err
+	}
+	list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List", "metadata": map[string]any{}}}
+	for _, item := range items {
+		list.Items = append(list.Items, unstructured.Unstructured{Object: item})
+	}
+	return list, nil
 }
 
 // validate refuses bad flags before anything is read.
@@ -92,8 +129,8 @@ func (po *pruneCacheOptions) validate() error {
 	if po.keep < 0 {
 		return fmt.Errorf("--keep-younger-than %s is negative: give a duration of 0 or more, e.g. 168h", po.keep)
 	}
-	if po.output != "" && po.output != "json" {
-		return fmt.Errorf("--output %q: use json, or leave it out for a table", po.output)
+	if _, err := po.printer(); err != nil {
+		return err
 	}
 	for _, p := range po.platforms {
 		if _, err := platform.Parse(p); err != nil {
@@ -110,6 +147,10 @@ func (po *pruneCacheOptions) validate() error {
 
 func (po *pruneCacheOptions) run(ctx context.Context, o *env, name string) error {
 	if err := po.validate(); err != nil {
+		return err
+	}
+	printer, err := po.printer()
+	if err != nil {
 		return err
 	}
 	auth, err := registry.UserAuthFile(po.registryConfig)
@@ -160,12 +201,15 @@ func (po *pruneCacheOptions) run(ctx context.Context, o *env, name string) error
 	if err != nil {
 		return err
 	}
-	if po.output == "json" {
-		err = cacheprune.WriteJSON(o.streams.Out, results)
-	} else {
-		err = cacheprune.WriteTable(o.streams.Out, results, po.keep, po.confirm)
-	}
-	if err != nil {
+	if printer != nil {
+		list, err := resultList(results)
+		if err == nil {
+			err = printer.PrintObj(list, o.streams.Out)
+		}
+		if err != nil {
+			return err
+		}
+	} else if err := cacheprune.WriteTable(o.streams.Out, results, po.keep, po.confirm); err != nil {
 		return err
 	}
 	return cacheprune.Summarize(results).Err()

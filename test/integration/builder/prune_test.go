@@ -456,8 +456,13 @@ func TestPluginPruneCache(t *testing.T) {
 	// With the repository named: a dry run over the platform given.
 	out, err = plugin(ctx, ns, "prune", "cache", "plain", "--repository", reg.Host+"/it/plugin-app"+run+"-cache", "--platform", "linux/arm64", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	var results []cacheprune.Repository
-	g.Expect(json.Unmarshal([]byte(out), &results)).To(Succeed(), out)
+	var list struct {
+		Kind  string                  `json:"kind"`
+		Items []cacheprune.Repository `json:"items"`
+	}
+	g.Expect(json.Unmarshal([]byte(out), &list)).To(Succeed(), out)
+	g.Expect(list.Kind).To(Equal("List"))
+	results := list.Items
 	g.Expect(results).To(HaveLen(1))
 	g.Expect(results[0].Repository).To(Equal(arm64Repo))
 	g.Expect(results[0].Tags).To(ContainElement(And(HaveField("Tag", oldCacheTag), HaveField("Action", cacheprune.WouldRemove))))
