@@ -62,7 +62,8 @@ local Git repository and records the commit, its author and message in the build
   kubectl archway start-build hello --commit 9f1c2e9 --env RELEASE=1.4 --build-arg GO_VERSION=1.26 --no-cache -o name
   kubectl archway start-build --from-build hello-3 --follow
   kubectl archway start-build hello --from-dir . --follow
-  kubectl archway start-build hello --from-repo . --commit v1.2.0 --build-endpoint https://builds.example.com
+  kubectl archway start-build hello --from-repo . --commit v1.2.0 --follow
+  kubectl archway start-build hello --from-archive big.tar.gz --build-endpoint https://builds.example.com  # longer than the apiserver's request timeout
   kubectl archway start-build hello -o jsonpath='{.metadata.name}'`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: o.completeNames(1, kindBuildConfig, kindBuildConfig),

@@ -29,9 +29,13 @@
 // prune a field the schema lacks, with only a warning, for a client that
 // does not ask for strict field validation). The strategy type enum only
 // allows Docker and Source. A Source build refuses a source.secrets
-// destinationDir its assemble step cannot mount, naming the field. What archway does not
-// implement yet (ImageChange triggers) is refused by rules of its own,
-// naming the field.
+// destinationDir its assemble step cannot mount, naming the field.
+// ImageChange triggers are served: package pkg/build/trigger/imagechange
+// polls the registry of a trigger's DockerImage (an ImageStreamTag is read
+// from its stream where the cluster serves image streams) and starts a
+// build when its digest changes. (OpenShift's Custom strategy runs
+// archway's builder only on OpenShift's own build API, in the
+// custom-builder mode of pkg/build/custom.)
 //
 // # Extensions
 //
