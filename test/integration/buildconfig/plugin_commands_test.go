@@ -1,8 +1,13 @@
 package buildconfig
 
 import (
+	"regexp"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/pkg/version"
@@ -174,5 +179,47 @@ func TestPluginVersion(t *testing.T) {
 	}
 	if _, err := pluginRaw(h.ctx, "version", "--server", "https://127.0.0.1:1", "--kubeconfig", "/dev/null"); err == nil {
 		t.Error("version with an unreachable cluster: no error")
+	}
+}
+
+// TestPluginDescribeBuildCommit: once a Build's commit is recorded in
+// spec.revision.git (set once, as the build records the commit it pinned),
+// describe build shows it as oc describe build does: the short commit with
+// its message's first line, and the author.
+func TestPluginDescribeBuildCommit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "plugin-commit")
+	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
+	if _, err := plugin(h.ctx, h.ns, "start-build", "app"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := plugin(h.ctx, h.ns, "describe", "build", "app-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "Commit:") || strings.Contains(out, "Author:") {
+		t.Errorf("describe build shows a commit before one is recorded:\n%s", out)
+	}
+	const commit = "9f1c2e94b7d3a5e6f708192a3b4c5d6e7f809123"
+	b := &buildv1.Build{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app-1"}}
+	patch := `{"spec":{"revision":{"type":"Git","git":{"commit":"` + commit + `","author":{"name":"Ada Lovelace","email":"ada@example.com"},` +
+		`"committer":{"name":"CI","email":"ci@example.com"},"message":"Pin one commit for every platform\n\nThe body is not shown."}}}}`
+	if err := k8s.Patch(h.ctx, b, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	out, err = plugin(h.ctx, h.ns, "describe", "build", "app-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{
+		`(?m)^Commit:\s+9f1c2e94b7d3 \(Pin one commit for every platform\)$`,
+		`(?m)^Author:\s+Ada Lovelace <ada@example\.com>$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("describe build has no line %s:\n%s", re, out)
+		}
+	}
+	if strings.Contains(out, "The body is not shown") {
+		t.Errorf("describe build shows the message's body:\n%s", out)
 	}
 }
