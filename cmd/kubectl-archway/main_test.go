@@ -32,7 +32,7 @@ func TestHelp(t *testing.T) {
 		{"logs", "logs (build/NAME | bc/NAME | NAME) [flags]",
 			[]string{"--tail", "--since", "--since-time", "--timestamps", "-f, --follow", "--platform", "--version", "--limit-bytes"}, nil},
 		{"cancel-build", "cancel-build (NAME | build/NAME | bc/NAME)... [flags]", []string{"--state", "--dump-logs", "--restart"}, []string{"new, pending, running"}},
-		{"describe", "describe (build | bc) NAME [flags]", []string{"--build-endpoint"}, []string{"webhook URLs"}},
+		{"describe", "describe (build | bc) (NAME | -l SELECTOR) [flags]", []string{"--build-endpoint", "-l, --selector", "--show-events"}, []string{"webhook URLs"}},
 		{"version", "version [flags]", []string{"--client", "-o, --output"}, nil},
 		{"prune cache", "prune cache BUILDCONFIG [flags]", []string{"--platform", "-o, --output", "--confirm", "--keep-younger-than", "--repository"},
 			[]string{"--platforms is the same flag", "jsonpath"}},

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,45 +23,118 @@ import (
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 )
 
+// describeOptions are describe's flags.
+type describeOptions struct {
+	endpointURL string
+	selector    string
+	showEvents  bool
+}
+
 func newDescribe(o *env) *cobra.Command {
-	var endpointURL string
+	do := &describeOptions{}
 	cmd := &cobra.Command{
-		Use:   "describe (build | bc) NAME",
+		Use:   "describe (build | bc) (NAME | -l SELECTOR)",
 		Short: "Describe a build (summary, per-platform table, events) or a BuildConfig (with its webhook URLs and builds)",
 		Long: `Describe a build: its summary, per-platform table and events; or a BuildConfig, as oc describe bc:
 its source, strategy, platforms, run policy, triggers with their webhook URLs (the secret shown as <secret>),
 history limits, builds and events. Webhook URLs are on the cluster's API address (your kubeconfig's server),
 which passes deliveries to build-triggers; with --build-endpoint (or $` + EndpointEnv + `) they are on
-build-triggers' Service as you expose it instead.`,
+build-triggers' Service as you expose it instead.
+
+-l describes every build (or BuildConfig) of the namespace whose labels match the selector, as kubectl
+describe -l does, in name order; --show-events=false leaves the events out.`,
 		Example: `  kubectl archway describe build hello-3
   kubectl archway describe bc/hello
-  kubectl archway describe bc/hello --build-endpoint https://builds.example.com`,
+  kubectl archway describe bc/hello --build-endpoint https://builds.example.com
+  kubectl archway describe build -l openshift.io/build-config.name=hello --show-events=false`,
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: o.completeDescribe,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			arg := args[0]
-			if len(args) == 2 {
-				if strings.Contains(args[0], "/") {
-					return fmt.Errorf("describe: give KIND NAME or KIND/NAME, not %q", strings.Join(args, " "))
-				}
-				arg = args[0] + "/" + args[1]
-			}
-			k, name, err := resourceArg(arg, kindBuild, kindBuild, kindBuildConfig)
-			if err != nil {
-				return err
-			}
-			if k == kindBuildConfig {
-				base, err := o.webhookBase(endpointURL)
-				if err != nil {
-					return err
-				}
-				return runDescribeConfig(cmd.Context(), o, name, base)
-			}
-			return runDescribe(cmd.Context(), o, name)
+			return do.run(cmd.Context(), o, args)
 		},
 	}
-	cmd.Flags().StringVar(&endpointURL, "build-endpoint", "", "BuildConfigs: build-triggers' Service as exposed, for webhook URLs that bypass the apiserver (default $"+EndpointEnv+", else the cluster's API address)")
+	cmd.Flags().StringVar(&do.endpointURL, "build-endpoint", "", "BuildConfigs: build-triggers' Service as exposed, for webhook URLs that bypass the apiserver (default $"+EndpointEnv+", else the cluster's API address)")
+	cmd.Flags().StringVarP(&do.selector, "selector", "l", "", "describe every object of the kind whose labels match this selector (e.g. key1=value1,key2=value2) instead of one NAME")
+	cmd.Flags().BoolVar(&do.showEvents, "show-events", true, "print the events of each object described")
 	return cmd
+}
+
+func (do *describeOptions) run(ctx context.Context, o *env, args []string) error {
+	if do.selector != "" {
+		return do.runSelected(ctx, o, args)
+	}
+	arg := args[0]
+	if len(args) == 2 {
+		if strings.Contains(args[0], "/") {
+			return fmt.Errorf("describe: give KIND NAME or KIND/NAME, not %q", strings.Join(args, " "))
+		}
+		arg = args[0] + "/" + args[1]
+	}
+	k, name, err := resourceArg(arg, kindBuild, kindBuild, kindBuildConfig)
+	if err != nil {
+		return err
+	}
+	return do.describe(ctx, o, k, name)
+}
+
+// describe describes one build or BuildConfig.
+func (do *describeOptions) describe(ctx context.Context, o *env, k kind, name string) error {
+	if k == kindBuildConfig {
+		base, err := o.webhookBase(do.endpointURL)
+		if err != nil {
+			return err
+		}
+		return runDescribeConfig(ctx, o, name, base, do.showEvents)
+	}
+	return runDescribe(ctx, o, name, do.showEvents)
+}
+
+// runSelected describes every object of the kind args names whose labels
+// match --selector, each after a blank line as kubectl separates them.
+func (do *describeOptions) runSelected(ctx context.Context, o *env, args []string) error {
+	k, ok := kindSpellings[strings.ToLower(args[0])]
+	if len(args) != 1 || !ok {
+		return fmt.Errorf("describe -l: give only the kind (build or bc), not %q", strings.Join(args, " "))
+	}
+	sel, err := labels.Parse(do.selector)
+	if err != nil {
+		return fmt.Errorf("--selector %q: %w", do.selector, err)
+	}
+	c, _, ns, err := o.clients()
+	if err != nil {
+		return err
+	}
+	var names []string
+	if k == kindBuildConfig {
+		var list buildv1.BuildConfigList
+		err = c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel})
+		for _, bc := range list.Items {
+			names = append(names, bc.Name)
+		}
+	} else {
+		var list buildv1.BuildList
+		err = c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel})
+		for _, b := range list.Items {
+			names = append(names, b.Name)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("listing the %ss matching %q: %w", k, do.selector, err)
+	}
+	if len(names) == 0 {
+		_, _ = fmt.Fprintf(o.streams.ErrOut, "No resources found in %s namespace.\n", ns)
+		return nil
+	}
+	slices.Sort(names)
+	for i, name := range names {
+		if i > 0 {
+			_, _ = fmt.Fprint(o.streams.Out, "\n\n")
+		}
+		if err := do.describe(ctx, o, k, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // completeDescribe completes KIND, then NAME, or KIND/NAME.
@@ -85,7 +159,7 @@ func (o *env) completeDescribe(cmd *cobra.Command, args []string, toComplete str
 	return nil, cobra.ShellCompDirectiveNoFileComp
 }
 
-func runDescribe(ctx context.Context, o *env, name string) error {
+func runDescribe(ctx context.Context, o *env, name string, events bool) error {
 	c, cs, ns, err := o.clients()
 	if err != nil {
 		return err
@@ -106,12 +180,15 @@ func runDescribe(ctx context.Context, o *env, name string) error {
 	}
 	w := o.streams.Out
 	describeBuild(w, b, pods)
+	if !events {
+		return nil
+	}
 	return describeEvents(ctx, w, cs, ns, "Build", name)
 }
 
 // runDescribeConfig describes a BuildConfig, as oc describe bc does, with
 // its webhook URLs at base.
-func runDescribeConfig(ctx context.Context, o *env, name string, base webhookBase) error {
+func runDescribeConfig(ctx context.Context, o *env, name string, base webhookBase, events bool) error {
 	c, cs, ns, err := o.clients()
 	if err != nil {
 		return err
@@ -126,6 +203,9 @@ func runDescribeConfig(ctx context.Context, o *env, name string, base webhookBas
 	}
 	w := o.streams.Out
 	describeConfig(w, bc, builds, base)
+	if !events {
+		return nil
+	}
 	return describeEvents(ctx, w, cs, ns, "BuildConfig", name)
 }
 

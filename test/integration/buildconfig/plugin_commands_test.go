@@ -2,6 +2,7 @@ package buildconfig
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -221,5 +222,68 @@ func TestPluginDescribeBuildCommit(t *testing.T) {
 	}
 	if strings.Contains(out, "The body is not shown") {
 		t.Errorf("describe build shows the message's body:\n%s", out)
+	}
+}
+
+// TestPluginDescribeSelector: describe -l describes every build (or
+// BuildConfig) whose labels match, in name order, as kubectl describe -l
+// does; --show-events=false leaves the events out; a bad selector, or a
+// NAME with -l, is refused.
+func TestPluginDescribeSelector(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "plugin-selector")
+	app := h.bcObj("app", buildv1.BuildRunPolicyParallel)
+	app.Labels = map[string]string{"team": "red"}
+	h.create(app)
+	h.create(h.bcObj("other", buildv1.BuildRunPolicyParallel))
+	for _, bc := range []string{"app", "app", "other"} {
+		if _, err := plugin(h.ctx, h.ns, "start-build", bc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := regexp.MustCompile(`(?m)^Name:\s+(\S+)$`)
+	described := func(out string) []string {
+		var got []string
+		for _, m := range names.FindAllStringSubmatch(out, -1) {
+			got = append(got, m[1])
+		}
+		return got
+	}
+	out, err := plugin(h.ctx, h.ns, "describe", "build", "-l", buildv1.BuildConfigLabel+"=app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := described(out); !slices.Equal(got, []string{"app-1", "app-2"}) {
+		t.Errorf("describe build -l ...=app described %v, want [app-1 app-2]:\n%s", got, out)
+	}
+	if strings.Count(out, "\nEvents:") != 2 {
+		t.Errorf("describe build -l: want the events of each build:\n%s", out)
+	}
+	out, err = plugin(h.ctx, h.ns, "describe", "bc", "-l", "team=red", "--show-events=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := described(out); !slices.Equal(got, []string{"app"}) || strings.Contains(out, "Events:") {
+		t.Errorf("describe bc -l team=red --show-events=false: described %v (want [app]), events shown: %v\n%s", got, strings.Contains(out, "Events:"), out)
+	}
+	out, err = plugin(h.ctx, h.ns, "describe", "build", "app-1", "--show-events=false")
+	if err != nil || strings.Contains(out, "Events:") || !slices.Equal(described(out), []string{"app-1"}) {
+		t.Errorf("describe build app-1 --show-events=false: %v\n%s", err, out)
+	}
+	out, err = plugin(h.ctx, h.ns, "describe", "build", "-l", "team=blue")
+	if err != nil || !strings.Contains(out, "No resources found in "+h.ns+" namespace.") {
+		t.Errorf("describe build -l team=blue: %v, %q", err, out)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"describe", "build", "-l", "team in (red"}, `--selector "team in (red"`},
+		{[]string{"describe", "build", "app-1", "-l", "team=red"}, `describe -l: give only the kind (build or bc), not "build app-1"`},
+		{[]string{"describe", "pods", "-l", "team=red"}, `describe -l: give only the kind (build or bc), not "pods"`},
+	} {
+		if _, err := plugin(h.ctx, h.ns, bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: %v, want an error with %q", bad.args, err, bad.want)
+		}
 	}
 }
