@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -36,7 +37,11 @@ const (
 // build's context is in it.
 type binaryInput struct {
 	dir, file, archive, repo string
-	context                  buildContext
+	// exclude is --exclude: a regular expression of the paths (relative
+	// to --from-dir, slash-separated) left out besides .git and the
+	// ignore file's.
+	exclude string
+	context buildContext
 }
 
 func (b binaryInput) set() bool {
@@ -52,6 +57,14 @@ func (b binaryInput) check() error {
 	}
 	if n > 1 {
 		return errors.New("give one of --from-dir, --from-file, --from-archive and --from-repo")
+	}
+	if b.exclude != "" {
+		if b.dir == "" {
+			return errors.New("--exclude leaves files of --from-dir out: give it with --from-dir")
+		}
+		if _, err := regexp.Compile(b.exclude); err != nil {
+			return fmt.Errorf("--exclude %q: %w", b.exclude, err)
+		}
 	}
 	return nil
 }
@@ -93,6 +106,12 @@ func (b binaryInput) open() (io.ReadCloser, string, error) {
 	if err != nil {
 		_ = root.Close()
 		return nil, "", fmt.Errorf("--from-dir: %w", err)
+	}
+	if b.exclude != "" {
+		if filter.exclude, err = regexp.Compile(b.exclude); err != nil {
+			_ = root.Close()
+			return nil, "", fmt.Errorf("--exclude %q: %w", b.exclude, err)
+		}
 	}
 	pr, pw := io.Pipe()
 	go func() {

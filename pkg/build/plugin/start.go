@@ -85,6 +85,7 @@ local Git repository and records the commit, its author and message in the build
 	f.StringVar(&so.binary.file, "from-file", "", "binary build: upload this file as the build's only source file")
 	f.StringVar(&so.binary.archive, "from-archive", "", "binary build: upload this archive (tar, tar.gz, tar.bz2 or zip) as the build's source")
 	f.StringVar(&so.binary.repo, "from-repo", "", "binary build: upload the files of --commit (default HEAD) of this local Git repository")
+	f.StringVar(&so.binary.exclude, "exclude", "", "with --from-dir: a regular expression of the paths (relative to the directory) to leave out, besides .git and what .dockerignore excludes")
 	f.StringVar(&so.endpoint.url, "build-endpoint", "", "binary builds and webhook URLs: build-triggers' Service as exposed (HTTPS), instead of the apiserver (default $"+EndpointEnv+")")
 	f.StringVar(&so.endpoint.caFile, "build-endpoint-ca", "", "with --build-endpoint: CA file to trust it with (default $"+EndpointCAEnv+", else the system's)")
 	f.BoolVarP(&so.follow, "follow", "F", false, "follow the build: per-platform progress and logs")

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/moby/patternmatcher"
@@ -52,6 +53,10 @@ type uploadFilter struct {
 	// ignoreFile is the ignore file's path relative to the input root, ""
 	// for none.
 	ignoreFile string
+	// exclude leaves out the paths (relative to the input root) it
+	// matches, and everything under a directory it matches, as oc
+	// start-build --exclude does; nil: none.
+	exclude *regexp.Regexp
 }
 
 // newUploadFilter reads the ignore file the build of bctx uses, chosen as
@@ -103,6 +108,9 @@ func (f *uploadFilter) skip(name string, dir bool) (skip, walk bool, err error) 
 		if part == ".git" {
 			return true, false, nil
 		}
+	}
+	if f.exclude != nil && f.exclude.MatchString(name) {
+		return true, false, nil
 	}
 	if f.pm == nil {
 		return false, false, nil

@@ -30,7 +30,13 @@ func tarNames(t *testing.T, dir string, bctx buildContext) []string {
 	if err := tarDir(&buf, root, filter); err != nil {
 		t.Fatal(err)
 	}
-	gz, err := gzip.NewReader(&buf)
+	return namesOfTarGz(t, &buf)
+}
+
+// namesOfTarGz lists the names in a gzipped tar, sorted.
+func namesOfTarGz(t *testing.T, r io.Reader) []string {
+	t.Helper()
+	gz, err := gzip.NewReader(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,5 +126,44 @@ func TestUploadFilter(t *testing.T) {
 	defer root.Close()
 	if _, err := newUploadFilter(root, buildContext{}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a directory as .dockerignore: %v", err)
+	}
+}
+
+// TestUploadExclude: --exclude leaves out, besides .git and the ignore
+// file's patterns, the paths it matches (a directory with its files), as
+// oc start-build --exclude does; it is refused without --from-dir or when
+// it is not a regular expression.
+func TestUploadExclude(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		".git/HEAD": "ref: refs/heads/main\n", "Dockerfile": "FROM scratch\n", ".dockerignore": "*.log\n",
+		"main.go": "package main\n", "main_test.go": "package main\n", "debug.log": "x",
+		"node_modules/a/index.js": "a", "web/node_modules/b.js": "b", "web/app.js": "app",
+	})
+	in := binaryInput{dir: dir, exclude: `(^|/)node_modules(/|$)|_test\.go$`}
+	if err := in.check(); err != nil {
+		t.Fatal(err)
+	}
+	rc, _, err := in.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got := namesOfTarGz(t, rc)
+	want := []string{".dockerignore", "Dockerfile", "main.go", "web", "web/app.js"}
+	if !slices.Equal(got, want) {
+		t.Errorf("uploaded %v\nwant     %v", got, want)
+	}
+	for _, tc := range []struct {
+		in   binaryInput
+		want string
+	}{
+		{binaryInput{file: "Dockerfile", exclude: "x"}, "--exclude leaves files of --from-dir out: give it with --from-dir"},
+		{binaryInput{repo: ".", exclude: "x"}, "give it with --from-dir"},
+		{binaryInput{dir: dir, exclude: "(unclosed"}, `--exclude "(unclosed": error parsing regexp`},
+	} {
+		if err := tc.in.check(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error with %q", tc.in, err, tc.want)
+		}
 	}
 }
