@@ -30,7 +30,7 @@ func TestHelp(t *testing.T) {
 				"--commit", "-e, --env", "--platform", "--allow-fail", "-o, --output", "-F, --follow", "-w, --wait", "--list-webhooks", "--incremental"},
 			[]string{"--platforms is the same flag", "jsonpath", "go-template", "custom-columns"}},
 		{"logs", "logs (build/NAME | bc/NAME | NAME) [flags]",
-			[]string{"--tail", "--since", "--since-time", "--timestamps", "-f, --follow", "--platform", "--version", "--limit-bytes"}, nil},
+			[]string{"--tail", "--since", "--since-time", "--timestamps", "-f, --follow", "--platform", "--version", "--limit-bytes", "--ignore-errors"}, nil},
 		{"cancel-build", "cancel-build (NAME | build/NAME | bc/NAME)... [flags]", []string{"--state", "--dump-logs", "--restart"}, []string{"new, pending, running"}},
 		{"describe", "describe (build | bc) (NAME | -l SELECTOR) [flags]", []string{"--build-endpoint", "-l, --selector", "--show-events"}, []string{"webhook URLs"}},
 		{"version", "version [flags]", []string{"--client", "-o, --output"}, nil},

@@ -29,6 +29,9 @@ type logsOptions struct {
 	sinceTime  string
 	timestamps bool
 	limitBytes int64
+	// ignoreErrors reports a pod whose log cannot be read and goes on,
+	// exiting 0, as kubectl logs --ignore-errors does.
+	ignoreErrors bool
 }
 
 func newLogs(o *env) *cobra.Command {
@@ -41,7 +44,10 @@ pod each line starts with its platform ("[linux/arm64] ..."); --platform picks s
 BuildConfig's latest build (--version N: its build number N), as oc logs bc/NAME. With -f on a build that has
 not ended, it streams each pod's log from when the pod starts until the build ends.
 
---tail, --since, --since-time, --timestamps and --limit-bytes apply to each pod's log, as in kubectl logs.`,
+--tail, --since, --since-time, --timestamps and --limit-bytes apply to each pod's log, as in kubectl logs.
+A pod whose log cannot be read ends the command with an error once the other pods' logs are printed
+(while following a running build, it is reported as a line); --ignore-errors reports it on stderr and
+exits 0.`,
 		Example: `  kubectl archway logs build/hello-3 -f
   kubectl archway logs bc/hello --platform linux/arm64 --tail 20 --timestamps
   kubectl archway logs bc/hello --version 2 --since 10m`,
@@ -60,6 +66,7 @@ not ended, it streams each pod's log from when the pod starts until the build en
 	f.StringVar(&lo.sinceTime, "since-time", "", "only lines since this time (RFC3339), e.g. 2026-05-01T10:00:00Z")
 	f.BoolVar(&lo.timestamps, "timestamps", false, "start each line with its time (RFC3339)")
 	f.Int64Var(&lo.limitBytes, "limit-bytes", 0, "bytes of each pod's log to show at most (0: no limit)")
+	f.BoolVar(&lo.ignoreErrors, "ignore-errors", false, "report a pod whose log cannot be read on stderr and exit 0")
 	return cmd
 }
 
@@ -169,22 +176,25 @@ func (lo *logsOptions) run(cmd *cobra.Command, o *env, arg string) error {
 		}
 		return ""
 	}
+	errs := make([]error, len(started))
 	if !lo.follow {
-		for _, p := range started {
-			if err := streamLogs(ctx, cs, &p.pod, opts, prefix(p), w); err != nil {
-				return err
-			}
+		for i, p := range started {
+			errs[i] = streamLogs(ctx, cs, &p.pod, opts, prefix(p), w)
 		}
+	} else {
+		opts.Follow = true
+		var wg sync.WaitGroup
+		for i, p := range started {
+			wg.Go(func() { errs[i] = streamLogs(ctx, cs, &p.pod, opts, prefix(p), w) })
+		}
+		wg.Wait()
+	}
+	err = errors.Join(errs...)
+	if err != nil && lo.ignoreErrors {
+		_, _ = fmt.Fprintf(o.streams.ErrOut, "error: %v\n", err)
 		return nil
 	}
-	opts.Follow = true
-	var wg sync.WaitGroup
-	errs := make([]error, len(started))
-	for i, p := range started {
-		wg.Go(func() { errs[i] = streamLogs(ctx, cs, &p.pod, opts, prefix(p), w) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return err
 }
 
 // buildOfConfig names BuildConfig bc's build number version, or its latest

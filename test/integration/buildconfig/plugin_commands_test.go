@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -284,6 +285,43 @@ func TestPluginDescribeSelector(t *testing.T) {
 	} {
 		if _, err := plugin(h.ctx, h.ns, bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%v: %v, want an error with %q", bad.args, err, bad.want)
+		}
+	}
+}
+
+// TestPluginLogsIgnoreErrors: a pod whose log cannot be read (bound to a
+// node that is gone) does not keep the others' logs from being read: logs
+// reports every failing pod and exits non-zero, or with --ignore-errors
+// reports them on stderr and exits 0, as kubectl logs --ignore-errors.
+func TestPluginLogsIgnoreErrors(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "plugin-logerr")
+	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
+	if _, err := plugin(h.ctx, h.ns, "start-build", "app"); err != nil {
+		t.Fatal(err)
+	}
+	h.setPhase("app-1", buildv1.BuildPhaseComplete)
+	for _, plat := range []string{"linux/amd64", "linux/arm64"} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app-1-" + strings.ReplaceAll(plat, "/", "-"),
+				Labels: map[string]string{buildv1.BuildLabel: "app-1"}, Annotations: map[string]string{buildv1.PlatformAnnotation: plat}},
+			Spec: corev1.PodSpec{NodeName: "node-gone", RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "build", Image: "registry.example.com/archway/builder:test"}}},
+		}
+		h.create(pod)
+		pod.Status.Phase = corev1.PodSucceeded
+		if err := k8s.Status().Update(h.ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"logs", "build/app-1"}, {"logs", "build/app-1", "-f"}} {
+		out, err := plugin(h.ctx, h.ns, args...)
+		if err == nil || !strings.Contains(err.Error(), "logs of pod app-1-linux-amd64") || !strings.Contains(err.Error(), "logs of pod app-1-linux-arm64") {
+			t.Errorf("%v: %v, want an error naming both pods\n%s", args, err, out)
+		}
+		out, err = plugin(h.ctx, h.ns, append(args, "--ignore-errors")...)
+		if err != nil || !strings.Contains(out, "error: logs of pod app-1-linux-amd64") || !strings.Contains(out, "logs of pod app-1-linux-arm64") {
+			t.Errorf("%v --ignore-errors: %v, want no error and both pods reported:\n%s", args, err, out)
 		}
 	}
 }
