@@ -163,8 +163,10 @@ func DockerBuild(ob *buildv1.Build, s *Strategy, defaultPlatforms string) (*buil
 // platforms' pods), image sources (their files are copied by OpenShift's
 // own builders, which do not run here), a binary source (OpenShift streams
 // the upload into the custom pod's standard input, which the platforms'
-// pods cannot read) and a BUILD encoded in another API version than the
-// one read here. Nil: every field set is honoured.
+// pods cannot read), an output that is not a DockerImage (OpenShift's
+// controller resolves image stream tags before the custom pod starts) and
+// a BUILD encoded in another API version than the one read here. Nil:
+// every field set is honoured.
 func Refuse(ob *buildv1.Build, s *Strategy) error {
 	switch {
 	case s.ExposeDockerSocket:
@@ -173,6 +175,9 @@ func Refuse(ob *buildv1.Build, s *Strategy) error {
 		return errors.New("customStrategy.secrets are mounted into the custom builder's pod only, not into the platforms' build pods: use source.secrets")
 	case s.BuildAPIVersion != "" && s.BuildAPIVersion != buildv1.GroupVersion.String():
 		return fmt.Errorf("customStrategy.buildAPIVersion %q is refused: the custom builder reads the Build as %s; remove it or set that version", s.BuildAPIVersion, buildv1.GroupVersion)
+	case ob.Spec.Output.To != nil && ob.Spec.Output.To.Kind != "" && ob.Spec.Output.To.Kind != "DockerImage":
+		return fmt.Errorf("output.to of kind %s is refused: the custom builder pushes to a DockerImage reference, "+
+			"which OpenShift's build controller gives it in place of an image stream's; run the Build through that controller", ob.Spec.Output.To.Kind)
 	case len(ob.Spec.Source.Images) > 0:
 		return errors.New("source.images is refused: the custom builder does not copy files from other images into the build context; " +
 			"copy them in the Dockerfile instead (COPY --from=<image>)")

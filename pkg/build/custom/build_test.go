@@ -104,6 +104,9 @@ func TestDockerBuildRefuses(t *testing.T) {
 		{"binary source", func(b *buildv1.Build, _ *Strategy) {
 			b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceBinary, Binary: &buildv1.BinaryBuildSource{}}
 		}, "source.binary is refused"},
+		{"an image stream output", func(b *buildv1.Build, _ *Strategy) {
+			b.Spec.Output.To = &corev1.ObjectReference{Kind: "ImageStreamTag", Name: "hello:latest"}
+		}, "output.to of kind ImageStreamTag is refused"},
 		{"another API version", func(_ *buildv1.Build, s *Strategy) { s.BuildAPIVersion = "build.openshift.io/v2" }, "customStrategy.buildAPIVersion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
