@@ -121,6 +121,7 @@ func runDockerBuild(ctx context.Context, opts dockerBuildOptions, stdin io.Reade
 	if err != nil {
 		return err
 	}
+	raiseLogLevel(build, stdout)
 	target, err := docker.TargetPlatform(build)
 	if err != nil {
 		return fmt.Errorf("the Build in $%s: %w", buildv1.BuildEnv, err)

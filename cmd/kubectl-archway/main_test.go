@@ -27,7 +27,7 @@ func TestHelp(t *testing.T) {
 		{"", "[command]", nil, []string{"start-build", "logs", "describe", "cancel-build", "prune", "version", "completion"}},
 		{"start-build", "start-build (BUILDCONFIG | --from-build=BUILD) [flags]",
 			[]string{"--from-build", "--build-arg", "--no-cache", "--from-repo", "--from-dir", "--from-file", "--from-archive", "--exclude",
-				"--commit", "-e, --env", "--platform", "--allow-fail", "-o, --output", "-F, --follow", "-w, --wait", "--list-webhooks", "--incremental"},
+				"--commit", "-e, --env", "--build-loglevel", "--platform", "--allow-fail", "-o, --output", "-F, --follow", "-w, --wait", "--list-webhooks", "--incremental"},
 			[]string{"--platforms is the same flag", "jsonpath", "go-template", "custom-columns"}},
 		{"logs", "logs (build/NAME | bc/NAME | NAME) [flags]",
 			[]string{"--tail", "--since", "--since-time", "--timestamps", "-f, --follow", "--platform", "--version", "--limit-bytes", "--ignore-errors"}, nil},

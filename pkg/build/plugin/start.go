@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +33,14 @@ type startOptions struct {
 	follow       bool
 	wait         bool
 	print        *printFlags
+	// buildLogLevel is --build-loglevel, given to the build as
+	// BUILD_LOGLEVEL, which the builder reads as OpenShift's does.
+	buildLogLevel string
 }
+
+// buildLogLevelEnv is the build's env variable of the builder's log level
+// (oc start-build --build-loglevel sets the same).
+const buildLogLevelEnv = "BUILD_LOGLEVEL"
 
 func newStartBuild(o *env) *cobra.Command {
 	so := &startOptions{print: newPrintFlags("started", o.scheme)}
@@ -75,6 +84,7 @@ local Git repository and records the commit, its author and message in the build
 	addPlatformFlag(cmd, &so.platforms, "platforms to build, replacing the BuildConfig's (e.g. linux/amd64,linux/arm64)")
 	f.StringSliceVar(&so.allowFail, "allow-fail", nil, "platforms whose failure does not fail the build")
 	f.StringArrayVarP(&so.env, "env", "e", nil, "environment variable of the build, NAME=VALUE (repeatable)")
+	f.StringVar(&so.buildLogLevel, "build-loglevel", "", "the builder's log level, as the build's "+buildLogLevelEnv+": 2 to 4 add buildah's informational lines, 5 its debug lines")
 	f.StringArrayVar(&so.buildArgs, "build-arg", nil, "Dockerfile ARG of the build, NAME=VALUE (repeatable), replacing the BuildConfig's of that name")
 	f.BoolVar(&so.noCache, "no-cache", false, "run every step, reusing no cached layer (--no-cache=false overrides a BuildConfig's noCache)")
 	f.BoolVar(&so.incremental, "incremental", false, "Source builds: restore the previous image's artifacts before assemble (--incremental=false overrides a BuildConfig's incremental)")
@@ -113,6 +123,15 @@ func (so *startOptions) request(cmd *cobra.Command) (instantiate.Request, error)
 	var err error
 	if req.Env, err = envVars("env", so.env); err != nil {
 		return req, err
+	}
+	if so.buildLogLevel != "" {
+		if n, err := strconv.Atoi(so.buildLogLevel); err != nil || n < 0 {
+			return req, fmt.Errorf("--build-loglevel %q: give a level of 0 or more (5: the builder's debug lines)", so.buildLogLevel)
+		}
+		if slices.ContainsFunc(req.Env, func(e corev1.EnvVar) bool { return e.Name == buildLogLevelEnv }) {
+			return req, fmt.Errorf("--build-loglevel and --env %s=... both set the log level: give one", buildLogLevelEnv)
+		}
+		req.Env = append(req.Env, corev1.EnvVar{Name: buildLogLevelEnv, Value: so.buildLogLevel})
 	}
 	if req.BuildArgs, err = envVars("build-arg", so.buildArgs); err != nil {
 		return req, err

@@ -325,3 +325,35 @@ func TestPluginLogsIgnoreErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPluginBuildLogLevel: start-build --build-loglevel N gives the build
+// BUILD_LOGLEVEL=N in its strategy's env, as oc start-build does (the
+// builder reads it: test/integration/builder's TestDockerBuildLogLevel); a
+// level that is not one, or one given twice, starts nothing.
+func TestPluginBuildLogLevel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "plugin-loglevel")
+	h.create(h.bcObj("app", buildv1.BuildRunPolicyParallel))
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"start-build", "app", "--build-loglevel", "loud"}, `--build-loglevel "loud": give a level of 0 or more`},
+		{[]string{"start-build", "app", "--build-loglevel", "5", "-e", "BUILD_LOGLEVEL=2"}, "--build-loglevel and --env BUILD_LOGLEVEL=... both set the log level"},
+	} {
+		if _, err := plugin(h.ctx, h.ns, bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: %v, want an error with %q", bad.args, err, bad.want)
+		}
+	}
+	if _, err := plugin(h.ctx, h.ns, "start-build", "app", "--build-loglevel", "5", "-e", "A=1"); err != nil {
+		t.Fatal(err)
+	}
+	if names := h.buildNames(); !slices.Equal(names, []string{"app-1"}) {
+		t.Errorf("builds %v, want only app-1: the refused starts made none", names)
+	}
+	env := h.build("app-1").Spec.Strategy.DockerStrategy.Env
+	want := []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "BUILD_LOGLEVEL", Value: "5"}}
+	if !slices.Equal(env, want) {
+		t.Errorf("app-1's env = %v, want %v", env, want)
+	}
+}
