@@ -122,7 +122,7 @@ test-e2e: tools ## End-to-end tests on the full bed: four-platform builds throug
 
 .PHONY: test-openshift
 test-openshift: tools ## archway's custom-builder mode under OpenShift's own apiserver, build controller and oc (hack/openshift.sh builds them: ~30 min cold).
-	env $$(hack/openshift.sh env) go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) -p 1 -count=1 -v ./test/e2e/openshiftreal/
+	env $$(hack/openshift.sh env) go test $(GO_BUILD_FLAGS) $(TEST_FLAGS) -p 1 -count=1 -timeout 40m -v ./test/e2e/openshiftreal/
 
 # KEEP=1 leaves the bed running after the demo, until Ctrl-C. INSTALL=1
 # installs archway onto the bed with kubectl apply -k (every component a pod)

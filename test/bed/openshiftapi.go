@@ -9,10 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +23,6 @@ import (
 	"k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // OpenShiftAPIServerEnv names an openshift-apiserver binary
@@ -39,9 +36,11 @@ const OpenShiftAPIServerEnv = "ARCHWAY_OPENSHIFT_APISERVER"
 var openShiftAPIGroups = []string{"build.openshift.io", "image.openshift.io"}
 
 // openShiftCRDs are the CRDs of openshift/api whose informers
-// openshift-apiserver starts whatever groups are asked of it (on a cluster
-// the config operators install them).
+// openshift-apiserver and OpenShift's build controller wait for (on a
+// cluster the config operators install them).
 var openShiftCRDs = []string{
+	"config/v1/zz_generated.crd-manifests/*_01_proxies.crd.yaml",
+	"operator/v1alpha1/zz_generated.crd-manifests/*_01_imagecontentsourcepolicies.crd.yaml",
 	"config/v1/zz_generated.crd-manifests/*_01_images.crd.yaml",
 	"config/v1/zz_generated.crd-manifests/*_01_projects.crd.yaml",
 	"config/v1/zz_generated.crd-manifests/*_01_builds.crd.yaml",
@@ -73,7 +72,7 @@ type OpenShiftAPIServer struct {
 // registers its groups; it returns once discovery of the bed's apiserver
 // lists them. It needs the bed's front proxy (every bed has it).
 func (b *Bed) StartOpenShiftAPIServer(ctx context.Context, binary string) (*OpenShiftAPIServer, error) {
-	if err := b.installOpenShiftCRDs(); err != nil {
+	if err := b.installOpenShiftCRDs(openShiftCRDs...); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(b.Dir, "openshift-apiserver")
@@ -202,31 +201,6 @@ func (b *Bed) registerOpenShiftAPIs(ctx context.Context, p *process, ip string, 
 	})
 }
 
-// installOpenShiftCRDs installs openShiftCRDs from the openshift/api module
-// go.mod pins.
-func (b *Bed) installOpenShiftCRDs() error {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api").Output()
-	if err != nil {
-		return fmt.Errorf("finding github.com/openshift/api: %w", err)
-	}
-	root := strings.TrimSpace(string(out))
-	var paths []string
-	for _, pattern := range openShiftCRDs {
-		matches, err := filepath.Glob(filepath.Join(root, pattern))
-		if err != nil {
-			return err
-		}
-		for _, m := range matches {
-			paths = append(paths, m)
-		}
-	}
-	if len(paths) == 0 {
-		return fmt.Errorf("no CRD of %s matched in %s", strings.Join(openShiftCRDs, ", "), root)
-	}
-	_, err = envtest.InstallCRDs(b.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
-	return err
-}
-
 // freePortOn returns a TCP port on ip that nothing listens on now.
 func freePortOn(ip string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
@@ -253,6 +227,17 @@ func (b *Bed) StartOpenShiftControllerManager(ctx context.Context, binary string
 		if err := b.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", err
 		}
+	}
+	// The service CA as a cluster's service CA operator publishes it for
+	// the build controller, which copies it into every Build's <build>-ca
+	// ConfigMap (the custom pod mounts that key): on the bed, the
+	// apiserver's CA.
+	serviceCA := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "openshift-controller-manager", Name: "openshift-service-ca"},
+		Data:       map[string]string{"service-ca.crt": string(b.Config.CAData)},
+	}
+	if err := b.Client.Create(ctx, serviceCA); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
 	}
 	crb := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "openshift-infra-build-controller"},

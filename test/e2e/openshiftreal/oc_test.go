@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 
 	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
@@ -43,8 +45,7 @@ func oc(ctx context.Context, stdin string, args ...string) (string, error) {
 
 // newProject makes a namespace as OpenShift's project and service-account
 // controllers leave it: a builder account whose docker secret OpenShift's
-// build controller hands to build pods. It also plays the service CA
-// operator for the Builds' CA ConfigMaps, which the custom pods mount.
+// build controller hands to build pods.
 func newProject(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	ns, err := theBed.CreateNamespace(ctx, "oc")
@@ -68,35 +69,7 @@ func newProject(t *testing.T, ctx context.Context) string {
 	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	injectCtx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go injectServiceCA(injectCtx, ns)
 	return ns
-}
-
-// injectServiceCA does what OpenShift's service CA operator does for the
-// ConfigMaps of namespace ns annotated service.beta.openshift.io/inject-cabundle:
-// it adds the service CA as service-ca.crt (OpenShift's build controller
-// makes each Build's <build>-ca ConfigMap so, and the custom pod mounts
-// that key), until ctx ends.
-func injectServiceCA(ctx context.Context, ns string) {
-	cms := theBed.Clientset.CoreV1().ConfigMaps(ns)
-	w, err := cms.Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		return
-	}
-	defer w.Stop()
-	for ev := range w.ResultChan() {
-		cm, ok := ev.Object.(*corev1.ConfigMap)
-		if !ok || cm.Annotations["service.beta.openshift.io/inject-cabundle"] != "true" || cm.Data["service-ca.crt"] != "" {
-			continue
-		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		cm.Data["service-ca.crt"] = string(theBed.Config.CAData)
-		_, _ = cms.Update(ctx, cm, metav1.UpdateOptions{})
-	}
 }
 
 // buildConfig is a BuildConfig of the Custom strategy naming archway's
@@ -201,6 +174,7 @@ func TestOcBuildsEveryPlatform(t *testing.T) {
 	if phase != "Complete" {
 		t.Fatalf("Build phase = %s, want Complete; oc logs:\n%s", phase, log)
 	}
+	t.Logf("oc logs -f build/%s:\n%s", b, log)
 	for _, p := range append(slices.Clone(platforms), "manifest-list") {
 		if !strings.Contains(log, "["+p+"] ") {
 			t.Errorf("oc logs build/%s has no line of %s:\n%s", b, p, log)
@@ -329,5 +303,64 @@ func TestOcCancelBuild(t *testing.T) {
 	}
 	if mab.Status.Phase != buildv1.BuildPhaseCancelled {
 		t.Errorf("MultiArchBuild phase = %s, want Cancelled", mab.Status.Phase)
+	}
+}
+
+// TestGenericWebhookStartsBuild: a delivery to a BuildConfig's generic
+// webhook, which openshift-apiserver serves at
+// /apis/build.openshift.io/v1/namespaces/NS/buildconfigs/NAME/webhooks/SECRET/generic,
+// instantiates a Build, which OpenShift's controller hands to archway's
+// builder like any other: it completes for the BuildConfig's platforms.
+// A delivery with a wrong secret starts nothing.
+func TestGenericWebhookStartsBuild(t *testing.T) {
+	requireOpenShift(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
+	defer cancel()
+	ns := newProject(t, ctx)
+	bc := buildConfig("hooked", "FROM "+theBed.BaseImage+"\nRUN uname -m > /machine\n", theBed.Registry.Host+"/"+ns+"/hooked:v1") +
+		"  triggers:\n  - type: Generic\n    generic:\n      secret: s3cr3t-value\n"
+	if _, err := oc(ctx, bc, "create", "-n", ns, "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(theBed.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(secret string) int {
+		url := strings.TrimSuffix(theBed.Config.Host, "/") + "/apis/build.openshift.io/v1/namespaces/" + ns + "/buildconfigs/hooked/webhooks/" + secret + "/generic"
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := deliver("wrong-secret"); code < 400 {
+		t.Errorf("a delivery with a wrong secret got %d, want a refusal", code)
+	}
+	if code := deliver("s3cr3t-value"); code != http.StatusOK {
+		t.Fatalf("the delivery got %d, want 200", code)
+	}
+	phase, err := waitPhase(ctx, ns, "hooked-1", "", "New", "Pending", "Running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phase != "Complete" {
+		t.Fatalf("Build hooked-1 phase = %s, want Complete", phase)
+	}
+	if _, err := buildPhase(ctx, ns, "hooked-2"); !apierrors.IsNotFound(err) {
+		t.Errorf("Build hooked-2: %v, want none (the wrong secret started nothing)", err)
+	}
+	mab, err := multiArchBuild(ctx, ns, "hooked-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mab.Status.Phase != buildv1.BuildPhaseComplete || len(mab.Status.Platforms) != 1 || mab.Status.Platforms[0].Platform != "linux/amd64" {
+		t.Errorf("MultiArchBuild status: phase %s, platforms %+v; want Complete, linux/amd64 (the BuildConfig's)", mab.Status.Phase, mab.Status.Platforms)
 	}
 }
