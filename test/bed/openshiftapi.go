@@ -58,7 +58,7 @@ var openShiftCRDs = []string{
 // the bed's apiserver, and serves build.openshift.io and image.openshift.io
 // through APIServices, with every subresource OpenShift has (builds/log,
 // buildconfigs/instantiate, ...), strategic-merge patches and OpenShift's
-// admission.
+// admission. The bed's registry is its internal registry.
 type OpenShiftAPIServer struct {
 	// Addr is its host:port.
 	Addr string
@@ -100,6 +100,13 @@ func (b *Bed) StartOpenShiftAPIServer(ctx context.Context, binary string) (*Open
 			return nil, err
 		}
 	}
+	// The bed's registry stands for the cluster's internal one: image
+	// streams' dockerImageRepository names it, and OpenShift's build
+	// controller resolves an ImageStreamTag output to it.
+	var internalRegistry string
+	if b.Registry != nil {
+		internalRegistry = b.Registry.Host
+	}
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `apiVersion: openshiftcontrolplane.config.openshift.io/v1
 kind: OpenShiftAPIServerConfig
@@ -115,7 +122,9 @@ storageConfig:
   ca: tls.crt
 kubeClientConfig:
   kubeConfig: %s
-`, net.JoinHostPort(ip, strconv.Itoa(port)), b.env.ControlPlane.Etcd.URL.String(), b.Kubeconfig), 0o600); err != nil {
+imagePolicyConfig:
+  internalRegistryHostname: %q
+`, net.JoinHostPort(ip, strconv.Itoa(port)), b.env.ControlPlane.Etcd.URL.String(), b.Kubeconfig, internalRegistry), 0o600); err != nil {
 		return nil, err
 	}
 	p, err := startProcess("openshift-apiserver", b.Dir, binary, []string{

@@ -364,3 +364,62 @@ func TestGenericWebhookStartsBuild(t *testing.T) {
 		t.Errorf("MultiArchBuild status: phase %s, platforms %+v; want Complete, linux/amd64 (the BuildConfig's)", mab.Status.Phase, mab.Status.Platforms)
 	}
 }
+
+// TestImageStreamTagOutput: a BuildConfig whose output is an
+// ImageStreamTag: OpenShift's controller resolves it to the image
+// stream's repository in the internal registry (the bed's) and hands it
+// to the custom pod, which pushes the index there; the Build records it.
+func TestImageStreamTagOutput(t *testing.T) {
+	requireOpenShift(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
+	defer cancel()
+	ns := newProject(t, ctx)
+	if _, err := oc(ctx, "", "create", "imagestream", "streamed", "-n", ns); err != nil {
+		t.Fatal(err)
+	}
+	bc := strings.Replace(buildConfig("streamed", "FROM "+theBed.BaseImage+"\nRUN uname -m > /machine\n", "unused"),
+		"      kind: DockerImage\n      name: unused\n", "      kind: ImageStreamTag\n      name: streamed:v1\n", 1)
+	if !strings.Contains(bc, "ImageStreamTag") {
+		t.Fatalf("the BuildConfig names no ImageStreamTag:\n%s", bc)
+	}
+	if _, err := oc(ctx, bc, "create", "-n", ns, "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	two := []string{"linux/amd64", "linux/arm64"}
+	if _, err := oc(ctx, "", "start-build", "streamed", "-n", ns, "-e", "PLATFORMS="+strings.Join(two, ",")); err != nil {
+		t.Fatal(err)
+	}
+	phase, err := waitPhase(ctx, ns, "streamed-1", "", "New", "Pending", "Running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := theBed.Registry.Host + "/" + ns + "/streamed:v1"
+	u, err := dyn.Resource(buildsResource).Namespace(ns).Get(ctx, "streamed-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phase != "Complete" {
+		t.Fatalf("Build phase = %s, want Complete: %v", phase, u.Object["status"])
+	}
+	if got, _, _ := unstructured.NestedString(u.Object, "status", "outputDockerImageReference"); got != want {
+		t.Errorf("status.outputDockerImageReference = %q, want %q", got, want)
+	}
+	img, err := theBed.Registry.OpenImage(ctx, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, _, err := img.Index(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range index.Manifests {
+		if m.Platform != nil {
+			got = append(got, m.Platform.OS+"/"+m.Platform.Architecture)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, two) {
+		t.Errorf("the index at %s lists %v, want %v", want, got, two)
+	}
+}
