@@ -31,9 +31,10 @@ import (
 const OpenShiftAPIServerEnv = "ARCHWAY_OPENSHIFT_APISERVER"
 
 // openShiftAPIGroups are the groups of openshift-apiserver the bed
-// registers with its apiserver: builds, and the image streams OpenShift's
-// build controller and the build API read.
-var openShiftAPIGroups = []string{"build.openshift.io", "image.openshift.io"}
+// registers with its apiserver: builds, the image streams OpenShift's
+// build controller and the build API read, and the DeploymentConfigs its
+// image trigger controller watches beside BuildConfigs.
+var openShiftAPIGroups = []string{"build.openshift.io", "image.openshift.io", "apps.openshift.io"}
 
 // openShiftCRDs are the CRDs of openshift/api whose informers
 // openshift-apiserver and OpenShift's build controller wait for (on a
@@ -74,6 +75,15 @@ type OpenShiftAPIServer struct {
 func (b *Bed) StartOpenShiftAPIServer(ctx context.Context, binary string) (*OpenShiftAPIServer, error) {
 	if err := b.installOpenShiftCRDs(openShiftCRDs...); err != nil {
 		return nil, err
+	}
+	// Image imports read the cluster's image config, which a cluster
+	// always has.
+	imageConfig := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "config.openshift.io/v1", "kind": "Image",
+		"metadata": map[string]any{"name": "cluster"}, "spec": map[string]any{},
+	}}
+	if err := b.Client.Create(ctx, imageConfig); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating the cluster's image config: %w", err)
 	}
 	dir := filepath.Join(b.Dir, "openshift-apiserver")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -225,10 +235,11 @@ func freePortOn(ip string) (int, error) {
 const OpenShiftControllerManagerEnv = "ARCHWAY_OPENSHIFT_CONTROLLER_MANAGER"
 
 // StartOpenShiftControllerManager starts binary (an
-// openshift-controller-manager) with only OpenShift's build controller
-// (openshift.io/build) against the bed's apiserver, as a cluster runs it:
-// its controllers' clients are tokens of service accounts of
-// openshift-infra (the bed binds its build controller's to cluster-admin)
+// openshift-controller-manager) with OpenShift's build controller
+// (openshift.io/build) and image trigger controller
+// (openshift.io/image-trigger) against the bed's apiserver, as a cluster
+// runs them: their clients are tokens of service accounts of
+// openshift-infra (the bed binds those accounts to cluster-admin)
 // and its leader lock is in kube-system. It returns once the process
 // serves its health endpoint; its log is LogPath.
 func (b *Bed) StartOpenShiftControllerManager(ctx context.Context, binary string) (logPath string, err error) {
@@ -249,9 +260,9 @@ func (b *Bed) StartOpenShiftControllerManager(ctx context.Context, binary string
 		return "", err
 	}
 	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "openshift-infra-build-controller"},
+		ObjectMeta: metav1.ObjectMeta{Name: "openshift-infra-controllers"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "openshift-infra", Name: "build-controller"}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts:openshift-infra"}},
 	}
 	if err := b.Client.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
@@ -287,7 +298,7 @@ servingInfo:
   clientCA: tls.crt
 leaderElection:
   namespace: kube-system
-controllers: ["openshift.io/build"]
+controllers: ["openshift.io/build", "openshift.io/image-trigger"]
 `, b.Kubeconfig, port), 0o600); err != nil {
 		return "", err
 	}

@@ -423,3 +423,65 @@ func TestImageStreamTagOutput(t *testing.T) {
 		t.Errorf("the index at %s lists %v, want %v", want, got, two)
 	}
 }
+
+// TestImageChangeTrigger: a BuildConfig with an ImageChange trigger on an
+// ImageStreamTag: each new image `oc import-image` brings into the tag
+// makes OpenShift's image trigger controller instantiate the BuildConfig,
+// with the image in triggeredBy, and archway builds it.
+func TestImageChangeTrigger(t *testing.T) {
+	requireOpenShift(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.BuildTimeout)
+	defer cancel()
+	ns := newProject(t, ctx)
+	out := theBed.Registry.Host + "/" + ns + "/triggered:v1"
+	bc := buildConfig("triggered", "FROM "+theBed.BaseImage+"\nRUN uname -m > /machine\n", out) +
+		"  triggers:\n  - type: ImageChange\n    imageChange:\n      from:\n        kind: ImageStreamTag\n        name: base:latest\n"
+	if _, err := oc(ctx, bc, "create", "-n", ns, "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	// importImage points base:latest at ref, imports it (the bed's
+	// registry serves plain HTTP) and returns its digest.
+	importImage := func(ref string) string {
+		t.Helper()
+		if _, err := oc(ctx, "", "tag", "--source=docker", "--insecure", ref, "base:latest", "-n", ns); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := oc(ctx, "", "import-image", "base:latest", "--insecure", "--confirm", "-n", ns); err != nil {
+			t.Fatal(err)
+		}
+		digest, err := oc(ctx, "", "get", "istag", "base:latest", "-n", ns, "-o", "jsonpath={.image.metadata.name}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return digest
+	}
+	// triggeredBy waits for Build name to end Complete and returns the image
+	// its trigger names.
+	triggeredBy := func(name string) string {
+		t.Helper()
+		phase, err := waitPhase(ctx, ns, name, "", "New", "Pending", "Running")
+		if err != nil {
+			t.Fatalf("waiting for Build %s: %v", name, err)
+		}
+		if phase != "Complete" {
+			t.Fatalf("Build %s phase = %s, want Complete", name, phase)
+		}
+		id, err := oc(ctx, "", "get", "build", name, "-n", ns, "-o", "jsonpath={.spec.triggeredBy[0].imageChangeBuild.imageID}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	first := importImage(theBed.BaseImage)
+	if id := triggeredBy("triggered-1"); !strings.HasSuffix(id, first) {
+		t.Errorf("Build triggered-1 was triggered by %q, want the image %s", id, first)
+	}
+	// The image archway just pushed is a new image for the tag.
+	second := importImage(out)
+	if second == first {
+		t.Fatalf("the second import kept the image %s", first)
+	}
+	if id := triggeredBy("triggered-2"); !strings.HasSuffix(id, second) {
+		t.Errorf("Build triggered-2 was triggered by %q, want the image %s", id, second)
+	}
+}
