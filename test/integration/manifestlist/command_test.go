@@ -159,7 +159,7 @@ func (p *manifestListProcess) waitOutput(t *testing.T, want string) {
 }
 
 // createBuild creates a Build of platforms that pushes to output.
-func createBuild(t testing.TB, output string, platforms, allowedToFail []string) *buildv1.Build {
+func createBuild(t testing.TB, output string, platforms, allowedToFail []string, edits ...func(*buildv1.Build)) *buildv1.Build {
 	t.Helper()
 	ctx := context.Background()
 	ns, err := theBed.CreateNamespace(ctx, "ml")
@@ -174,6 +174,9 @@ func createBuild(t testing.TB, output string, platforms, allowedToFail []string)
 			Platforms:              platforms,
 			PlatformsAllowedToFail: allowedToFail,
 		}},
+	}
+	for _, edit := range edits {
+		edit(b)
 	}
 	if err := theBed.Client.Create(ctx, b); err != nil {
 		t.Fatal(err)
@@ -193,6 +196,8 @@ type platformStatus struct {
 	// ref is the outputDockerImageReference recorded instead of the
 	// per-platform tag (a forged entry).
 	ref string
+	// commit is the commit the platform reports having built.
+	commit string
 }
 
 // apply writes the entry with server-side apply under a field manager of
@@ -222,6 +227,9 @@ func (s platformStatus) apply(t testing.TB, b *buildv1.Build) {
 	}
 	if s.ref != "" {
 		entry["outputDockerImageReference"] = s.ref
+	}
+	if s.commit != "" {
+		entry["commit"] = s.commit
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"platforms": []any{entry}}}}
 	u.SetAPIVersion(buildv1.GroupVersion.String())
@@ -415,6 +423,8 @@ func TestCommandOutcomes(t *testing.T) {
 		wantReason  buildv1.StatusReason
 		wantMessage string
 		wantIndexOf []string
+		// git gives the Build a Git source, whose platforms report commits.
+		git bool
 	}{
 		{
 			name:          "allowed to fail",
@@ -442,13 +452,42 @@ func TestCommandOutcomes(t *testing.T) {
 			wantReason:  buildv1.StatusReasonPlatformVersionSkew,
 			wantMessage: "platform linux/arm64 is Complete but recorded no image digest",
 		},
+		{
+			// A push to the branch between two platforms' clones.
+			name: "platforms built from different commits",
+			git:  true,
+			finish: func(p string, d digest.Digest, output string) platformStatus {
+				s := platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: d, output: output, commit: firstCommit}
+				if p == "linux/ppc64le" {
+					s.commit = secondCommit
+				}
+				return s
+			},
+			wantExit:    1,
+			wantReason:  buildv1.StatusReasonManifestListFailed,
+			wantMessage: "linux/ppc64le: " + secondCommit,
+		},
+		{
+			name: "every platform built the same commit",
+			git:  true,
+			finish: func(p string, d digest.Digest, output string) platformStatus {
+				return platformStatus{platform: p, phase: buildv1.BuildPhaseComplete, digest: d, output: output, commit: firstCommit}
+			},
+			wantIndexOf: wantPlatforms,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := theBed.Registry
 			repo := repoName(t)
 			output := reg.Host + "/" + repo + ":v1"
-			build := createBuild(t, output, fourPlatforms, tt.allowedToFail)
+			var edits []func(*buildv1.Build)
+			if tt.git {
+				edits = append(edits, func(b *buildv1.Build) {
+					b.Spec.Source = buildv1.BuildSource{Type: buildv1.BuildSourceGit, Git: &buildv1.GitBuildSource{URI: "https://git.example.com/app.git"}}
+				})
+			}
+			build := createBuild(t, output, fourPlatforms, tt.allowedToFail, edits...)
 			digests := pushPlatforms(t, reg, output, fourPlatforms, pushOptions{})
 			for _, p := range fourPlatforms {
 				tt.finish(p, digests[p], output).apply(t, build)
@@ -488,6 +527,13 @@ func TestCommandOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// Two commits of one branch, as a push between two platforms' clones
+// leaves them.
+const (
+	firstCommit  = "0123456789abcdef0123456789abcdef01234567"
+	secondCommit = "89abcdef0123456789abcdef0123456789abcdef"
+)
 
 func failS390x(p string, d digest.Digest, output string) platformStatus {
 	if p == "linux/s390x" {
