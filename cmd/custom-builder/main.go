@@ -148,7 +148,7 @@ func runCustomBuild(ctx context.Context, opts customBuildOptions) error {
 		Kube: kube, Dynamic: dyn, Config: &cfg.Build, InsecureRegistries: opts.insecureRegs,
 		RegistriesConf: conf, AllowedRegistries: allowed, RegistryCAs: cas,
 		Bases: image.SecretInspector{Inspector: image.NewRemote(remote)}, PullSecret: pull,
-		Out: os.Stdout, PodName: podName,
+		Out: os.Stdout, PodName: podName, PlatformsFrom: custom.PlatformsFrom(strategy, defaults),
 	})
 	if err != nil {
 		return err

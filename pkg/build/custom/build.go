@@ -156,6 +156,22 @@ func DockerBuild(ob *buildv1.Build, s *Strategy, defaultPlatforms string) (*buil
 	return b, nil
 }
 
+// PlatformsFrom names where DockerBuild took the platforms from, for the
+// custom pod's log: the strategy's PLATFORMS, else the PlatformsAnnotation
+// (defaultPlatforms), else "" (resolved as for any archway Build, which
+// names its own source).
+func PlatformsFrom(s *Strategy, defaultPlatforms string) string {
+	for _, e := range s.Env {
+		if e.Name == PlatformsEnv {
+			return "customStrategy.env " + PlatformsEnv
+		}
+	}
+	if defaultPlatforms != "" {
+		return "the " + PlatformsAnnotation + " annotation"
+	}
+	return ""
+}
+
 // Refuse says why the custom builder cannot build OpenShift's Build ob as
 // its user wrote it, naming the field: every field it would otherwise
 // drop. The Docker socket (archway's builder needs none), the strategy's

@@ -86,6 +86,34 @@ func TestDockerBuildPlatformsFromAnnotation(t *testing.T) {
 	}
 }
 
+func TestPlatformsFrom(t *testing.T) {
+	_, s, err := ParseBuild([]byte(openshiftBuild))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withEnv := s.Env
+	for _, tc := range []struct {
+		name     string
+		env      bool
+		defaults string
+		want     string
+	}{
+		{"the strategy's PLATFORMS", true, "linux/s390x", "customStrategy.env PLATFORMS"},
+		{"the annotation", false, "linux/s390x", "the build.archway.dev/platforms annotation"},
+		{"neither", false, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.Env = nil
+			if tc.env {
+				s.Env = withEnv
+			}
+			if got := PlatformsFrom(s, tc.defaults); got != tc.want {
+				t.Errorf("PlatformsFrom = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestDockerBuildRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

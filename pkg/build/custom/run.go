@@ -56,6 +56,9 @@ type Options struct {
 	// type and data; empty: anonymous).
 	Bases      controller.BaseInspector
 	PullSecret PullSecret
+	// PlatformsFrom says where the Build's spec.platforms came from
+	// (PlatformsFrom), for the log; "" names spec.platforms.
+	PlatformsFrom string
 	// Out is the custom pod's log: every pod's lines, prefixed.
 	Out io.Writer
 	// PodName is the custom pod's own name ("": the name OpenShift gives
@@ -185,8 +188,12 @@ func (d *driver) start(ctx context.Context, b *buildv1.Build) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	from := string(res.Source)
+	if res.Source == controller.SourceSpec && d.o.PlatformsFrom != "" {
+		from = d.o.PlatformsFrom
+	}
 	fmt.Fprintf(d.o.Out, "Building %s/%s for %s (platforms from %s); status in multiarchbuild/%s\n",
-		b.Namespace, b.Name, strings.Join(d.platforms, ", "), res.Source, b.Name)
+		b.Namespace, b.Name, strings.Join(d.platforms, ", "), from, b.Name)
 	failure := res.Failure
 	if len(cur.Status.Platforms) == 0 {
 		now := metav1.NewTime(d.o.Now())

@@ -201,6 +201,10 @@ func TestCustomStrategyBuildsEveryPlatform(t *testing.T) {
 			t.Errorf("pod %s ran on node %s of %s", name, node.Name, node.Labels[corev1.LabelArchStable])
 		}
 	}
+	// The platforms came from the strategy's PLATFORMS, and the log says so.
+	if !strings.Contains(log, "(platforms from customStrategy.env PLATFORMS)") {
+		t.Errorf("the custom pod's log does not say the platforms came from the strategy's PLATFORMS:\n%s", log)
+	}
 	if !strings.Contains(log, "[manifest-list] ") {
 		t.Errorf("the custom pod's log has no line of the manifest-list pod:\n%s", log)
 	}

@@ -175,6 +175,9 @@ func TestOcBuildsEveryPlatform(t *testing.T) {
 		t.Fatalf("Build phase = %s, want Complete; oc logs:\n%s", phase, log)
 	}
 	t.Logf("oc logs -f build/%s:\n%s", b, log)
+	if !strings.Contains(log, "(platforms from customStrategy.env PLATFORMS)") {
+		t.Errorf("oc logs build/%s does not say the platforms came from start-build's -e PLATFORMS", b)
+	}
 	for _, p := range append(slices.Clone(platforms), "manifest-list") {
 		if !strings.Contains(log, "["+p+"] ") {
 			t.Errorf("oc logs build/%s has no line of %s:\n%s", b, p, log)
