@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -62,6 +63,28 @@ func (i *Image) Index(ctx context.Context) (*manifest.OCI1Index, string, error) 
 		return nil, mt, err
 	}
 	return oci.(*manifest.OCI1Index), mt, nil
+}
+
+// IndexPlatforms returns the platforms (os/architecture) the index at ref
+// lists, sorted.
+func (r *Registry) IndexPlatforms(ctx context.Context, ref string) ([]string, error) {
+	img, err := r.OpenImage(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer img.Close()
+	index, _, err := img.Index(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var platforms []string
+	for _, m := range index.Manifests {
+		if m.Platform != nil {
+			platforms = append(platforms, m.Platform.OS+"/"+m.Platform.Architecture)
+		}
+	}
+	slices.Sort(platforms)
+	return platforms, nil
 }
 
 // TopLayerFile returns the content of path in the topmost layer of the

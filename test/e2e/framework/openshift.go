@@ -7,11 +7,16 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
 	"github.com/archway-build/archway/pkg/build/custom"
 	"github.com/archway-build/archway/test/bed"
 )
@@ -63,4 +68,28 @@ func InstallCustomBuilderConfig(ctx context.Context, c client.Client) (configMap
 		return "", fmt.Errorf("manifests/openshift-builds has no build-controller-config ConfigMap")
 	}
 	return configMap, nil
+}
+
+// OpenShiftBuilds is OpenShift's Build resource.
+var OpenShiftBuilds = schema.GroupVersionResource{Group: "build.openshift.io", Version: "v1", Resource: "builds"}
+
+// OpenShiftBuildPhase returns the phase of OpenShift's Build ns/name.
+func OpenShiftBuildPhase(ctx context.Context, dyn dynamic.Interface, ns, name string) (string, error) {
+	b, err := dyn.Resource(OpenShiftBuilds).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	phase, _, _ := unstructured.NestedString(b.Object, "status", "phase")
+	return phase, nil
+}
+
+// GetMultiArchBuild returns the MultiArchBuild the custom builder keeps for
+// OpenShift's Build ns/name.
+func GetMultiArchBuild(ctx context.Context, dyn dynamic.Interface, ns, name string) (*archwaybuildv1alpha1.MultiArchBuild, error) {
+	u, err := dyn.Resource(archwaybuildv1alpha1.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	m := &archwaybuildv1alpha1.MultiArchBuild{}
+	return m, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, m)
 }

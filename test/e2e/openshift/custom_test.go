@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
@@ -23,6 +22,7 @@ import (
 	"github.com/archway-build/archway/pkg/build/plugin"
 	"github.com/archway-build/archway/pkg/platform"
 	"github.com/archway-build/archway/test/bed"
+	e2e "github.com/archway-build/archway/test/e2e/framework"
 )
 
 var platforms = []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
@@ -100,21 +100,11 @@ func waitFor(ctx context.Context, what string, done func() (bool, error)) error 
 }
 
 func buildPhase(ctx context.Context, ns, name string) (string, error) {
-	b, err := dyn.Resource(buildsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return "", err
-	}
-	phase, _, _ := unstructured.NestedString(b.Object, "status", "phase")
-	return phase, nil
+	return e2e.OpenShiftBuildPhase(ctx, dyn, ns, name)
 }
 
 func multiArchBuild(ctx context.Context, ns, name string) (*archwaybuildv1alpha1.MultiArchBuild, error) {
-	u, err := dyn.Resource(archwaybuildv1alpha1.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	m := &archwaybuildv1alpha1.MultiArchBuild{}
-	return m, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, m)
+	return e2e.GetMultiArchBuild(ctx, dyn, ns, name)
 }
 
 func podLog(ctx context.Context, ns, name string) (string, error) {

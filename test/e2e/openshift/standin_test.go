@@ -15,15 +15,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	e2e "github.com/archway-build/archway/test/e2e/framework"
 )
 
 // buildsResource is OpenShift's Build resource (served on the bed by the
 // stand-in CRD of testdata/crds).
-var buildsResource = schema.GroupVersionResource{Group: "build.openshift.io", Version: "v1", Resource: "builds"}
+var buildsResource = e2e.OpenShiftBuilds
 
 // standIn plays OpenShift's build controller for Custom-strategy Builds,
 // as openshift-controller-manager's BuildController does (the version of

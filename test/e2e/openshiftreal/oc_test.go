@@ -15,19 +15,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
 	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
 	"github.com/archway-build/archway/test/bed"
+	e2e "github.com/archway-build/archway/test/e2e/framework"
 	"github.com/archway-build/archway/test/framework"
 )
 
 var (
 	platforms      = []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}
-	buildsResource = schema.GroupVersionResource{Group: "build.openshift.io", Version: "v1", Resource: "builds"}
+	buildsResource = e2e.OpenShiftBuilds
 )
 
 // oc runs the real oc as the bed's admin, with stdin, and returns its
@@ -118,21 +117,11 @@ func startBuild(t *testing.T, ctx context.Context, ns, name, dockerfile, output 
 }
 
 func buildPhase(ctx context.Context, ns, name string) (string, error) {
-	b, err := dyn.Resource(buildsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return "", err
-	}
-	phase, _, _ := unstructured.NestedString(b.Object, "status", "phase")
-	return phase, nil
+	return e2e.OpenShiftBuildPhase(ctx, dyn, ns, name)
 }
 
 func multiArchBuild(ctx context.Context, ns, name string) (*archwaybuildv1alpha1.MultiArchBuild, error) {
-	u, err := dyn.Resource(archwaybuildv1alpha1.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	m := &archwaybuildv1alpha1.MultiArchBuild{}
-	return m, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, m)
+	return e2e.GetMultiArchBuild(ctx, dyn, ns, name)
 }
 
 // waitPhase waits until the Build leaves the phases given.
@@ -190,21 +179,10 @@ func TestOcBuildsEveryPlatform(t *testing.T) {
 	if mab.Status.Phase != buildv1.BuildPhaseComplete || len(mab.Status.Platforms) != len(platforms) {
 		t.Errorf("MultiArchBuild status: phase %s, %d platforms; want Complete, %d", mab.Status.Phase, len(mab.Status.Platforms), len(platforms))
 	}
-	img, err := theBed.Registry.OpenImage(ctx, theBed.Registry.Host+"/"+repo+":v1")
+	got, err := theBed.Registry.IndexPlatforms(ctx, theBed.Registry.Host+"/"+repo+":v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	index, _, err := img.Index(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, m := range index.Manifests {
-		if m.Platform != nil {
-			got = append(got, m.Platform.OS+"/"+m.Platform.Architecture)
-		}
-	}
-	slices.Sort(got)
 	if !slices.Equal(got, platforms) {
 		t.Errorf("the index lists %v, want %v", got, platforms)
 	}
@@ -407,21 +385,10 @@ func TestImageStreamTagOutput(t *testing.T) {
 	if got, _, _ := unstructured.NestedString(u.Object, "status", "outputDockerImageReference"); got != want {
 		t.Errorf("status.outputDockerImageReference = %q, want %q", got, want)
 	}
-	img, err := theBed.Registry.OpenImage(ctx, want)
+	got, err := theBed.Registry.IndexPlatforms(ctx, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	index, _, err := img.Index(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, m := range index.Manifests {
-		if m.Platform != nil {
-			got = append(got, m.Platform.OS+"/"+m.Platform.Architecture)
-		}
-	}
-	slices.Sort(got)
 	if !slices.Equal(got, two) {
 		t.Errorf("the index at %s lists %v, want %v", want, got, two)
 	}
