@@ -69,10 +69,7 @@ func webhookCerts(opts *options, enabled []component) (*webhookcert.Certs, error
 	if !serves {
 		return nil, nil
 	}
-	namespace := os.Getenv("POD_NAMESPACE")
-	if namespace == "" {
-		namespace = podNamespace()
-	}
+	namespace := ownNamespace()
 	certDir := opts.webhookCertDir
 	if certDir == "" {
 		dir, err := os.MkdirTemp("", "archway-webhook-certs-")

@@ -73,6 +73,10 @@ func components() []component {
 			setup: setupPlacementConversion, webhooks: func() []webhookcert.Configuration { return nil }},
 		{name: "scheduling-policy-webhook", help: "injects scheduling criteria from PodSchedulingPolicies into new pods (serves on every replica)", disabledByDefault: true, setup: setupSchedulingPolicyWebhook,
 			webhooks: policy.WebhookConfigurations},
+		// On OpenShift with its Build capability on (manifests/openshift-builds),
+		// where openshift-apiserver evaluates no ValidatingAdmissionPolicy.
+		{name: "custom-builds-webhook", help: "admits Custom-strategy Builds and BuildConfigs only with archway's builder image by digest, for openshift-apiserver (serves on every replica; needs a serving certificate, see --cert-management)", disabledByDefault: true,
+			setup: setupCustomBuildsWebhook, cache: configureCustomBuildsCache, webhooks: customBuildsWebhookConfigurations},
 		{name: "control-plane-protection-webhook", help: "keeps unauthorized pods off control-plane nodes (serves on every replica)", disabledByDefault: true, setup: setupControlPlaneProtection,
 			cache: protection.ConfigureCache, webhooks: protection.WebhookConfigurations},
 	}

@@ -192,6 +192,16 @@ func (m eventsManager) GetEventRecorder(name string) recorder.EventRecorder {
 	return m.events.Recorder(name)
 }
 
+// ownNamespace is the namespace of build-controller's pod: $POD_NAMESPACE
+// (the manifests set it from the downward API), else the service
+// account's, else "" outside a pod.
+func ownNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return podNamespace()
+}
+
 // podNamespace is the namespace the process runs in, from the service
 // account mount (empty outside a pod: leader election then needs
 // --leader-election-namespace or --leader-elect=false).

@@ -103,11 +103,7 @@ func setupPodPlacement(mgr ctrl.Manager, opts *options) error {
 // placement-webhook with the ClusterPodPlacementConfig and stops them when
 // the config goes.
 func setupPlacementOperator(mgr ctrl.Manager, _ *options) error {
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = podNamespace()
-	}
-	return operator.Setup(mgr, ns, metrics.Registry)
+	return operator.Setup(mgr, ownNamespace(), metrics.Registry)
 }
 
 // setupPlacementConversion serves the ClusterPodPlacementConfig
@@ -117,10 +113,7 @@ func setupPlacementOperator(mgr ctrl.Manager, _ *options) error {
 func setupPlacementConversion(mgr ctrl.Manager, opts *options) error {
 	var inject *conversion.CAInjection
 	if opts.certs.management == certInternal {
-		ns := os.Getenv("POD_NAMESPACE")
-		if ns == "" {
-			ns = podNamespace()
-		}
+		ns := ownNamespace()
 		inject = &conversion.CAInjection{
 			Secret:  types.NamespacedName{Namespace: ns, Name: opts.certs.secret},
 			Service: types.NamespacedName{Namespace: ns, Name: opts.certs.service},

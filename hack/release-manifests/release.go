@@ -372,8 +372,9 @@ func render(manifests, base, out, registry, tag string, imgs map[string]Image) (
 	}
 
 	// The custom-builder mode (clusters where OpenShift serves
-	// build.openshift.io): its policy admits Custom-strategy builds of the
-	// builder image its ConfigMap names, the builder pinned here.
+	// build.openshift.io): its webhook and policy admit Custom-strategy
+	// builds of the builder image its ConfigMap names, the builder pinned
+	// here, and the webhook runs the release's build-controller.
 	obRel, err := rel(filepath.Join(out, openshiftBuilds), filepath.Join(manifests, openshiftBuilds))
 	if err != nil {
 		return nil, err
@@ -389,6 +390,7 @@ func render(manifests, base, out, registry, tag string, imgs map[string]Image) (
 	ob := ktypes.Kustomization{
 		TypeMeta:  ktypes.TypeMeta{APIVersion: ktypes.KustomizationVersion, Kind: ktypes.KustomizationKind},
 		Resources: []string{obRel},
+		Images:    []ktypes.Image{pin(controller)},
 		Patches:   []ktypes.Patch{{Patch: string(patch)}},
 		// The custom pods apply build-controller's configuration: the
 		// release's, as the install's build-controller does.
@@ -399,9 +401,11 @@ func render(manifests, base, out, registry, tag string, imgs map[string]Image) (
 # manifests/openshift-builds (OpenShift with its Build capability on: the
 # custom-builder mode) admitting Custom-strategy builds of the builder
 #   %s
+# through the webhook of build-controller
+#   %s
 # and with build-controller's configuration of the release (config.yaml).
 # Install its CRDs first: oc apply --server-side -k manifests/openshift-builds/crd
-`, generatedMarker, imgs["builder"].Pinned())); err != nil {
+`, generatedMarker, imgs["builder"].Pinned(), controller.Pinned())); err != nil {
 		return nil, err
 	}
 	return files, nil

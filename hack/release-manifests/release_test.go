@@ -147,9 +147,10 @@ func TestVerify(t *testing.T) {
 }
 
 // TestOpenShiftBuildsAdmitsTheBuilder checks the custom-builder mode's
-// overlay: its policy's ConfigMap names the release's builder by digest,
-// the rest of manifests/openshift-builds as it is; verify refuses the
-// overlay when the ConfigMap still names no image or another one.
+// overlay: its policy's and webhook's ConfigMap names the release's
+// builder by digest, the webhook runs the release's build-controller, the
+// rest of manifests/openshift-builds as it is; verify refuses the overlay
+// when the ConfigMap still names no image or another one.
 func TestOpenShiftBuildsAdmitsTheBuilder(t *testing.T) {
 	imgs := testImages()
 	manifests := repoManifests(t)
@@ -186,7 +187,7 @@ func TestOpenShiftBuildsAdmitsTheBuilder(t *testing.T) {
 	if configs != 1 {
 		t.Errorf("%d ConfigMaps of build-controller's configuration, want 1", configs)
 	}
-	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole", "ConfigMap"} {
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "Deployment", "ClusterRole", "ConfigMap"} {
 		if !kinds[kind] {
 			t.Errorf("the overlay has no %s (kinds %v)", kind, kinds)
 		}

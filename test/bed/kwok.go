@@ -73,19 +73,7 @@ func (b *Bed) startKwok(ctx context.Context, nodes []Node) error {
 	defer cancel()
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
 	err = waitFor(hctx, p, "kwok /healthz", func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s", url, resp.Status)
-		}
-		return nil
+		return answersOK(ctx, http.DefaultClient, url)
 	})
 	if err != nil {
 		return err

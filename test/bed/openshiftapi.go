@@ -154,15 +154,7 @@ imagePolicyConfig:
 	startCtx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	if err := waitFor(startCtx, p, "openshift-apiserver to be ready", func(ctx context.Context) error {
-		resp, err := hc.Get("https://" + p.addr + "/readyz")
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
-		}
-		return nil
+		return answersOK(ctx, hc, "https://"+p.addr+"/readyz")
 	}); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,4 +151,22 @@ func waitFor(ctx context.Context, p *process, what string, check func(context.Co
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// answersOK returns nil when a GET of url by hc answers 200 OK: a wait's
+// check of a process's health or readiness endpoint.
+func answersOK(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,8 +19,22 @@ import (
 
 	archwaybuildv1alpha1 "github.com/archway-build/archway/pkg/apis/archwaybuild/v1alpha1"
 	"github.com/archway-build/archway/pkg/build/custom"
+	"github.com/archway-build/archway/pkg/build/custombuilds"
 	"github.com/archway-build/archway/test/bed"
 )
+
+// CustomBuildsWebhookObject says whether u is one of the objects of
+// manifests/openshift-builds/webhook, which run build-controller's
+// custom-builds-webhook in pods of the cluster and point OpenShift's API
+// at them: a suite runs the webhook itself (bed.Bed.StartWebhooks with
+// bed.CustomBuildsWebhookConfiguration, or bed.Bed.StartCustomBuildsWebhook).
+func CustomBuildsWebhookObject(u *unstructured.Unstructured) bool {
+	if u.GetKind() == "ValidatingWebhookConfiguration" {
+		return u.GetName() == custombuilds.WebhookConfigurationName
+	}
+	return strings.HasPrefix(u.GetName(), custombuilds.WebhookConfigurationName) &&
+		slices.Contains([]string{"Deployment", "PodDisruptionBudget", "Service", "ServiceAccount", "Role", "RoleBinding", "ClusterRoleBinding"}, u.GetKind())
+}
 
 // CustomBuilderObject says whether u is one of the objects of
 // manifests/openshift-builds that every custom pod needs:

@@ -211,8 +211,9 @@ func checkRelease(t *testing.T, registry, tag, out string) {
 	}{
 		{out, []string{want["build-controller"], want["builder"]}},
 		{filepath.Join(out, "emulation"), []string{want["emulation-setup"]}},
-		// The custom-builder mode admits the release's builder.
-		{filepath.Join(out, "openshift-builds"), []string{want["builder"]}},
+		// The custom-builder mode admits the release's builder, through
+		// the release's build-controller.
+		{filepath.Join(out, "openshift-builds"), []string{want["build-controller"], want["builder"]}},
 	} {
 		built, err := exec.CommandContext(ctx, kubectl, "kustomize", c.dir).Output()
 		if err != nil {
