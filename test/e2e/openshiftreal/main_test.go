@@ -24,8 +24,11 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/archway-build/archway/pkg/build/custombuilds"
 	"github.com/archway-build/archway/test/bed"
 	e2e "github.com/archway-build/archway/test/e2e/framework"
 	"github.com/archway-build/archway/test/framework"
@@ -44,6 +47,8 @@ var (
 	dyn    dynamic.Interface
 	// ocBinary is the real oc.
 	ocBinary string
+	// buildController is build-controller, built for the suite.
+	buildController string
 	// ocmLog is openshift-controller-manager's log.
 	ocmLog string
 	// missing names the programs not given, when the suite skips.
@@ -75,6 +80,9 @@ func TestMain(m *testing.M) {
 			if err == nil {
 				_, err = bed.GoBuild(ctx, theBed.Dir, "./cmd/custom-builder")
 			}
+			if err == nil {
+				buildController, err = bed.GoBuild(ctx, theBed.Dir, "./cmd/build-controller")
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -98,6 +106,19 @@ func TestMain(m *testing.M) {
 				return nil, err
 			}
 			if _, err := e2e.InstallCustomBuilderConfig(ctx, theBed.Client); err != nil {
+				return nil, err
+			}
+			// The protection of manifests/openshift-builds for every test:
+			// its ConfigMap naming archway's builder image, and
+			// build-controller's custom-builds-webhook, which
+			// openshift-apiserver calls for every Build and BuildConfig.
+			if err := theBed.Client.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "archway-system", Name: custombuilds.ConfigMapName},
+				Data:       map[string]string{custombuilds.ImageKey: builderImage},
+			}); err != nil {
+				return nil, err
+			}
+			if _, err := theBed.StartCustomBuildsWebhook(ctx, buildController); err != nil {
 				return nil, err
 			}
 			return func() {}, nil

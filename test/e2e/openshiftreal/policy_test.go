@@ -1,0 +1,146 @@
+package openshiftreal_test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/archway-build/archway/pkg/build/custombuilds"
+	"github.com/archway-build/archway/test/bed"
+)
+
+// customBuildConfig is buildConfig's BuildConfig with the builder image
+// and the Docker socket given.
+func customBuildConfig(name, image string, exposeDockerSocket bool) string {
+	bc := strings.Replace(buildConfig(name, "FROM scratch\n", "example.com/none:latest"), builderImage, image, 1)
+	if exposeDockerSocket {
+		bc = strings.Replace(bc, "    customStrategy:\n", "    customStrategy:\n      exposeDockerSocket: true\n", 1)
+	}
+	return bc
+}
+
+// setCustomBuilderImages sets the images the ConfigMap admits and waits
+// until openshift-apiserver's calls see them: a dry-run Build of
+// probe is admitted (want true) or refused.
+func setCustomBuilderImages(t *testing.T, ctx context.Context, ns, images, probe string, want bool) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := theBed.Client.Get(ctx, client.ObjectKey{Namespace: "archway-system", Name: custombuilds.ConfigMapName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data = map[string]string{custombuilds.ImageKey: images}
+	if err := theBed.Client.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	b := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "build.openshift.io/v1", "kind": "Build",
+		"metadata": map[string]any{"generateName": "probe-", "namespace": ns},
+		"spec": map[string]any{
+			"source":   map[string]any{"type": "Dockerfile", "dockerfile": "FROM scratch\n"},
+			"strategy": map[string]any{"type": "Custom", "customStrategy": map[string]any{"from": map[string]any{"kind": "DockerImage", "name": probe}}},
+		},
+	}}
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(buildsResource).Namespace(ns).Create(ctx, b, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return (err == nil) == want, nil
+	}); err != nil {
+		t.Fatalf("waiting for the webhook to see ConfigMap images %s: %v", images, err)
+	}
+}
+
+// TestCustomBuildsWebhookOnOpenShift: openshift-apiserver, which evaluates
+// no ValidatingAdmissionPolicy, calls build-controller's
+// custom-builds-webhook (running for the whole suite, as
+// manifests/openshift-builds runs it): `oc create` of a Custom-strategy
+// BuildConfig of another builder image, or exposing the Docker socket, is
+// refused with the webhook's message, while a Docker-strategy one and
+// archway's are created. The Builds openshift-apiserver itself creates
+// (oc start-build) are judged too: once the ConfigMap stops naming a
+// BuildConfig's image, starting it is refused, while relabelling it is
+// not.
+func TestCustomBuildsWebhookOnOpenShift(t *testing.T) {
+	requireOpenShift(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
+	defer cancel()
+	ns := newProject(t, ctx)
+	for _, tc := range []struct {
+		name, bc, refuse string
+	}{
+		{"another builder image", customBuildConfig("evil", "quay.io/evil/builder:1", false),
+			"may run only archway's builder image, by digest (" + builderImage + "), not DockerImage quay.io/evil/builder:1"},
+		{"the Docker socket", customBuildConfig("socket", builderImage, true), "exposeDockerSocket is refused"},
+		{"archway's builder image", customBuildConfig("archway", builderImage, false), ""},
+		{"the Docker strategy", "apiVersion: build.openshift.io/v1\nkind: BuildConfig\nmetadata: {name: docker}\n" +
+			"spec: {source: {dockerfile: \"FROM scratch\"}, strategy: {dockerStrategy: {}}}\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := oc(ctx, tc.bc, "create", "-n", ns, "-f", "-")
+			switch {
+			case tc.refuse == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refuse != "" && err == nil:
+				t.Errorf("created, want refused with %q", tc.refuse)
+			case tc.refuse != "" && !strings.Contains(err.Error(), tc.refuse):
+				t.Errorf("refused with %v, want %q", err, tc.refuse)
+			}
+		})
+	}
+
+	// A BuildConfig of a second image, admitted while the ConfigMap names
+	// it, then no longer named.
+	other := "quay.io/archway/builder@sha256:" + strings.Repeat("2", 64)
+	t.Cleanup(func() {
+		setCustomBuilderImages(t, context.Background(), ns, builderImage, builderImage, true)
+	})
+	setCustomBuilderImages(t, ctx, ns, builderImage+","+other, other, true)
+	if _, err := oc(ctx, customBuildConfig("previous", other, false), "create", "-n", ns, "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	setCustomBuilderImages(t, ctx, ns, builderImage, other, false)
+	t.Run("starting a BuildConfig of an image no longer admitted", func(t *testing.T) {
+		_, err := oc(ctx, "", "start-build", "previous", "-n", ns)
+		if err == nil || !strings.Contains(err.Error(), "may run only archway's builder image, by digest ("+builderImage+"), not DockerImage "+other) {
+			t.Errorf("oc start-build: %v, want refused by the webhook", err)
+		}
+	})
+	t.Run("relabelling it", func(t *testing.T) {
+		if _, err := oc(ctx, "", "label", "-n", ns, "bc/previous", "team=a"); err != nil {
+			t.Errorf("refused: %v", err)
+		}
+	})
+}
+
+// TestBuildControllerRefusesOpenShiftBuilds: build-controller's build
+// components, started where openshift-apiserver serves
+// build.openshift.io, exit at once, naming the custom-builder mode, as
+// discovery shows them OpenShift's API; the custom-builds-webhook
+// component of the same binary serves the suite.
+func TestBuildControllerRefusesOpenShiftBuilds(t *testing.T) {
+	requireOpenShift(t)
+	for _, component := range []string{"build", "buildconfig", "buildconfig-webhooks"} {
+		t.Run(component, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, buildController, "--controllers="+component, "--leader-elect=false",
+				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--webhook-port=0", "--kubeconfig="+theBed.Kubeconfig)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("build-controller --controllers=%s exited 0:\n%s", component, out)
+			}
+			if want := "OpenShift serves build.openshift.io on this cluster"; !strings.Contains(string(out), want) {
+				t.Errorf("build-controller --controllers=%s: %v, want %q in:\n%s", component, err, want, out)
+			}
+			if want := "manifests/openshift-builds"; !strings.Contains(string(out), want) {
+				t.Errorf("the refusal does not name %s:\n%s", want, out)
+			}
+		})
+	}
+}
