@@ -13,12 +13,12 @@ import (
 // setupBuild adds the Build controller (pkg/build/controller), configured by the
 // build section of --config.
 func setupBuild(mgr ctrl.Manager, opts *options) error {
-	if err := refuseWhereOpenShiftServesBuilds(mgr); err != nil {
-		return err
-	}
 	cfg := &opts.config.Build
 	if cfg.BuilderImage == "" {
 		return fmt.Errorf("--config must set build.builderImage (the image of build pods)")
+	}
+	if err := refuseWhereOpenShiftServesBuilds(mgr); err != nil {
+		return err
 	}
 	if cfg.PodSecurity == configv1alpha1.PodSecurityPrivileged {
 		ctrl.Log.WithName("setup").Info("WARNING: build.podSecurity is Privileged: build pods run privileged in the host's user namespace, "+

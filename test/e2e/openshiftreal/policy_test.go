@@ -3,6 +3,7 @@ package openshiftreal_test
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,7 +130,10 @@ func TestBuildControllerRefusesOpenShiftBuilds(t *testing.T) {
 		t.Run(component, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
 			defer cancel()
+			// The configuration file of the install, which sets the
+			// builder image the build component needs.
 			cmd := exec.CommandContext(ctx, buildController, "--controllers="+component, "--leader-elect=false",
+				"--config="+filepath.Join(bed.RepoRoot(), "manifests", "base", "config.yaml"),
 				"--metrics-bind-address=0", "--health-probe-bind-address=0", "--webhook-port=0", "--kubeconfig="+theBed.Kubeconfig)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
