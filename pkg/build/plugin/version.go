@@ -7,10 +7,12 @@ import (
 	"slices"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/yaml"
 
 	buildv1 "github.com/archway-build/archway/pkg/apis/build/v1"
+	"github.com/archway-build/archway/pkg/build/openshiftapi"
 	"github.com/archway-build/archway/pkg/version"
 )
 
@@ -87,15 +89,11 @@ func (o *env) serverVersion(info *versionInfo) error {
 	if err != nil {
 		return nil //nolint:nilerr // the group is not served: archway is not installed
 	}
-	var names []string
-	for _, r := range resources.APIResources {
-		names = append(names, r.Name)
-	}
-	// OpenShift serves builds/clone and buildconfigs/instantiate, which no
-	// CRD can.
-	if slices.Contains(names, "buildconfigs/instantiate") {
+	// OpenShift serves subresources (builds/clone, buildconfigs/instantiate,
+	// ...) no CRD can.
+	if openshiftapi.ServedByOpenShift(resources.APIResources) {
 		info.BuildAPI = "OpenShift"
-	} else if slices.Contains(names, "builds") {
+	} else if slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == "builds" }) {
 		info.BuildAPI = "archway"
 	}
 	return nil
