@@ -32,10 +32,11 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
 		Use:   "kubectl-archway",
-		Short: "Start, follow, describe and cancel archway builds, and prune their layer caches (kubectl archway / oc archway)",
+		Short: "Start, follow, describe and cancel archway builds, prune their layer caches, install archway (kubectl archway / oc archway)",
 		Long: `kubectl archway (and oc archway) starts, follows, describes and cancels the multi-platform Builds and
 BuildConfigs archway serves, as oc start-build, oc logs, oc describe and oc cancel-build do on OpenShift, and
-prunes their layer caches.`,
+prunes their layer caches. kubectl archway install installs archway, with the build half that fits the
+cluster.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -49,7 +50,7 @@ prunes their layer caches.`,
 	utilruntime.Must(buildv1.AddToScheme(scheme))
 	utilruntime.Must(archwaybuildv1alpha1.AddToScheme(scheme))
 	o := &env{flags: flags, streams: streams, scheme: scheme}
-	cmd.AddCommand(newStartBuild(o), newLogs(o), newDescribe(o), newCancelBuild(o), newPrune(o), newVersion(o))
+	cmd.AddCommand(newStartBuild(o), newLogs(o), newDescribe(o), newCancelBuild(o), newPrune(o), newInstall(o), newVersion(o))
 	o.registerNamespaceCompletion(cmd)
 	return cmd
 }

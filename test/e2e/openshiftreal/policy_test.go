@@ -1,6 +1,7 @@
 package openshiftreal_test
 
 import (
+	"bytes"
 	"context"
 	"os/exec"
 	"path/filepath"
@@ -9,12 +10,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/archway-build/archway/pkg/build/custombuilds"
+	"github.com/archway-build/archway/pkg/build/plugin"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -148,3 +153,57 @@ func TestBuildControllerRefusesOpenShiftBuilds(t *testing.T) {
 		})
 	}
 }
+
+// kubectlArchway runs kubectl archway (in process) as the bed's admin and
+// returns its output.
+func kubectlArchway(ctx context.Context, args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd.SetArgs(append(args, "--kubeconfig", theBed.Kubeconfig))
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+// TestInstallChoosesTheCustomBuilderMode: kubectl archway install reads
+// openshift-apiserver's discovery of build.openshift.io and chooses the
+// custom-builder mode (manifests/openshift-builds and its CRDs, no
+// build.openshift.io CRD); told to install archway's own Build API
+// instead, it applies nothing and names the mode to install.
+func TestInstallChoosesTheCustomBuilderMode(t *testing.T) {
+	requireOpenShift(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bed.CaseTimeout)
+	defer cancel()
+	manifests := filepath.Join(bed.RepoRoot(), "manifests")
+	out, err := kubectlArchway(ctx, "install", "--manifests", manifests, "--dry-run")
+	if err != nil {
+		t.Fatalf("kubectl archway install --dry-run: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"build.openshift.io on this cluster: OpenShift (its Build capability is on): installing the custom-builder mode",
+		"would apply " + filepath.Join(manifests, "openshift-builds", "crd"),
+		"would apply " + filepath.Join(manifests, "openshift-builds") + " (",
+		"validatingwebhookconfiguration/archway-custom-builds",
+		"deployment/archway-custom-builds -n archway-system",
+		"customresourcedefinition/multiarchbuilds.build.archway.dev",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "."+custombuildsGroup) {
+		t.Errorf("the plan holds a %s CRD:\n%s", custombuildsGroup, out)
+	}
+
+	out, err = kubectlArchway(ctx, "install", "--manifests", manifests, "-k", filepath.Join(manifests, "default"))
+	if err == nil || !strings.Contains(err.Error(), "nothing was applied") ||
+		!strings.Contains(err.Error(), "holds CustomResourceDefinition builds.build.openshift.io, but OpenShift serves build.openshift.io") {
+		t.Errorf("kubectl archway install -k manifests/default: %v, want refused\n%s", err, out)
+	}
+	crds := apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
+	if _, err := dyn.Resource(crds).Get(ctx, "builds."+custombuildsGroup, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("CustomResourceDefinition builds.%s: %v, want none", custombuildsGroup, err)
+	}
+}
+
+// custombuildsGroup is OpenShift's build API group.
+const custombuildsGroup = "build.openshift.io"
