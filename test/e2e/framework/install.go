@@ -15,8 +15,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/archway-build/archway/pkg/build/plugin"
 	"github.com/archway-build/archway/test/bed"
 )
 
@@ -169,6 +171,20 @@ func (ib *InstallBed) Install(ctx context.Context, overlay string) error {
 		}
 	}
 	return WaitInstalled(ctx, ib.Bed)
+}
+
+// InstallWithPlugin installs with kubectl archway install -k overlay: it
+// chooses the CRDs by who serves build.openshift.io (manifests/crd on the
+// bed), applies them, waits until they are established and applies the
+// overlay; then it waits as Install does. It returns the plugin's output.
+func (ib *InstallBed) InstallWithPlugin(ctx context.Context, overlay string) (string, error) {
+	var out bytes.Buffer
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd.SetArgs([]string{"install", "-k", overlay, "--manifests", filepath.Join(bed.RepoRoot(), "manifests"), "--kubeconfig", ib.Bed.Kubeconfig})
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		return out.String(), fmt.Errorf("kubectl archway install: %w\n%s", err, out.String())
+	}
+	return out.String(), WaitInstalled(ctx, ib.Bed)
 }
 
 // imageRepository is an image reference without its tag.
