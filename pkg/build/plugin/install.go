@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -174,6 +175,13 @@ func checkInstall(objs []*unstructured.Unstructured, openshift bool, where strin
 
 // render builds a kustomization into its objects, in its order.
 func render(dir string) ([]*unstructured.Unstructured, error) {
+	if !slices.ContainsFunc(konfig.RecognizedKustomizationFileNames(), func(name string) bool {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return err == nil
+	}) {
+		return nil, fmt.Errorf("no kustomization at %s: run kubectl archway install from a checkout of archway, "+
+			"or give its manifests directory with --manifests, or the install with -k", dir)
+	}
 	o := krusty.MakeDefaultOptions()
 	// The kustomizations' sortOptions order them (webhook configurations
 	// first, as kubectl apply -k does).

@@ -81,3 +81,10 @@ func TestCheckInstall(t *testing.T) {
 	}
 	t.Logf("objects rendered: %v", rendered)
 }
+
+func TestRenderNeedsAKustomization(t *testing.T) {
+	_, err := render(filepath.Join(t.TempDir(), "manifests", "default"))
+	if err == nil || !strings.Contains(err.Error(), "run kubectl archway install from a checkout of archway, or give its manifests directory with --manifests") {
+		t.Errorf("render of a missing directory: %v", err)
+	}
+}
