@@ -91,7 +91,13 @@ func (b *Bed) StartCustomBuildsWebhook(ctx context.Context, binary string) (*Cus
 		url := fmt.Sprintf("https://%s%s", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), *cc.Service.Path)
 		cc.Service, cc.URL, cc.CABundle = nil, &url, ca
 	}
-	if err := b.Client.Create(ctx, &cfg); err != nil && !apierrors.IsAlreadyExists(err) {
+	// A configuration of an earlier run names another address and CA:
+	// replace it.
+	if err := b.Client.Delete(ctx, cfg.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+		p.Stop()
+		return nil, err
+	}
+	if err := b.Client.Create(ctx, &cfg); err != nil {
 		p.Stop()
 		return nil, err
 	}

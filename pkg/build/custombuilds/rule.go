@@ -3,8 +3,10 @@
 // privileged pod, which is why OpenShift grants builds/custom
 // (system:build-strategy-custom) to no one by default; under this rule a
 // Custom-strategy Build or BuildConfig is admitted only when its builder
-// image is archway's, by digest, and it does not expose the node's Docker
-// socket, so an administrator may grant the strategy to tenants.
+// image is archway's, by digest, it does not expose the node's Docker
+// socket, its env does not replace what OpenShift sets on the custom pod
+// (ReservedEnv) and it mounts no secrets into that pod, so an
+// administrator may grant the strategy to tenants.
 //
 // openshift-apiserver, which serves build.openshift.io on OpenShift, calls
 // admission webhooks but evaluates no ValidatingAdmissionPolicy: the rule
@@ -22,6 +24,7 @@ import (
 	"strings"
 
 	openshiftbuildv1 "github.com/openshift/api/build/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 )
 
@@ -72,6 +75,39 @@ func NeedsCheck(s, old *openshiftbuildv1.BuildStrategy) bool {
 	return old == nil || !equality.Semantic.DeepEqual(s, old)
 }
 
+// ReservedEnv are the variables OpenShift's build controller sets on a
+// custom builder's pod, and those archway's custom builder reads from its
+// own environment. OpenShift appends the strategy's env after its own, so a
+// strategy variable of one of these names replaces OpenShift's value: the
+// custom builder would then read a Build (BUILD), a registry policy or
+// credentials OpenShift did not make, and run the platforms' pods from any
+// image. The strategy may not set them. (PULL_SOURCE_DOCKERCFG_PATH_<n>,
+// one per source image, is refused by reservedEnvPrefix.)
+// OPENSHIFT_CUSTOM_BUILD_BASE_IMAGE is not among them: openshift-apiserver
+// writes it into the strategy's env of each Build it starts (the builder
+// image), and the custom builder does not read it.
+var ReservedEnv = []string{
+	"BUILD", "LANG", "DOCKER_SOCKET",
+	"SOURCE_REPOSITORY", "SOURCE_URI", "SOURCE_CONTEXT_DIR", "SOURCE_REF", "SOURCE_SECRET_PATH",
+	"OUTPUT_REGISTRY", "OUTPUT_IMAGE", "PUSH_DOCKERCFG_PATH", "PULL_DOCKERCFG_PATH",
+	"BUILD_REGISTRIES_CONF_PATH", "BUILD_REGISTRIES_DIR_PATH", "BUILD_SIGNATURE_POLICY_PATH",
+	"BUILD_STORAGE_CONF_PATH", "BUILD_STORAGE_DRIVER", "BUILD_BLOBCACHE_DIR", "BUILD_MOUNT_ETC_PKI_CATRUST", "BUILD_ISOLATION",
+	"POD_NAME", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
+}
+
+const reservedEnvPrefix = "PULL_SOURCE_DOCKERCFG_PATH_"
+
+// reserved returns the names of env that ReservedEnv holds, in order.
+func reserved(env []corev1.EnvVar) []string {
+	var out []string
+	for _, e := range env {
+		if slices.Contains(ReservedEnv, e.Name) || strings.HasPrefix(e.Name, reservedEnvPrefix) {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
 // Check judges a custom builder's strategy against the images the
 // ConfigMap's image value admits (AllowedImages); configMap names the
 // ConfigMap, for the message. It returns nil for a strategy that is not a
@@ -83,8 +119,10 @@ func Check(s *openshiftbuildv1.BuildStrategy, images, configMap string) error {
 	allowed := AllowedImages(images)
 	var kind, name string
 	expose := false
+	var env []corev1.EnvVar
+	secrets := 0
 	if c := s.CustomStrategy; c != nil {
-		kind, name, expose = c.From.Kind, c.From.Name, c.ExposeDockerSocket
+		kind, name, expose, env, secrets = c.From.Kind, c.From.Name, c.ExposeDockerSocket, c.Env, len(c.Secrets)
 	}
 	var errs []error
 	if kind != "DockerImage" || !slices.Contains(allowed, name) {
@@ -96,6 +134,13 @@ func Check(s *openshiftbuildv1.BuildStrategy, images, configMap string) error {
 	}
 	if expose {
 		errs = append(errs, errors.New("spec.strategy.customStrategy.exposeDockerSocket is refused: archway's builder needs no Docker socket"))
+	}
+	if names := reserved(env); len(names) > 0 {
+		errs = append(errs, fmt.Errorf("spec.strategy.customStrategy.env: %s would replace what OpenShift sets on the custom builder's pod: "+
+			"remove them (archway's own variables are PLATFORMS, PLATFORMS_ALLOWED_TO_FAIL, DOCKERFILE_PATH and BUILD_ARG_<name>)", strings.Join(names, ", ")))
+	}
+	if secrets > 0 {
+		errs = append(errs, errors.New("spec.strategy.customStrategy.secrets are mounted into the custom builder's pod only, not into the platforms' build pods: use source.secrets"))
 	}
 	return errors.Join(errs...)
 }

@@ -20,6 +20,18 @@ func custom(kind, name string, expose bool) *openshiftbuildv1.BuildStrategy {
 	}}
 }
 
+func withEnv(s *openshiftbuildv1.BuildStrategy, names ...string) *openshiftbuildv1.BuildStrategy {
+	for _, n := range names {
+		s.CustomStrategy.Env = append(s.CustomStrategy.Env, corev1.EnvVar{Name: n, Value: "x"})
+	}
+	return s
+}
+
+func withSecret(s *openshiftbuildv1.BuildStrategy) *openshiftbuildv1.BuildStrategy {
+	s.CustomStrategy.Secrets = []openshiftbuildv1.SecretSpec{{SecretSource: corev1.LocalObjectReference{Name: "creds"}, MountPath: "/var/run/configs/openshift.io/build-system"}}
+	return s
+}
+
 func TestAllowedImages(t *testing.T) {
 	for _, tt := range []struct {
 		value string
@@ -52,6 +64,12 @@ func TestCheck(t *testing.T) {
 		{"an image stream tag of the same name", custom("ImageStreamTag", archway, false), allowed, []string{"not ImageStreamTag " + archway}},
 		{"the Docker socket", custom("DockerImage", archway, true), allowed, []string{"exposeDockerSocket is refused"}},
 		{"both", custom("DockerImage", "x", true), allowed, []string{"not DockerImage x", "exposeDockerSocket is refused"}},
+		{"the Build replaced through the env", withEnv(custom("DockerImage", archway, false), "PLATFORMS", "BUILD", "SOURCE_DATE_EPOCH", "PULL_SOURCE_DOCKERCFG_PATH_0", "POD_NAME"), allowed,
+			[]string{"spec.strategy.customStrategy.env: BUILD, PULL_SOURCE_DOCKERCFG_PATH_0, POD_NAME would replace what OpenShift sets"}},
+		{"the registry policy replaced through the env", withEnv(custom("DockerImage", archway, false), "BUILD_SIGNATURE_POLICY_PATH"), allowed, []string{"BUILD_SIGNATURE_POLICY_PATH would replace"}},
+		{"archway's own variables", withEnv(custom("DockerImage", archway, false), "PLATFORMS", "PLATFORMS_ALLOWED_TO_FAIL", "DOCKERFILE_PATH", "BUILD_ARG_GO", "BUILD_LOGLEVEL", "SOURCE_DATE_EPOCH",
+			"OPENSHIFT_CUSTOM_BUILD_BASE_IMAGE"), allowed, nil},
+		{"secrets of the custom pod", withSecret(custom("DockerImage", archway, false)), allowed, []string{"customStrategy.secrets are mounted into the custom builder's pod only"}},
 		{"no image configured", custom("DockerImage", archway, false), " quay.io/archway/builder:latest", []string{"none is configured in ConfigMap " + cm}},
 		{"type Custom without customStrategy", &openshiftbuildv1.BuildStrategy{Type: customType}, allowed, []string{"not  "}},
 		{"a customStrategy under type Docker", &openshiftbuildv1.BuildStrategy{

@@ -293,6 +293,19 @@ func checkCustomBuildsRule(t *testing.T, ctx context.Context, ns string) {
 		{"the Docker socket", newBuild("Build", ns, customStrategy(archway, map[string]any{"exposeDockerSocket": true})), "exposeDockerSocket is refused"},
 		{"a custom strategy under another type", newBuild("Build", ns, map[string]any{"type": "Docker", "customStrategy": map[string]any{"from": map[string]any{"kind": "DockerImage", "name": "quay.io/evil/x:1"}}}), "may run only archway's builder image"},
 		{"the Docker strategy", newBuild("Build", ns, map[string]any{"type": "Docker", "dockerStrategy": map[string]any{}}), ""},
+		// OpenShift appends the strategy's env to the custom pod's own:
+		// a BUILD there would replace the Build the custom builder reads.
+		{"the Build replaced through the env", newBuild("Build", ns, customStrategy(archway, map[string]any{"env": []any{
+			map[string]any{"name": "PLATFORMS", "value": "linux/amd64"},
+			map[string]any{"name": "BUILD", "value": `{"spec":{"strategy":{"customStrategy":{"from":{"name":"quay.io/evil/x:1"}}}}}`},
+		}})), "spec.strategy.customStrategy.env: BUILD would replace what OpenShift sets on the custom builder's pod"},
+		{"archway's own variables", newBuild("Build", ns, customStrategy(archway, map[string]any{"env": []any{
+			map[string]any{"name": "PLATFORMS", "value": "linux/amd64"}, map[string]any{"name": "BUILD_ARG_GO", "value": "1.26"},
+			map[string]any{"name": "SOURCE_DATE_EPOCH", "value": "0"},
+		}})), ""},
+		{"secrets of the custom pod", newBuild("Build", ns, customStrategy(archway, map[string]any{"secrets": []any{
+			map[string]any{"secretSource": map[string]any{"name": "creds"}, "mountPath": "/var/run/configs/openshift.io/build-system"},
+		}})), "customStrategy.secrets are mounted into the custom builder's pod only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := create(tc.obj)

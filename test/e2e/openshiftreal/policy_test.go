@@ -56,7 +56,10 @@ func setCustomBuilderImages(t *testing.T, ctx context.Context, ns, images, probe
 	}}
 	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		_, err := dyn.Resource(buildsResource).Namespace(ns).Create(ctx, b, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return (err == nil) == want, nil
+		if want {
+			return err == nil, nil
+		}
+		return err != nil && strings.Contains(err.Error(), "not DockerImage "+probe), nil
 	}); err != nil {
 		t.Fatalf("waiting for the webhook to see ConfigMap images %s: %v", images, err)
 	}
@@ -100,11 +103,23 @@ func TestCustomBuildsWebhookOnOpenShift(t *testing.T) {
 		})
 	}
 
+	// OpenShift appends start-build's -e to the strategy's env, which it
+	// appends to the custom pod's own: a BUILD there would replace the
+	// Build the custom builder reads.
+	t.Run("starting a build that replaces BUILD", func(t *testing.T) {
+		_, err := oc(ctx, "", "start-build", "archway", "-n", ns, "-e", `BUILD={"spec":{}}`)
+		if err == nil || !strings.Contains(err.Error(), "spec.strategy.customStrategy.env: BUILD would replace what OpenShift sets") {
+			t.Errorf("oc start-build -e BUILD=...: %v, want refused by the webhook", err)
+		}
+	})
+
 	// A BuildConfig of a second image, admitted while the ConfigMap names
 	// it, then no longer named.
 	other := "quay.io/archway/builder@sha256:" + strings.Repeat("2", 64)
 	t.Cleanup(func() {
-		setCustomBuilderImages(t, context.Background(), ns, builderImage, builderImage, true)
+		ctx, cancel := context.WithTimeout(context.Background(), bed.LongTimeout)
+		defer cancel()
+		setCustomBuilderImages(t, ctx, ns, builderImage, builderImage, true)
 	})
 	setCustomBuilderImages(t, ctx, ns, builderImage+","+other, other, true)
 	if _, err := oc(ctx, customBuildConfig("previous", other, false), "create", "-n", ns, "-f", "-"); err != nil {
