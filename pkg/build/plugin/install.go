@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -173,6 +174,28 @@ func checkInstall(objs []*unstructured.Unstructured, openshift bool, where strin
 	return errors.Join(errs...)
 }
 
+// checkArchway refuses kustomizations that are not archway's: the CRDs'
+// must hold CRDs alone, and the overlay archway's namespace, so that a
+// --manifests or -k pointing elsewhere applies nothing.
+func checkArchway(crds, objs []*unstructured.Unstructured, crdDir, overlay string) error {
+	var errs []error
+	for _, u := range crds {
+		if u.GetKind() != "CustomResourceDefinition" {
+			errs = append(errs, fmt.Errorf("%s holds %s: --crds must be CRDs alone (e.g. manifests/crd)", crdDir, objectName(u)))
+			break
+		}
+	}
+	if !slices.ContainsFunc(objs, func(u *unstructured.Unstructured) bool {
+		return u.GetKind() == "Namespace" && u.GetName() == archwayNamespace
+	}) {
+		errs = append(errs, fmt.Errorf("%s is not an install of archway (it has no Namespace %s): give archway's manifests with --manifests or an install of them with -k", overlay, archwayNamespace))
+	}
+	return errors.Join(errs...)
+}
+
+// archwayNamespace is the namespace every install of archway creates.
+const archwayNamespace = "archway-system"
+
 // render builds a kustomization into its objects, in its order.
 func render(dir string) ([]*unstructured.Unstructured, error) {
 	if !slices.ContainsFunc(konfig.RecognizedKustomizationFileNames(), func(name string) bool {
@@ -183,8 +206,8 @@ func render(dir string) ([]*unstructured.Unstructured, error) {
 			"or give its manifests directory with --manifests, or the install with -k", dir)
 	}
 	o := krusty.MakeDefaultOptions()
-	// The kustomizations' sortOptions order them (webhook configurations
-	// first, as kubectl apply -k does).
+	// Objects in the order the kustomization's sortOptions set, else
+	// kustomize's default, as kubectl apply -k applies them.
 	o.Reorder = krusty.ReorderOptionUnspecified
 	m, err := krusty.MakeKustomizer(o).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
@@ -233,7 +256,7 @@ func (o *env) install(ctx context.Context, opts installOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(checkInstall(crds, openshift, crdDir), checkInstall(objs, openshift, overlay)); err != nil {
+	if err := errors.Join(checkArchway(crds, objs, crdDir, overlay), checkInstall(crds, openshift, crdDir), checkInstall(objs, openshift, overlay)); err != nil {
 		return fmt.Errorf("nothing was applied: %w", err)
 	}
 	if opts.dryRun {
@@ -260,7 +283,30 @@ func (o *env) install(ctx context.Context, opts installOptions) error {
 		return err
 	}
 	_, _ = fmt.Fprintf(out, "applying %s\n", overlay)
-	return o.apply(ctx, dc, dyn, objs, opts.force)
+	if err := o.apply(ctx, dc, dyn, objs, opts.force); err != nil {
+		return err
+	}
+	if isCustomBuilderMode(objs) {
+		o.sayBuilderImage(ctx, dyn)
+	}
+	return nil
+}
+
+// sayBuilderImage says what the custom-builder mode still needs when its
+// ConfigMap names no builder image by digest: until it does, every
+// Custom-strategy build is refused.
+func (o *env) sayBuilderImage(ctx context.Context, dyn dynamic.Interface) {
+	cm, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(archwayNamespace).Get(ctx, custombuilds.ConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	image, _, _ := unstructured.NestedString(cm.Object, "data", custombuilds.ImageKey)
+	if len(custombuilds.AllowedImages(image)) > 0 {
+		return
+	}
+	_, _ = fmt.Fprintf(o.streams.Out, "ConfigMap %s/%s names no builder image by digest: every Custom-strategy build is refused until it does:\n"+
+		"  oc -n %s patch configmap %s -p '{\"data\":{\"image\":\"quay.io/me/builder@sha256:...\"}}'\n",
+		archwayNamespace, custombuilds.ConfigMapName, archwayNamespace, custombuilds.ConfigMapName)
 }
 
 // objectName is kind/name as kubectl prints it, with the namespace when
@@ -281,17 +327,28 @@ func (o *env) apply(ctx context.Context, dc discovery.DiscoveryInterface, dyn dy
 		return fmt.Errorf("reading the cluster's API resources: %w", err)
 	}
 	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-	for _, u := range objs {
+	// Every kind is mapped before anything is applied: a kind the cluster
+	// does not serve (a Kubernetes too old for the install) stops the
+	// step with nothing of it applied, not halfway.
+	clients := make([]dynamic.ResourceInterface, len(objs))
+	var unserved []error
+	for i, u := range objs {
 		gvk := u.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return fmt.Errorf("%s: %w", objectName(u), err)
+			unserved = append(unserved, fmt.Errorf("%s: %w", objectName(u), err))
+			continue
 		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == "namespace" {
-			ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+		clients[i] = dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			clients[i] = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
 		}
-		if _, err := ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: installFieldManager, Force: force}); err != nil {
+	}
+	if len(unserved) > 0 {
+		return fmt.Errorf("the cluster does not serve these kinds, nothing of this step was applied (archway needs Kubernetes 1.30 or later): %w", errors.Join(unserved...))
+	}
+	for i, u := range objs {
+		if _, err := clients[i].Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: installFieldManager, Force: force}); err != nil {
 			return fmt.Errorf("applying %s: %w", objectName(u), err)
 		}
 		_, _ = fmt.Fprintf(o.streams.Out, "%s serverside-applied\n", objectName(u))

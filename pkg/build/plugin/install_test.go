@@ -88,3 +88,31 @@ func TestRenderNeedsAKustomization(t *testing.T) {
 		t.Errorf("render of a missing directory: %v", err)
 	}
 }
+
+func TestCheckArchway(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "manifests")
+	crds, err := render(filepath.Join(dir, "crd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := render(filepath.Join(dir, "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, install := range []string{"default", "openshift", "openshift/placement", "openshift-builds", "cert-manager"} {
+		objs, err := render(filepath.Join(dir, install))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkArchway(crds, objs, "crd", install); err != nil {
+			t.Errorf("archway's install %s refused: %v", install, err)
+		}
+	}
+	// Another project's manifests: no archway namespace, no CRDs alone.
+	err = checkArchway(objs, crds, "default", "crd")
+	for _, want := range []string{"--crds must be CRDs alone", "crd is not an install of archway (it has no Namespace archway-system)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("checkArchway of swapped kustomizations: %v, want %q", err, want)
+		}
+	}
+}
