@@ -12,9 +12,14 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -34,7 +39,8 @@ type CustomBuildsWebhook struct {
 }
 
 // StartCustomBuildsWebhook runs binary (build-controller) with
-// --controllers=custom-builds-webhook in namespace archway-system, serving
+// --controllers=custom-builds-webhook in namespace archway-system, as the
+// service account of manifests/openshift-builds/webhook with its roles, serving
 // a certificate for 127.0.0.1, and creates the webhook configuration of
 // CustomBuildsWebhookConfiguration with its Service replaced by the
 // process's address and its CA. It returns once the process is ready (its
@@ -57,12 +63,18 @@ func (b *Bed) StartCustomBuildsWebhook(ctx context.Context, binary string) (*Cus
 	if err != nil {
 		return nil, err
 	}
+	// The webhook runs with the rights of its service account in
+	// manifests/openshift-builds/webhook, no more.
+	kubeconfig, err := b.customBuildsKubeconfig(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
 	p, err := startProcess("custom-builds-webhook", dir, binary, []string{
 		"--controllers=custom-builds-webhook", "--leader-elect=false",
 		"--cert-management=external", "--webhook-cert-dir=" + dir,
 		"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(port),
 		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probes),
-		"--kubeconfig=" + b.Kubeconfig,
+		"--kubeconfig=" + kubeconfig,
 	}, []string{"POD_NAMESPACE=archway-system"})
 	if err != nil {
 		return nil, err
@@ -132,3 +144,46 @@ func (b *Bed) StartCustomBuildsWebhook(ctx context.Context, binary string) (*Cus
 // Stop ends the process; the webhook configuration stays, so that the API
 // servers' calls fail as they do while the webhook's pods are down.
 func (w *CustomBuildsWebhook) Stop() { w.proc.Stop() }
+
+// customBuildsRBAC is the file of the webhook's service account and roles.
+const customBuildsRBAC = "manifests/openshift-builds/webhook/rbac.yaml"
+
+// customBuildsKubeconfig creates the objects of customBuildsRBAC (and
+// archway's namespace) and writes into dir a kubeconfig of a token of
+// their service account.
+func (b *Bed) customBuildsKubeconfig(ctx context.Context, dir string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "archway-system"}}
+	if err := b.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	data, err := os.ReadFile(filepath.Join(RepoRoot(), customBuildsRBAC))
+	if err != nil {
+		return "", err
+	}
+	account := ""
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return "", fmt.Errorf("%s: %w", customBuildsRBAC, err)
+		}
+		if u.GetKind() == "ServiceAccount" {
+			account = u.GetName()
+		}
+		if err := b.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("%s: %s %s: %w", customBuildsRBAC, u.GetKind(), u.GetName(), err)
+		}
+	}
+	tok, err := b.Clientset.CoreV1().ServiceAccounts(ns.Name).CreateToken(ctx, account, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("a token of %s: %w", account, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["bed"] = &clientcmdapi.Cluster{Server: b.Config.Host, CertificateAuthorityData: b.Config.CAData}
+	cfg.AuthInfos[account] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["bed"] = &clientcmdapi.Context{Cluster: "bed", AuthInfo: account}
+	cfg.CurrentContext = "bed"
+	path := filepath.Join(dir, "kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
