@@ -29,15 +29,6 @@ import (
 // call build-controller's custom-builds-webhook.
 const CustomBuildsWebhookConfiguration = "manifests/openshift-builds/webhook/validating_webhook_configuration.yaml"
 
-// CustomBuildsWebhook is build-controller's custom-builds-webhook run as a
-// process of the bed, as manifests/openshift-builds/webhook runs it in
-// pods: its configuration points the API servers at the process.
-type CustomBuildsWebhook struct {
-	proc *process
-	// Name is the webhook configuration's name.
-	Name string
-}
-
 // StartCustomBuildsWebhook runs binary (build-controller) with
 // --controllers=custom-builds-webhook in namespace archway-system, as the
 // service account of manifests/openshift-builds/webhook with its roles, serving
@@ -45,29 +36,30 @@ type CustomBuildsWebhook struct {
 // CustomBuildsWebhookConfiguration with its Service replaced by the
 // process's address and its CA. It returns once the process is ready (its
 // ConfigMap informer synced) and the API server of build.openshift.io,
-// which must be served, calls it.
-func (b *Bed) StartCustomBuildsWebhook(ctx context.Context, binary string) (*CustomBuildsWebhook, error) {
+// which must be served, calls it. The bed stops the process with its
+// other programs.
+func (b *Bed) StartCustomBuildsWebhook(ctx context.Context, binary string) error {
 	dir, err := os.MkdirTemp(b.Dir, "custom-builds-webhook-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ca, err := WriteServingCert(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	port, err := freePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	probes, err := freePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The webhook runs with the rights of its service account in
 	// manifests/openshift-builds/webhook, no more.
 	kubeconfig, err := b.customBuildsKubeconfig(ctx, dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p, err := startProcess("custom-builds-webhook", dir, binary, []string{
 		"--controllers=custom-builds-webhook", "--leader-elect=false",
@@ -77,9 +69,8 @@ func (b *Bed) StartCustomBuildsWebhook(ctx context.Context, binary string) (*Cus
 		"--kubeconfig=" + kubeconfig,
 	}, []string{"POD_NAMESPACE=archway-system"})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	w := &CustomBuildsWebhook{proc: p}
 	b.procs = append(b.procs, p)
 	startCtx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
@@ -88,15 +79,15 @@ func (b *Bed) StartCustomBuildsWebhook(ctx context.Context, binary string) (*Cus
 		return answersOK(ctx, http.DefaultClient, ready)
 	}); err != nil {
 		p.Stop()
-		return nil, err
+		return err
 	}
 	data, err := os.ReadFile(filepath.Join(RepoRoot(), CustomBuildsWebhookConfiguration))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", CustomBuildsWebhookConfiguration, err)
+		return fmt.Errorf("%s: %w", CustomBuildsWebhookConfiguration, err)
 	}
 	for i := range cfg.Webhooks {
 		cc := &cfg.Webhooks[i].ClientConfig
@@ -107,13 +98,12 @@ func (b *Bed) StartCustomBuildsWebhook(ctx context.Context, binary string) (*Cus
 	// replace it.
 	if err := b.Client.Delete(ctx, cfg.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
 		p.Stop()
-		return nil, err
+		return err
 	}
 	if err := b.Client.Create(ctx, &cfg); err != nil {
 		p.Stop()
-		return nil, err
+		return err
 	}
-	w.Name = cfg.Name
 	// The API server of build.openshift.io calls the webhook from its next
 	// informer update: wait until it refuses a builder image the
 	// ConfigMap cannot name (not by digest).
@@ -136,14 +126,10 @@ func (b *Bed) StartCustomBuildsWebhook(ctx context.Context, binary string) (*Cus
 		return nil
 	}); err != nil {
 		p.Stop()
-		return nil, err
+		return err
 	}
-	return w, nil
+	return nil
 }
-
-// Stop ends the process; the webhook configuration stays, so that the API
-// servers' calls fail as they do while the webhook's pods are down.
-func (w *CustomBuildsWebhook) Stop() { w.proc.Stop() }
 
 // customBuildsRBAC is the file of the webhook's service account and roles.
 const customBuildsRBAC = "manifests/openshift-builds/webhook/rbac.yaml"

@@ -103,18 +103,6 @@ func waitHealthy(ctx context.Context, p *process, port int) error {
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
 	return waitFor(ctx, p, p.name+" /healthz", func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s", url, resp.Status)
-		}
-		return nil
+		return answersOK(ctx, hc, url)
 	})
 }

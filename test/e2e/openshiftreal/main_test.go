@@ -118,7 +118,7 @@ func TestMain(m *testing.M) {
 			}); err != nil {
 				return nil, err
 			}
-			if _, err := theBed.StartCustomBuildsWebhook(ctx, buildController); err != nil {
+			if err := theBed.StartCustomBuildsWebhook(ctx, buildController); err != nil {
 				return nil, err
 			}
 			return func() {}, nil
